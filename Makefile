@@ -1,0 +1,23 @@
+# Two commands do all the set-up on a fresh machine:  `make demo`  and  `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test setup clean
+
+$(BIN)/.installed: requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/sharedbert demo
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,207 @@
+"""SharedBert configuration.
+
+A BERT configuration plus the three weight-sharing choices this model family compares:
+
+* ``attention_type``: how queries, keys and values are projected inside self-attention
+  (``"shared"``: one projection ``S = X·Ws + b`` and per-channel vectors, arXiv 2412.00359;
+  ``"standard"``: BERT's separate Wq, Wk, Wv; ``"symmetric"``: K = Q; ``"pairwise"``: K = Q with a
+  per-head bilinear matrix, Courtois et al. 2024).
+* ``layer_sharing`` / ``num_unique_layers`` / ``sharing_order``: cross-layer sharing (ALBERT's all /
+  attention-only / FFN-only; Takase & Kiyono 2021's sequence / cycle / cycle_rev orders).
+* ``tie_word_embeddings``: the masked-LM decoder reuses the word-embedding matrix (Press & Wolf 2017).
+
+This file is shipped to the Hub with the model: it imports only transformers and runs nothing at import time beyond
+defining classes and constants.
+"""
+
+from transformers.activations import ACT2FN
+from transformers.configuration_utils import PreTrainedConfig
+
+
+ATTENTION_TYPES = ("shared", "standard", "symmetric", "pairwise")
+LAYER_SHARING_MODES = ("none", "all", "attention", "ffn")
+SHARING_ORDERS = ("sequence", "cycle", "cycle_rev")
+
+# Every Auto class a SharedBert checkpoint can be loaded with, written into each saved config.json so that any head
+# loads from any repository with `trust_remote_code=True`.
+AUTO_MAP = {
+    "AutoConfig": "configuration_sharedbert.SharedBertConfig",
+    "AutoModel": "modeling_sharedbert.SharedBertModel",
+    "AutoModelForMaskedLM": "modeling_sharedbert.SharedBertForMaskedLM",
+    "AutoModelForSequenceClassification": "modeling_sharedbert.SharedBertForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_sharedbert.SharedBertForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_sharedbert.SharedBertForQuestionAnswering",
+    "AutoModelForMultipleChoice": "modeling_sharedbert.SharedBertForMultipleChoice",
+    "AutoTokenizer": [None, "tokenization_sharedbert.SharedBertTokenizer"],
+}
+
+
+class SharedBertConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`SharedBertModel`]. The BERT fields keep BERT's meaning and defaults (bert-base-uncased dims).
+
+    Args:
+        attention_type (`str`, defaults to `"shared"`):
+            `"shared"`, `"standard"`, `"symmetric"` or `"pairwise"` (see the module docstring).
+        layer_sharing (`str`, defaults to `"none"`):
+            Which sublayers are shared across depth: `"none"`, `"all"` (attention and feed-forward), `"attention"`
+            (attention blocks only) or `"ffn"` (feed-forward blocks only).
+        num_unique_layers (`int`, *optional*):
+            How many distinct parameter sets the shared sublayers have. Defaults to `num_hidden_layers` without
+            sharing and to 1 (ALBERT) with sharing.
+        sharing_order (`str`, defaults to `"sequence"`):
+            How `num_hidden_layers` applications map onto `num_unique_layers` sets (Takase & Kiyono 2021), e.g. for
+            6 layers and 3 sets: `"sequence"` 0,0,1,1,2,2; `"cycle"` 0,1,2,0,1,2; `"cycle_rev"` 0,1,2,2,1,0.
+        tie_word_embeddings (`bool`, defaults to `True`):
+            Whether the masked-LM decoder weight is the word-embedding matrix.
+    """
+
+    model_type = "sharedbert"
+    _auto_class = "AutoConfig"
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    classifier_dropout: float | None = None
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    use_cache: bool = False
+    attention_type: str = "shared"
+    layer_sharing: str = "none"
+    num_unique_layers: int | None = None
+    sharing_order: str = "sequence"
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self, **kwargs):
+        _reject_misspelled_fields(kwargs)
+        if self.num_unique_layers is None and isinstance(self.num_hidden_layers, int):
+            self.num_unique_layers = self.num_hidden_layers if self.layer_sharing == "none" else 1
+        kwargs.setdefault("auto_map", dict(AUTO_MAP))
+        super().__post_init__(**kwargs)
+        self.validate_sharedbert()
+
+    def validate_sharedbert(self):
+        """Raise `ValueError` naming the field and the allowed values for any invalid setting."""
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_unique_layers",
+        ):
+            _require_positive_int(name, getattr(self, name))
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is None and name == "classifier_dropout":
+                continue
+            if not _is_real(value) or not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be a probability in [0, 1), got {value!r}.")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not _is_real(value) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive number, got {value!r}.")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"`hidden_size` ({self.hidden_size}) must be divisible by `num_attention_heads` "
+                f"({self.num_attention_heads}); pick a head count that divides it, e.g. "
+                f"{[h for h in (1, 2, 4, 8, 12, 16) if self.hidden_size % h == 0]}."
+            )
+        _require_choice("attention_type", self.attention_type, ATTENTION_TYPES)
+        _require_choice("layer_sharing", self.layer_sharing, LAYER_SHARING_MODES)
+        _require_choice("sharing_order", self.sharing_order, SHARING_ORDERS)
+        if self.num_unique_layers > self.num_hidden_layers:
+            raise ValueError(
+                f"`num_unique_layers` ({self.num_unique_layers}) cannot exceed `num_hidden_layers` "
+                f"({self.num_hidden_layers}): there are not enough layers to use every distinct set."
+            )
+        if self.layer_sharing == "none" and self.num_unique_layers != self.num_hidden_layers:
+            raise ValueError(
+                f"`num_unique_layers` ({self.num_unique_layers}) must equal `num_hidden_layers` "
+                f"({self.num_hidden_layers}) when `layer_sharing='none'`; set `layer_sharing` to one of "
+                f"{LAYER_SHARING_MODES[1:]} to share layers."
+            )
+        if self.is_decoder or self.add_cross_attention:
+            raise ValueError(
+                "`is_decoder` and `add_cross_attention` must be False: SharedBert is a bidirectional encoder."
+            )
+        if not isinstance(self.hidden_act, str):
+            raise ValueError(f"`hidden_act` must be the name of an activation (e.g. 'gelu'), got {self.hidden_act!r}.")
+        if self.hidden_act not in ACT2FN:
+            raise ValueError(f"`hidden_act` must be one of {sorted(ACT2FN)}, got {self.hidden_act!r}.")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"`pad_token_id` ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size}) or None."
+            )
+
+    def _layer_map(self, sublayer: str) -> list[int]:
+        """Which distinct parameter set each of the `num_hidden_layers` applications of `sublayer` uses."""
+        num_layers = self.num_hidden_layers
+        shared = self.layer_sharing == "all" or self.layer_sharing == sublayer
+        if not shared:
+            return list(range(num_layers))
+        num_sets = self.num_unique_layers
+        if self.sharing_order == "sequence":
+            return [i * num_sets // num_layers for i in range(num_layers)]
+        if self.sharing_order == "cycle":
+            return [i % num_sets for i in range(num_layers)]
+        # cycle_rev: cycle through the sets, then run the last `num_sets` layers in reverse order.
+        return [i % num_sets if i < num_layers - num_sets else num_layers - 1 - i for i in range(num_layers)]
+
+    @property
+    def attention_layer_map(self) -> list[int]:
+        return self._layer_map("attention")
+
+    @property
+    def ffn_layer_map(self) -> list[int]:
+        return self._layer_map("ffn")
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _require_positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+
+
+def _require_choice(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+
+
+def _reject_misspelled_fields(extra_kwargs):
+    """Unknown keys are kept as attributes (Hub configs carry many), but one within two edits of a field is a typo
+    that would otherwise silently fall back to the default."""
+    for key in extra_kwargs:
+        for field in SharedBertConfig.__dataclass_fields__:
+            if key != field and _edit_distance(key.lower(), field) <= min(2, len(field) // 4):
+                raise ValueError(f"Unknown config field `{key}`: did you mean `{field}`?")
+
+
+def _edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        previous = current
+    return previous[-1]
+
+
+__all__ = ["SharedBertConfig"]

@@ -1,0 +1,745 @@
+"""PyTorch SharedBert: a BERT encoder with shared-projection self-attention and optional cross-layer sharing.
+
+The attention variants differ only in how the per-head queries, keys and values are made from the layer input;
+everything after that (the attention backend, output projection, residual, LayerNorm, feed-forward) is BERT's.
+Cross-layer sharing stores each distinct sublayer once and runs it through an index map, as ALBERT does.
+
+This file is shipped to the Hub with the model: it imports only torch, transformers and its sibling config, and runs
+nothing at import time beyond defining classes.
+"""
+
+import torch
+from torch import nn
+from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
+
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, logging
+from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
+from transformers.utils.output_capturing import capture_outputs
+
+from .configuration_sharedbert import SharedBertConfig
+
+
+logger = logging.get_logger(__name__)
+
+class SharedBertEmbeddings(nn.Module):
+    """Word + position + token-type embeddings, LayerNorm and dropout, as in BERT, with input checks."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_ids = nn.Buffer(torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if input_ids is not None:
+            _check_ids("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
+            inputs_embeds = self.word_embeddings(input_ids)
+        seq_length = inputs_embeds.shape[1]
+        if position_ids is None:
+            if seq_length > self.position_ids.shape[1]:
+                raise ValueError(
+                    f"Sequence length {seq_length} exceeds max_position_embeddings={self.position_ids.shape[1]}: "
+                    "truncate the input (e.g. tokenizer(..., truncation=True, "
+                    f"max_length={self.position_ids.shape[1]}))."
+                )
+            position_ids = self.position_ids[:, :seq_length]
+        else:
+            _check_ids("position_ids", position_ids, self.position_embeddings.num_embeddings, "max_position_embeddings")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(position_ids)
+        else:
+            _check_ids("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size")
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def _check_ids(name: str, ids: torch.Tensor, table_size: int, field: str) -> None:
+    """Out-of-range ids would fail deep inside `nn.Embedding` (or read garbage on some devices): say what is wrong."""
+    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise TypeError(f"`{name}` must be an integer tensor, got dtype {ids.dtype}.")
+    if ids.numel() == 0 or torch.compiler.is_compiling():
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= table_size:
+        raise ValueError(
+            f"`{name}` holds ids outside [0, {table_size}) (min {low}, max {high}); the model's {field} is "
+            f"{table_size}. Use the tokenizer that matches the model, or resize the embeddings."
+        )
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+):
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class SharedBertSelfAttention(nn.Module):
+    """Multi-head scaled dot-product attention; subclasses decide how queries, keys and values are projected."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.is_causal = False
+
+    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return per-head (query, key, value), each (batch, heads, seq, head_dim), whose products give the scores."""
+        raise NotImplementedError
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query, key, value = self.project(hidden_states)
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout.p if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return attn_output.reshape(*hidden_states.shape[:-1], -1), attn_weights
+
+
+class SharedProjectionSelfAttention(SharedBertSelfAttention):
+    """One projection S = X·Ws + b; Q = S⊙dq, K = S⊙dk, V = S⊙dv (arXiv 2412.00359)."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.shared_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query_scale = nn.Parameter(torch.ones(config.hidden_size))
+        self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
+        self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
+
+    def project(self, hidden_states):
+        shared = self.shared_proj(hidden_states)
+        # Scores are (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ: scaling only the query side gives the same scores and weights with
+        # one elementwise pass less, and the key is S itself (no extra activation to keep for backward).
+        query = shared * (self.query_scale * self.key_scale)
+        value = shared * self.value_scale
+        return self.split_heads(query), self.split_heads(shared), self.split_heads(value)
+
+
+class StandardSelfAttention(SharedBertSelfAttention):
+    """BERT's separate query, key and value projections (the baseline)."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def project(self, hidden_states):
+        return (
+            self.split_heads(self.query(hidden_states)),
+            self.split_heads(self.key(hidden_states)),
+            self.split_heads(self.value(hidden_states)),
+        )
+
+
+class SymmetricSelfAttention(SharedBertSelfAttention):
+    """K = Q: the key reuses the query projection (bias included), so each head's score matrix is symmetric."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def project(self, hidden_states):
+        query = self.split_heads(self.query(hidden_states))
+        return query, query, self.split_heads(self.value(hidden_states))
+
+
+class PairwiseSelfAttention(SharedBertSelfAttention):
+    """K = Q with a learnable bilinear form per head: scores Q·P_h·Qᵀ/√d (Courtois et al. 2024)."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.head_bilinear = nn.Parameter(torch.eye(self.head_dim).repeat(self.num_heads, 1, 1))
+
+    def project(self, hidden_states):
+        query = self.split_heads(self.query(hidden_states))
+        # (Q·P_h)·Qᵀ: the attention backend sees an ordinary query/key pair.
+        return torch.matmul(query, self.head_bilinear), query, self.split_heads(self.value(hidden_states))
+
+
+SELF_ATTENTION_CLASSES = {
+    "shared": SharedProjectionSelfAttention,
+    "standard": StandardSelfAttention,
+    "symmetric": SymmetricSelfAttention,
+    "pairwise": PairwiseSelfAttention,
+}
+
+
+class SharedBertSelfOutput(nn.Module):
+    """Attention output projection, dropout, residual and LayerNorm, as in BERT."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class SharedBertAttention(nn.Module):
+    """The attention sublayer: self-attention of the configured type, then the output projection block."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.self = SELF_ATTENTION_CLASSES[config.attention_type](config)
+        self.output = SharedBertSelfOutput(config)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs: Unpack[TransformersKwargs]):
+        attention_output, _ = self.self(hidden_states, attention_mask, **kwargs)
+        return self.output(attention_output, hidden_states)
+
+
+class SharedBertFeedForward(nn.Module):
+    """The feed-forward sublayer: dense, activation, dense, dropout, residual and LayerNorm, as in BERT."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.intermediate = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.output = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        ffn_output = self.output(self.activation(self.intermediate(hidden_states)))
+        return self.LayerNorm(self.dropout(ffn_output) + hidden_states)
+
+
+class SharedBertLayer(GradientCheckpointingLayer):
+    """One transformer layer application. It owns no weights: the encoder hands it the attention and feed-forward
+    sublayers for this depth, so one stored sublayer can serve several depths. Being a module called once per depth,
+    it is where gradient checkpointing and `output_hidden_states` hook in."""
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        attention: SharedBertAttention,
+        feed_forward: SharedBertFeedForward,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        return feed_forward(attention(hidden_states, attention_mask, **kwargs))
+
+
+class SharedBertEncoder(nn.Module):
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.attention_layer_map = config.attention_layer_map
+        self.ffn_layer_map = config.ffn_layer_map
+        self.attention = nn.ModuleList(
+            SharedBertAttention(config) for _ in range(max(self.attention_layer_map) + 1)
+        )
+        self.feed_forward = nn.ModuleList(SharedBertFeedForward(config) for _ in range(max(self.ffn_layer_map) + 1))
+        self.layer = SharedBertLayer()
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
+        for attention_index, ffn_index in zip(self.attention_layer_map, self.ffn_layer_map):
+            hidden_states = self.layer(
+                hidden_states,
+                attention_mask,
+                attention=self.attention[attention_index],
+                feed_forward=self.feed_forward[ffn_index],
+                **kwargs,
+            )
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class SharedBertPooler(nn.Module):
+    """Dense + tanh over the first ([CLS]) token, as in BERT."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class SharedBertLMPredictionHead(nn.Module):
+    """Transform (dense, activation, LayerNorm) then the vocabulary decoder, tied to the word embeddings by default."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))
+
+
+class SharedBertOnlyMLMHead(nn.Module):
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.predictions = SharedBertLMPredictionHead(config)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return self.predictions(sequence_output)
+
+
+class SharedBertPreTrainedModel(PreTrainedModel):
+    config_class = SharedBertConfig
+    config: SharedBertConfig
+    base_model_prefix = "sharedbert"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    # flex_attention has no backward on CPU; advertise only what works everywhere.
+    _supports_flex_attn = False
+    _supports_attention_backend = True
+    _no_split_modules = ["SharedBertEmbeddings", "SharedBertAttention", "SharedBertFeedForward"]
+    _can_record_outputs = {"hidden_states": SharedBertLayer, "attentions": SharedBertSelfAttention}
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, SharedProjectionSelfAttention):
+            # Q = K = V = S at initialisation, as in the paper.
+            init.ones_(module.query_scale)
+            init.ones_(module.key_scale)
+            init.ones_(module.value_scale)
+        elif isinstance(module, PairwiseSelfAttention):
+            # P_h = I starts pairwise attention as symmetric attention.
+            init.copy_(module.head_bilinear, torch.eye(module.head_dim).repeat(module.num_heads, 1, 1))
+        elif isinstance(module, SharedBertEmbeddings):
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, made strict. Only safetensors are read (unpickling can run code).
+        Encoder weights missing from, or unexpected in, the checkpoint are an error: they would otherwise be silently
+        random-initialised. A task head absent from a base checkpoint is the normal start of fine-tuning and stays
+        allowed, with transformers' usual notice."""
+        kwargs.setdefault("use_safetensors", True)
+        want_info = kwargs.pop("output_loading_info", False)
+        try:
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
+            )
+        except OSError as error:
+            if kwargs["use_safetensors"] and ".safetensors" in str(error) and "no file named" in str(error).lower():
+                raise OSError(
+                    f"No safetensors weights in {pretrained_model_name_or_path}. SharedBert refuses pickle weights "
+                    "(.bin/.pt: unpickling can run arbitrary code); convert them once with a trusted script "
+                    "(torch.load, then save_pretrained) or point to a folder with model.safetensors."
+                ) from error
+            raise
+        except Exception as error:
+            if "safetensor" in type(error).__name__.lower() or "header" in str(error).lower():
+                raise OSError(
+                    f"The weights file of {pretrained_model_name_or_path} is corrupt or truncated ({error}); "
+                    "re-download or re-save the model."
+                ) from error
+            raise
+        prefixes = ("embeddings.", "encoder.", f"{cls.base_model_prefix}.embeddings.", f"{cls.base_model_prefix}.encoder.")
+        missing = [key for key in info["missing_keys"] if key.startswith(prefixes)]
+        unexpected = [key for key in info["unexpected_keys"] if key.startswith(prefixes)]
+        mismatched = list(info.get("mismatched_keys") or [])
+        if missing or unexpected or mismatched:
+            raise ValueError(
+                _describe_incompatible_checkpoint(pretrained_model_name_or_path, model.config, missing, unexpected, mismatched)
+            )
+        return (model, info) if want_info else model
+
+
+def _describe_incompatible_checkpoint(path, config, missing, unexpected, mismatched) -> str:
+    def attention_type_of(keys):
+        for key in keys:
+            for attention_type, marker in (
+                ("shared", ".shared_proj."),
+                ("pairwise", ".head_bilinear"),
+                ("standard", ".self.key."),
+            ):
+                if marker in key:
+                    return attention_type
+        return None
+
+    found = attention_type_of(unexpected)
+    lines = [f"The checkpoint at {path} does not fit this SharedBert config."]
+    if found and found != config.attention_type:
+        lines.append(
+            f"It holds attention_type={found!r} weights but the config asks for {config.attention_type!r}: "
+            f"load it with attention_type={found!r} (or convert it with sharedbert.convert)."
+        )
+    if missing:
+        lines.append(f"Encoder weights missing from the checkpoint ({len(missing)}): {missing[:5]}")
+    if unexpected:
+        lines.append(f"Encoder weights in the checkpoint that the model does not have ({len(unexpected)}): "
+                     f"{unexpected[:5]}")
+    if mismatched:
+        lines.append(f"Weights whose shapes differ: {list(mismatched)[:5]}")
+    lines.append("Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) matches the weights.")
+    return "\n".join(lines)
+
+
+class SharedBertModel(SharedBertPreTrainedModel):
+    _auto_class = "AutoModel"
+
+    def __init__(self, config: SharedBertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = SharedBertEmbeddings(config)
+        self.encoder = SharedBertEncoder(config)
+        self.pooler = SharedBertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPooling:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
+        input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
+        if len(input_shape) != 2:
+            raise ValueError(
+                f"Expected inputs of shape (batch, sequence), got {tuple(input_shape)}; add a batch dimension "
+                "(e.g. input_ids.unsqueeze(0)) for a single sequence."
+            )
+        if attention_mask is not None and attention_mask.dim() == 2 and tuple(attention_mask.shape) != tuple(input_shape):
+            raise ValueError(
+                f"`attention_mask` has shape {tuple(attention_mask.shape)} but the inputs have shape "
+                f"{tuple(input_shape)}: pass the mask the tokenizer returned with these inputs."
+            )
+        embedding_output = self.embeddings(
+            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+        )
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
+        )
+        sequence_output = self.encoder(embedding_output, attention_mask, **kwargs).last_hidden_state
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        return BaseModelOutputWithPooling(last_hidden_state=sequence_output, pooler_output=pooled_output)
+
+
+class SharedBertForMaskedLM(SharedBertPreTrainedModel):
+    _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
+
+    _auto_class = "AutoModelForMaskedLM"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config, add_pooling_layer=False)
+        self.cls = SharedBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MaskedLMOutput:
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.view(-1))
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+def _classifier_dropout(config: SharedBertConfig) -> nn.Dropout:
+    return nn.Dropout(config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob)
+
+
+class SharedBertForSequenceClassification(SharedBertPreTrainedModel):
+    """Pooled [CLS] → dropout → `classifier`; regression, single-label or multi-label loss as in BERT."""
+
+    _auto_class = "AutoModelForSequenceClassification"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.sharedbert = SharedBertModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> SequenceClassifierOutput:
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None
+        if labels is not None:
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                if self.num_labels == 1:
+                    loss = MSELoss()(logits.squeeze(), labels.squeeze())
+                else:
+                    loss = MSELoss()(logits, labels)
+            elif self.config.problem_type == "single_label_classification":
+                loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = BCEWithLogitsLoss()(logits, labels)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class SharedBertForMultipleChoice(SharedBertPreTrainedModel):
+    """Scores each (batch, choice) sequence with the pooled [CLS] and a one-output `classifier`."""
+
+    _auto_class = "AutoModelForMultipleChoice"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultipleChoiceModelOutput:
+        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
+
+        def flatten(x):
+            return None if x is None else x.view(-1, *x.shape[2:])
+
+        outputs = self.sharedbert(
+            flatten(input_ids),
+            attention_mask=flatten(attention_mask),
+            token_type_ids=flatten(token_type_ids),
+            position_ids=flatten(position_ids),
+            inputs_embeds=flatten(inputs_embeds),
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = CrossEntropyLoss()(logits, labels) if labels is not None else None
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class SharedBertForTokenClassification(SharedBertPreTrainedModel):
+    _auto_class = "AutoModelForTokenClassification"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.sharedbert = SharedBertModel(config, add_pooling_layer=False)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> TokenClassifierOutput:
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.view(-1))
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
+    """Extractive QA: start and end logits per token from `qa_outputs`."""
+
+    _auto_class = "AutoModelForQuestionAnswering"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.sharedbert = SharedBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> QuestionAnsweringModelOutput:
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.qa_outputs(outputs.last_hidden_state)
+        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
+        total_loss = None
+        if start_positions is not None and end_positions is not None:
+            # Positions outside the sequence are ignored, as in BERT.
+            ignored_index = start_logits.size(1)
+            start_positions = start_positions.view(-1).clamp(0, ignored_index)
+            end_positions = end_positions.view(-1).clamp(0, ignored_index)
+            loss_fct = CrossEntropyLoss(ignore_index=ignored_index)
+            total_loss = (loss_fct(start_logits, start_positions) + loss_fct(end_logits, end_positions)) / 2
+        return QuestionAnsweringModelOutput(
+            loss=total_loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+__all__ = [
+    "SharedBertForMaskedLM",
+    "SharedBertForMultipleChoice",
+    "SharedBertForQuestionAnswering",
+    "SharedBertForSequenceClassification",
+    "SharedBertForTokenClassification",
+    "SharedBertModel",
+    "SharedBertPreTrainedModel",
+]
