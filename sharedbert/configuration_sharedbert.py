@@ -54,6 +54,9 @@ class SharedBertConfig(PreTrainedConfig):
             6 layers and 3 sets: `"sequence"` 0,0,1,1,2,2; `"cycle"` 0,1,2,0,1,2; `"cycle_rev"` 0,1,2,2,1,0.
         tie_word_embeddings (`bool`, defaults to `True`):
             Whether the masked-LM decoder weight is the word-embedding matrix.
+        converted_from (`str`, *optional*):
+            The BERT checkpoint this model was converted from (set by `sharedbert.convert.from_bert`; model cards
+            report it as the base model).
     """
 
     model_type = "sharedbert"
@@ -83,6 +86,7 @@ class SharedBertConfig(PreTrainedConfig):
     num_unique_layers: int | None = None
     sharing_order: str = "sequence"
     tie_word_embeddings: bool = True
+    converted_from: str | None = None
 
     def __post_init__(self, **kwargs):
         _reject_misspelled_fields(kwargs)
