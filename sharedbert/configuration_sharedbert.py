@@ -96,6 +96,28 @@ class SharedBertConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         self.validate_sharedbert()
 
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """`PreTrainedConfig.from_dict`, checked again after the keyword overrides (`from_pretrained(path,
+        attention_type=...)`), which transformers sets as plain attributes after `__post_init__` ran. A leftover
+        keyword within two edits of a field (`atention_type`) is a typo, not an extra argument."""
+        return_unused_kwargs = kwargs.pop("return_unused_kwargs", False)
+        config, unused_kwargs = super().from_dict(config_dict, return_unused_kwargs=True, **kwargs)
+        _reject_misspelled_fields(unused_kwargs)
+        config.validate_sharedbert()
+        return (config, unused_kwargs) if return_unused_kwargs else config
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
+        """`PreTrainedConfig.from_pretrained` whose errors name the checkpoint they come from."""
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
+        except ValueError as error:
+            raise ValueError(
+                f"Cannot load the SharedBert config of {pretrained_model_name_or_path} (its config.json and any "
+                f"keyword overrides): {error}"
+            ) from error
+
     def validate_sharedbert(self):
         """Raise `ValueError` naming the field and the allowed values for any invalid setting."""
         for name in (

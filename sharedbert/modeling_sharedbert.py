@@ -27,11 +27,11 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, logging
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, TransformersKwargs, cached_file, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
-from .configuration_sharedbert import SharedBertConfig
+from .configuration_sharedbert import SharedBertConfig, _reject_misspelled_fields
 
 
 logger = logging.get_logger(__name__)
@@ -358,6 +358,12 @@ class SharedBertPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["SharedBertEmbeddings", "SharedBertAttention", "SharedBertFeedForward"]
     _can_record_outputs = {"hidden_states": SharedBertLayer, "attentions": SharedBertSelfAttention}
 
+    def __init__(self, config: SharedBertConfig, *inputs, **kwargs):
+        # A config can be changed after its own checks ran (attribute assignment, AutoConfig keyword overrides):
+        # check it again before building modules from it, rather than failing later with a shape or key error.
+        config.validate_sharedbert()
+        super().__init__(config, *inputs, **kwargs)
+
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)
@@ -378,14 +384,27 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         Encoder weights missing from, or unexpected in, the checkpoint are an error: they would otherwise be silently
         random-initialised. A task head absent from a base checkpoint is the normal start of fine-tuning and stays
         allowed, with transformers' usual notice."""
-        kwargs.setdefault("use_safetensors", True)
+        _reject_misspelled_fields(kwargs)
+        if kwargs.setdefault("use_safetensors", True) is not True:
+            # transformers reads pytorch_model.bin with False, and falls back to it with None.
+            raise ValueError(
+                f"use_safetensors={kwargs['use_safetensors']!r}: SharedBert loads safetensors weights only "
+                "(unpickling .bin/.pt files can run arbitrary code); drop the argument."
+            )
         want_info = kwargs.pop("output_loading_info", False)
+        # transformers' own refusal of a shape mismatch names neither weight nor file: load, then refuse here. The
+        # caller's `ignore_mismatched_sizes=True` still lets a task head change size, never the encoder.
+        heads_may_differ = kwargs.pop("ignore_mismatched_sizes", False)
         try:
             model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
+                pretrained_model_name_or_path,
+                *model_args,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
+                **kwargs,
             )
         except OSError as error:
-            if kwargs["use_safetensors"] and ".safetensors" in str(error) and "no file named" in str(error).lower():
+            if ".safetensors" in str(error) and "no file named" in str(error).lower():
                 raise OSError(
                     f"No safetensors weights in {pretrained_model_name_or_path}. SharedBert refuses pickle weights "
                     "(.bin/.pt: unpickling can run arbitrary code); convert them once with a trusted script "
@@ -395,34 +414,77 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         except Exception as error:
             if "safetensor" in type(error).__name__.lower() or "header" in str(error).lower():
                 raise OSError(
-                    f"The weights file of {pretrained_model_name_or_path} is corrupt or truncated ({error}); "
-                    "re-download or re-save the model."
+                    f"The weights file {_weights_file(pretrained_model_name_or_path, kwargs)} is corrupt or "
+                    f"truncated ({error}); re-download or re-save the model."
                 ) from error
             raise
-        prefixes = ("embeddings.", "encoder.", f"{cls.base_model_prefix}.embeddings.", f"{cls.base_model_prefix}.encoder.")
-        missing = [key for key in info["missing_keys"] if key.startswith(prefixes)]
-        unexpected = [key for key in info["unexpected_keys"] if key.startswith(prefixes)]
-        mismatched = list(info.get("mismatched_keys") or [])
+        missing = [key for key in info["missing_keys"] if key.startswith(ENCODER_KEY_PREFIXES)]
+        unexpected = [key for key in info["unexpected_keys"] if key.startswith(ENCODER_KEY_PREFIXES)]
+        mismatched = sorted(
+            entry
+            for entry in info.get("mismatched_keys") or []
+            if not heads_may_differ or entry[0].startswith(ENCODER_KEY_PREFIXES)
+        )
         if missing or unexpected or mismatched:
+            checkpoint_keys = (set(model.state_dict()) - set(info["missing_keys"])) | set(info["unexpected_keys"])
             raise ValueError(
-                _describe_incompatible_checkpoint(pretrained_model_name_or_path, model.config, missing, unexpected, mismatched)
+                _describe_incompatible_checkpoint(
+                    pretrained_model_name_or_path, model.config, checkpoint_keys, missing, unexpected, mismatched
+                )
+            )
+        # safetensors has no checksum: damaged tensor bytes still parse. NaN/Inf is how such damage (or a checkpoint
+        # saved from a diverged run) usually shows; refuse it rather than return a model that outputs NaN.
+        non_finite = [
+            name
+            for name, tensor in model.state_dict().items()
+            if tensor.is_floating_point() and tensor.device.type != "meta" and not torch.isfinite(tensor).all()
+        ]
+        if non_finite:
+            raise ValueError(
+                f"The weights file {_weights_file(pretrained_model_name_or_path, kwargs)} holds NaN or Inf values in "
+                f"{len(non_finite)} tensors ({non_finite[:5]}): the file is corrupt or was saved from a diverged run; "
+                "re-download it or load an earlier checkpoint."
             )
         return (model, info) if want_info else model
 
 
-def _describe_incompatible_checkpoint(path, config, missing, unexpected, mismatched) -> str:
+def _weights_file(path, kwargs) -> str:
+    """The safetensors file (or shard index) of checkpoint `path`, for error messages."""
+    lookup = {key: kwargs[key] for key in ("cache_dir", "revision", "subfolder", "token", "local_files_only") if key in kwargs}
+    for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
+        try:
+            resolved = cached_file(
+                path,
+                name,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
+                **lookup,
+            )
+        except OSError:
+            resolved = None
+        if resolved:
+            return resolved if name == SAFE_WEIGHTS_NAME else f"(one of the shards listed in {resolved})"
+    return f"{path}/{SAFE_WEIGHTS_NAME}"
+
+
+# Weights that must come from a SharedBert checkpoint (in a base model, or under a head's `sharedbert.` prefix).
+ENCODER_KEY_PREFIXES = ("embeddings.", "encoder.", "sharedbert.embeddings.", "sharedbert.encoder.")
+
+
+def _describe_incompatible_checkpoint(path, config, checkpoint_keys, missing, unexpected, mismatched) -> str:
     def attention_type_of(keys):
-        for key in keys:
-            for attention_type, marker in (
-                ("shared", ".shared_proj."),
-                ("pairwise", ".head_bilinear"),
-                ("standard", ".self.key."),
-            ):
-                if marker in key:
-                    return attention_type
+        # Each type's distinctive weight; symmetric has only query and value, so it is what remains.
+        for attention_type, marker in (
+            ("shared", ".shared_proj."),
+            ("pairwise", ".head_bilinear"),
+            ("standard", ".self.key."),
+            ("symmetric", ".self.query."),
+        ):
+            if any(marker in key for key in keys):
+                return attention_type
         return None
 
-    found = attention_type_of(unexpected)
+    found = attention_type_of(checkpoint_keys)
     lines = [f"The checkpoint at {path} does not fit this SharedBert config."]
     if found and found != config.attention_type:
         lines.append(
@@ -435,7 +497,10 @@ def _describe_incompatible_checkpoint(path, config, missing, unexpected, mismatc
         lines.append(f"Encoder weights in the checkpoint that the model does not have ({len(unexpected)}): "
                      f"{unexpected[:5]}")
     if mismatched:
-        lines.append(f"Weights whose shapes differ: {list(mismatched)[:5]}")
+        shapes = [f"{key}: checkpoint {tuple(saved)} vs model {tuple(wanted)}" for key, saved, wanted in mismatched]
+        lines.append(f"Weights whose shapes differ ({len(mismatched)}): {shapes[:5]}")
+        if not all(key.startswith(ENCODER_KEY_PREFIXES) for key, _, _ in mismatched):
+            lines.append("To start a task head of a different size (e.g. num_labels), pass ignore_mismatched_sizes=True.")
     lines.append("Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) matches the weights.")
     return "\n".join(lines)
 
