@@ -58,6 +58,8 @@ class SharedBertEmbeddings(nn.Module):
         if input_ids is not None:
             _check_ids("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
             inputs_embeds = self.word_embeddings(input_ids)
+        else:
+            _check_embeds(inputs_embeds, self.word_embeddings.weight)
         seq_length = inputs_embeds.shape[1]
         if position_ids is None:
             if seq_length > self.position_ids.shape[1]:
@@ -75,6 +77,48 @@ class SharedBertEmbeddings(nn.Module):
             _check_ids("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size")
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))
+
+
+def _check_embeds(inputs_embeds: torch.Tensor, word_embeddings: torch.Tensor) -> None:
+    if inputs_embeds.shape[-1] != word_embeddings.shape[1]:
+        raise ValueError(
+            f"`inputs_embeds` has width {inputs_embeds.shape[-1]} but the model's hidden_size is "
+            f"{word_embeddings.shape[1]}."
+        )
+    # Narrower floats (fp16 inputs to an fp32 model) promote harmlessly; a wider or non-float dtype would fail
+    # inside LayerNorm with a mixed-dtype error.
+    if not inputs_embeds.is_floating_point() or (
+        torch.promote_types(inputs_embeds.dtype, word_embeddings.dtype) != word_embeddings.dtype
+    ):
+        raise TypeError(
+            f"`inputs_embeds` has dtype {inputs_embeds.dtype} but the model's weights are {word_embeddings.dtype}: "
+            "cast it with inputs_embeds.to(model.dtype)."
+        )
+
+
+def _check_input_shapes(input_shape, attention_mask, token_type_ids, position_ids, num_heads) -> None:
+    """Shape mismatches would otherwise broadcast silently (a 1-D mask applied to every row) or fail deep in torch."""
+    batch_size, seq_length = input_shape
+    if attention_mask is not None:
+        shape = tuple(attention_mask.shape)
+        # A 2-D padding mask, or an already prepared 4-D (batch, 1 or heads, query, key) mask.
+        fits = shape == (batch_size, seq_length) or (
+            len(shape) == 4
+            and shape[0] in (1, batch_size)
+            and shape[1] in (1, num_heads)
+            and shape[2:] == (seq_length, seq_length)
+        )
+        if not fits:
+            raise ValueError(
+                f"`attention_mask` has shape {shape} but the inputs have shape {(batch_size, seq_length)}: pass the "
+                "mask the tokenizer returned with these inputs (or a 4-D (batch, 1, seq, seq) mask)."
+            )
+    for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+        if ids is not None and (ids.dim() != 2 or ids.shape[0] not in (1, batch_size) or ids.shape[1] != seq_length):
+            raise ValueError(
+                f"`{name}` has shape {tuple(ids.shape)} but the inputs have shape {(batch_size, seq_length)}: pass "
+                f"`{name}` of the same (batch, sequence) shape (or (1, sequence) to share it across the batch)."
+            )
 
 
 def _check_ids(name: str, ids: torch.Tensor, table_size: int, field: str) -> None:
@@ -149,7 +193,7 @@ class SharedBertSelfAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )
-        return attn_output.reshape(*hidden_states.shape[:-1], -1), attn_weights
+        return attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim), attn_weights
 
 
 class SharedProjectionSelfAttention(SharedBertSelfAttention):
@@ -540,11 +584,14 @@ class SharedBertModel(SharedBertPreTrainedModel):
                 f"Expected inputs of shape (batch, sequence), got {tuple(input_shape)}; add a batch dimension "
                 "(e.g. input_ids.unsqueeze(0)) for a single sequence."
             )
-        if attention_mask is not None and attention_mask.dim() == 2 and tuple(attention_mask.shape) != tuple(input_shape):
+        if 0 in input_shape:
+            # Refused rather than answered with empty tensors: attention backends cannot reshape a zero-size batch,
+            # and a loss averaged over nothing is NaN.
             raise ValueError(
-                f"`attention_mask` has shape {tuple(attention_mask.shape)} but the inputs have shape "
-                f"{tuple(input_shape)}: pass the mask the tokenizer returned with these inputs."
+                f"Got empty inputs of shape {tuple(input_shape)} (batch, sequence): every batch needs at least one "
+                "sequence of at least one token; skip empty batches before calling the model."
             )
+        _check_input_shapes(input_shape, attention_mask, token_type_ids, position_ids, self.config.num_attention_heads)
         embedding_output = self.embeddings(
             input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
         )
