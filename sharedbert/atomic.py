@@ -1,0 +1,155 @@
+"""Atomic writes: an output file or folder appears complete or not at all, even if the process is killed mid-write.
+
+Everything is written beside its destination (same filesystem, so the final step is a rename, which POSIX makes
+atomic), flushed to disk, then renamed into place:
+
+* `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)`: one file.
+* `atomic_directory(final_dir)`: a context manager yielding a temporary sibling folder to fill; on success it
+  replaces `final_dir` (an existing folder is moved aside, the new one renamed in, the old one deleted); on error the
+  temporary folder is removed and `final_dir` is untouched.
+* `recover_directory(final_dir)`: after a crash, finish or undo an interrupted replacement and delete stale
+  temporary siblings. Call it before reading a folder that a killed run may have been writing.
+
+Sibling names, for a destination `name`: `.name.tmp-*` (being written, possibly incomplete), `.name.new-*` (complete,
+about to be renamed in), `.name.old-*` (the previous version, about to be deleted). A folder is only ever read under
+its final name, so a reader never sees a half-written one.
+
+This module uses only the standard library (it must not import torch or transformers, so tools and tests can load it
+cheaply).
+"""
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+__all__ = ["atomic_directory", "atomic_write_bytes", "atomic_write_text", "recover_directory"]
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write `data` to `path` atomically: a temporary file beside it, flushed to disk, then renamed over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; give it the usual permissions
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(path.parent)
+
+
+def atomic_write_text(path, text: str, encoding: str = "utf-8") -> None:
+    """Write `text` to `path` atomically (see `atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+@contextlib.contextmanager
+def atomic_directory(final_dir):
+    """Yield a new, empty temporary folder beside `final_dir` (a `Path`). When the block ends without an exception,
+    its files are flushed to disk and the folder replaces `final_dir`; if the block raises (including
+    KeyboardInterrupt), the temporary folder is deleted and `final_dir` is left exactly as it was."""
+    final = Path(final_dir)
+    if final.exists() and not final.is_dir():
+        raise NotADirectoryError(f"{final} exists and is not a folder; refusing to replace a file with a folder.")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes the folder private; give it the usual permissions
+        yield tmp
+        _fsync_tree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _replace_directory(tmp, final)
+
+
+def _replace_directory(tmp: Path, final: Path) -> None:
+    # A folder cannot be renamed over a non-empty one: mark the new folder complete, move the old one aside, rename
+    # the new one in, then delete the old one. A crash between the two renames leaves no `final`, but a complete
+    # `.new-` and `.old-` that `recover_directory` puts back in order.
+    suffix = tmp.name[len(f".{final.name}.tmp-") :]
+    ready = final.parent / f".{final.name}.new-{suffix}"
+    os.replace(tmp, ready)
+    old = None
+    if final.exists():
+        old = final.parent / f".{final.name}.old-{suffix}"
+        os.replace(final, old)
+    try:
+        os.replace(ready, final)
+    except BaseException:
+        if old is not None:
+            os.replace(old, final)  # put the previous version back
+        shutil.rmtree(ready, ignore_errors=True)
+        raise
+    _fsync_directory(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_directory(final_dir) -> Path | None:
+    """Clean up after a run killed while writing `final_dir` with `atomic_directory`.
+
+    If `final_dir` is missing because the run died between moving the old version aside and renaming the new one in,
+    the newest complete version (`.new-`, else `.old-`) is renamed into place. Incomplete (`.tmp-`) and superseded
+    siblings are then deleted. Returns `final_dir` if it exists afterwards, else None. Call it only when no other
+    process is writing `final_dir` (e.g. when a command starts): it deletes temporary folders in progress too."""
+    final = Path(final_dir)
+    if not final.parent.is_dir():
+        return None
+
+    def siblings(kind):
+        # Newest first: the one renamed most recently holds the latest complete version.
+        found = [p for p in final.parent.glob(f".{final.name}.{kind}-*") if p.is_dir()]
+        return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+    if not final.exists():
+        for candidate in siblings("new") + siblings("old"):
+            os.replace(candidate, final)
+            _fsync_directory(final.parent)
+            break
+    for kind in ("tmp", "new", "old"):
+        for stale in siblings(kind):
+            shutil.rmtree(stale, ignore_errors=True)
+    return final if final.exists() else None
+
+
+def _umask() -> int:
+    # There is no way to read the umask without setting it; set it back at once.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file under `folder`, and the folders themselves, so a rename never lands before the data."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_directory(Path(root))
+
+
+def _fsync_directory(folder: Path) -> None:
+    """Flush a folder's entries (new names, renames). Not possible on every platform; best effort there."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,214 @@
+"""sharedbert.atomic: files and folders appear complete or not at all, including when the writer is SIGKILLed."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sharedbert.atomic import atomic_directory, atomic_write_bytes, atomic_write_text, recover_directory
+
+
+ATOMIC_PY = Path(__file__).resolve().parents[1] / "sharedbert" / "atomic.py"
+
+
+def siblings(path: Path) -> list[str]:
+    """Every temporary or leftover name beside `path`."""
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f".{path.name}."))
+
+
+# -- files ---------------------------------------------------------------------------------------------------------
+
+
+def test_write_bytes_creates_parents_and_leaves_nothing_else(tmp_path):
+    path = tmp_path / "a" / "b" / "weights.bin"
+    atomic_write_bytes(path, b"\x00\x01" * 1000)
+    assert path.read_bytes() == b"\x00\x01" * 1000
+    assert siblings(path) == []
+
+
+def test_write_text_replaces_and_encodes(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("old")
+    atomic_write_text(path, "naïve ☃")
+    assert path.read_bytes() == "naïve ☃".encode()
+    atomic_write_text(path, "latin", encoding="latin-1")
+    assert path.read_text(encoding="latin-1") == "latin"
+
+
+def test_written_file_has_the_usual_permissions(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "x.json", "{}")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "config.json"
+    path.write_text("old")
+
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_text(path, "new")
+    assert path.read_text() == "old"
+    assert siblings(path) == []
+
+
+# -- folders -------------------------------------------------------------------------------------------------------
+
+
+def test_new_folder_appears_only_when_complete(tmp_path):
+    final = tmp_path / "out" / "model"
+    with atomic_directory(final) as tmp:
+        assert isinstance(tmp, Path) and tmp.parent == final.parent and tmp.is_dir() and not any(tmp.iterdir())
+        (tmp / "config.json").write_text("{}")
+        assert not final.exists()
+    assert (final / "config.json").read_text() == "{}"
+    assert siblings(final) == []
+    assert final.stat().st_mode & 0o700 == 0o700
+
+
+def test_existing_folder_is_replaced_whole(tmp_path):
+    final = tmp_path / "model"
+    final.mkdir()
+    (final / "stale.bin").write_text("from the previous run")
+    (final / "config.json").write_text("old")
+    with atomic_directory(final) as tmp:
+        (tmp / "config.json").write_text("new")
+        assert (final / "config.json").read_text() == "old"  # readers see the old version until the end
+    assert sorted(p.name for p in final.iterdir()) == ["config.json"]
+    assert (final / "config.json").read_text() == "new"
+    assert siblings(final) == []
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_error_in_the_block_leaves_the_old_folder_untouched(tmp_path, error):
+    final = tmp_path / "model"
+    final.mkdir()
+    (final / "config.json").write_text("old")
+    with pytest.raises(type(error)):
+        with atomic_directory(final) as tmp:
+            (tmp / "config.json").write_text("half")
+            raise error
+    assert sorted(p.name for p in final.iterdir()) == ["config.json"]
+    assert (final / "config.json").read_text() == "old"
+    assert siblings(final) == []
+
+
+def test_failed_rename_puts_the_old_folder_back(tmp_path, monkeypatch):
+    final = tmp_path / "model"
+    final.mkdir()
+    (final / "config.json").write_text("old")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(src).name.startswith(".model.new-") and Path(dst) == final:
+            raise OSError("rename failed")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="rename failed"):
+        with atomic_directory(final) as tmp:
+            (tmp / "config.json").write_text("new")
+    assert (final / "config.json").read_text() == "old"
+    assert siblings(final) == []
+
+
+def test_refuses_to_replace_a_file_with_a_folder(tmp_path):
+    final = tmp_path / "model"
+    final.write_text("a file")
+    with pytest.raises(NotADirectoryError, match="not a folder"):
+        with atomic_directory(final):
+            pytest.fail("the block must not run")
+    assert final.read_text() == "a file"
+
+
+@pytest.mark.parametrize(
+    "leftovers, expected",
+    [
+        ({"tmp": "partial"}, None),  # killed while writing the first version
+        ({"new": "v2", "old": "v1"}, "v2"),  # killed between moving the old one aside and renaming the new one in
+        ({"old": "v1"}, "v1"),
+        ({"final": "v2", "old": "v1", "tmp": "partial"}, "v2"),  # killed while deleting the old one
+        ({"final": "v1", "new": "v2"}, "v1"),  # killed before the old one moved: the write never happened
+    ],
+)
+def test_recover_directory_after_a_crash(tmp_path, leftovers, expected):
+    final = tmp_path / "model"
+    for kind, version in leftovers.items():
+        folder = final if kind == "final" else tmp_path / f".model.{kind}-abc{kind}"
+        folder.mkdir()
+        (folder / "version").write_text(version)
+    result = recover_directory(final)
+    assert siblings(final) == []
+    if expected is None:
+        assert result is None and not final.exists()
+    else:
+        assert result == final and (final / "version").read_text() == expected
+
+
+# -- SIGKILL at random moments -------------------------------------------------------------------------------------
+
+WRITER = r"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("atomic", sys.argv[1])
+atomic = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atomic)
+final, version = sys.argv[2], int(sys.argv[3])
+print("ready", flush=True)
+while True:
+    version += 1
+    with atomic.atomic_directory(final) as tmp:
+        payload = bytes([version % 256]) * 200_000  # big enough that writes take a while
+        for name in ("a.bin", "b.bin", "c.bin"):
+            (tmp / name).write_bytes(payload)
+        (tmp / "manifest.json").write_text(json.dumps({"version": version, "files": 3}))
+"""
+
+
+def check_complete(final: Path) -> int:
+    """A folder under its final name is always whole: every file present and of the same version."""
+    manifest = json.loads((final / "manifest.json").read_text())
+    for name in ("a.bin", "b.bin", "c.bin"):
+        data = (final / name).read_bytes()
+        assert len(data) == 200_000 and set(data) == {manifest["version"] % 256}, name
+    return manifest["version"]
+
+
+def test_sigkill_at_random_moments_never_leaves_a_half_written_folder(tmp_path):
+    """Kill a writer that keeps replacing a folder, 20 times at random moments: the folder under its final name is
+    always complete, recovery restores it, and the version never goes backwards."""
+    final = tmp_path / "checkpoint"
+    rng = random.Random(0)
+    version, survived = 0, 0
+    for _ in range(20):
+        process = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(ATOMIC_PY), str(final), str(version)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.15))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+        if final.exists():
+            assert check_complete(final) >= version  # readable as-is, before any recovery
+        recovered = recover_directory(final)
+        assert siblings(final) == []
+        if recovered is not None:
+            new_version = check_complete(final)
+            assert new_version >= version
+            version = new_version
+            survived += 1
+    assert survived >= 15, "the writer should have finished at least one folder in most runs"
