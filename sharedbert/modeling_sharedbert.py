@@ -205,8 +205,22 @@ class SharedProjectionSelfAttention(SharedBertSelfAttention):
         self.query_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
+        # Inference-only copies written by `SharedBertAttention.fold_for_inference`; never saved, never trained.
+        self.register_buffer("folded_proj_weight", None, persistent=False)
+        self.register_buffer("folded_proj_bias", None, persistent=False)
+        self.register_buffer("folded_query_scale", None, persistent=False)
 
     def project(self, hidden_states):
+        if self.folded_proj_weight is not None and _use_folded(self):
+            # Folded: dv lives in the output projection, so the value is S itself; √(dq⊙dk) lives in the projection
+            # when it can (query = key = value: no elementwise pass at all), else dq⊙dk scales the query.
+            shared = self.split_heads(
+                nn.functional.linear(hidden_states, self.folded_proj_weight, self.folded_proj_bias)
+            )
+            query = shared if self.folded_query_scale is None else shared * self.folded_query_scale.view(
+                self.num_heads, 1, self.head_dim
+            )
+            return query, shared, shared
         shared = self.shared_proj(hidden_states)
         # Scores are (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ: scaling only the query side gives the same scores and weights with
         # one elementwise pass less, and the key is S itself (no extra activation to keep for backward).
@@ -276,9 +290,20 @@ class SharedBertSelfOutput(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # `dense.weight` with the shared attention's value scaling folded into its columns (inference only, unsaved).
+        self.register_buffer("folded_weight", None, persistent=False)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        if self.folded_weight is not None and _use_folded(self):
+            output = nn.functional.linear(hidden_states, self.folded_weight, self.dense.bias)
+        else:
+            output = self.dense(hidden_states)
+        return self.LayerNorm(self.dropout(output) + input_tensor)
+
+
+def _use_folded(module: nn.Module) -> bool:
+    """Folded copies serve inference only: in training or with gradients on, the parameters themselves are used."""
+    return not module.training and not torch.is_grad_enabled()
 
 
 class SharedBertAttention(nn.Module):
@@ -288,10 +313,73 @@ class SharedBertAttention(nn.Module):
         super().__init__()
         self.self = SELF_ATTENTION_CLASSES[config.attention_type](config)
         self.output = SharedBertSelfOutput(config)
+        self.folded_versions = None  # parameter versions at the last `fold_for_inference`, to catch stale folds
 
     def forward(self, hidden_states, attention_mask=None, **kwargs: Unpack[TransformersKwargs]):
+        if self.folded_versions is not None and _use_folded(self) and not torch.compiler.is_compiling():
+            if self.folded_versions != self._fold_source_versions():
+                raise RuntimeError(
+                    "The attention weights changed after `fold_for_inference()`, so the folded copies are stale: "
+                    "call `model.fold_for_inference()` again (or `model.unfold()`)."
+                )
         attention_output, _ = self.self(hidden_states, attention_mask, **kwargs)
         return self.output(attention_output, hidden_states)
+
+    def _fold_sources(self):
+        attention = self.self
+        return (
+            attention.shared_proj.weight,
+            attention.shared_proj.bias,
+            attention.query_scale,
+            attention.key_scale,
+            attention.value_scale,
+            self.output.dense.weight,
+        )
+
+    def _fold_source_versions(self):
+        return tuple(parameter._version for parameter in self._fold_sources())
+
+    @torch.no_grad()
+    def fold_for_inference(self) -> bool:
+        """Fold shared attention's per-channel scalings into neighbouring weights; see
+        `SharedBertPreTrainedModel.fold_for_inference`. Returns whether there was anything to fold."""
+        attention = self.self
+        if not isinstance(attention, SharedProjectionSelfAttention):
+            return False
+        if type(attention.shared_proj) is not nn.Linear or type(self.output.dense) is not nn.Linear:
+            raise ValueError(
+                "fold_for_inference() needs plain nn.Linear projections, but `shared_proj` or `output.dense` is "
+                "wrapped (e.g. by a LoRA adapter): merge the adapters first (peft's `merge_and_unload()`)."
+            )
+        dtype = attention.shared_proj.weight.dtype
+        weight, bias = attention.shared_proj.weight.float(), attention.shared_proj.bias.float()
+        score_scale = attention.query_scale.float() * attention.key_scale.float()
+        value_scale = attention.value_scale.float()
+        query_scale = score_scale
+        if bool((score_scale > 1e-6 * score_scale.abs().max()).all()):
+            # (S⊙c)Sᵀ = (S⊙√c)(S⊙√c)ᵀ for c > 0: put √c into the projection's rows, and dv/√c into the output
+            # projection's columns. (A negative or negligible c keeps the query scaling instead.)
+            root = score_scale.sqrt()
+            weight, bias, value_scale, query_scale = weight * root[:, None], bias * root, value_scale / root, None
+        # copy=True: without √c the projection is unchanged, and the copies must not alias the parameters.
+        attention.folded_proj_weight = weight.to(dtype, copy=True)
+        attention.folded_proj_bias = bias.to(dtype, copy=True)
+        attention.folded_query_scale = None if query_scale is None else query_scale.to(dtype)
+        self.output.folded_weight = (self.output.dense.weight.float() * value_scale).to(dtype)
+        self.folded_versions = self._fold_source_versions()
+        return True
+
+    def unfold(self) -> None:
+        if isinstance(self.self, SharedProjectionSelfAttention):
+            self.self.folded_proj_weight = self.self.folded_proj_bias = self.self.folded_query_scale = None
+        self.output.folded_weight = None
+        self.folded_versions = None
+
+    def train(self, mode: bool = True):
+        # Folded copies would go stale as soon as the weights train: drop them on entering training.
+        if mode:
+            self.unfold()
+        return super().train(mode)
 
 
 class SharedBertFeedForward(nn.Module):
@@ -407,6 +495,36 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         # check it again before building modules from it, rather than failing later with a shape or key error.
         config.validate_sharedbert()
         super().__init__(config, *inputs, **kwargs)
+
+    def fold_for_inference(self):
+        """Fold shared attention's per-channel vectors into neighbouring weights for faster inference; returns self.
+
+        The value scaling dv moves into the columns of the output projection, and √(dq⊙dk) into the rows of the shared
+        projection when every dq⊙dk is positive (query = key = value = S: no elementwise pass), else dq⊙dk stays one
+        query scaling. Outputs match the unfolded model to float rounding. The folded copies are separate buffers:
+        parameters, `state_dict()` and `save_pretrained` are untouched. They are used only in eval mode with
+        gradients off (`torch.inference_mode()` / `torch.no_grad()`); `train()` and `unfold()` drop them, and a
+        forward after the weights changed raises until you fold again. The model is switched to eval mode. Other
+        attention types have nothing to fold and are left as they are.
+        """
+        self.eval()
+        for module in self.modules():
+            if isinstance(module, SharedBertAttention):
+                module.fold_for_inference()
+        return self
+
+    def unfold(self):
+        """Drop the copies made by `fold_for_inference`; returns self."""
+        for module in self.modules():
+            if isinstance(module, SharedBertAttention):
+                module.unfold()
+        return self
+
+    @property
+    def is_folded(self) -> bool:
+        return any(
+            isinstance(module, SharedBertAttention) and module.folded_versions is not None for module in self.modules()
+        )
 
     @torch.no_grad()
     def _init_weights(self, module):
