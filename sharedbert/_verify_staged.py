@@ -1,0 +1,56 @@
+"""Child half of `sharedbert.hub.verify_staged`: run by `hub.run_isolated` in a fresh interpreter where the sharedbert
+package cannot be imported. Loads a staged folder the way a Hub user does (Auto classes, trust_remote_code=True),
+encodes the fixed text and runs every model on the parent's inputs, and writes what it saw for the parent to compare.
+
+Usage: python _verify_staged.py SPEC.json. It imports only torch, transformers and safetensors.
+"""
+
+import json
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+
+def _origin(obj) -> str:
+    return type(obj).__module__
+
+
+def main(spec_path: str) -> None:
+    with open(spec_path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    folder = spec["folder"]
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+    classes, modules = {}, {}
+    config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    classes["AutoConfig"], modules["AutoConfig"] = type(config).__name__, _origin(config)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    classes["AutoTokenizer"], modules["AutoTokenizer"] = type(tokenizer).__name__, _origin(tokenizer)
+    call = spec["tokenizer_call"]
+    encoded = tokenizer(call["text"], call["text_pair"], padding=True, truncation=True, max_length=call["max_length"])
+    encoded = {key: list(map(list, encoded[key])) for key in ("input_ids", "attention_mask", "token_type_ids")
+               if key in encoded}
+
+    inputs = load_file(spec["inputs"])
+    outputs = {}
+    for auto_name in spec["auto_classes"]:
+        model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
+        classes[auto_name], modules[auto_name] = type(model).__name__, _origin(model)
+        feed = inputs
+        if spec["multiple_choice"] and auto_name == "AutoModelForMultipleChoice":
+            feed = {key: value.unsqueeze(0) for key, value in inputs.items()}  # (batch, choices, sequence)
+        with torch.no_grad():
+            output = model(**feed)
+        for key, value in output.items():
+            if torch.is_tensor(value):
+                outputs[f"{auto_name}.{key}"] = value.contiguous()
+    save_file(outputs, spec["outputs"])
+    with open(spec["result"], "w", encoding="utf-8") as handle:
+        json.dump({"classes": classes, "modules": modules, "encoded": encoded}, handle)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
