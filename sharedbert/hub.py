@@ -37,6 +37,7 @@ from typing import Any, Callable
 import torch
 
 from . import modeling_sharedbert
+from .atomic import atomic_directory
 from .configuration_sharedbert import AUTO_MAP, SharedBertConfig
 
 
@@ -848,8 +849,9 @@ def stage_for_hub(
 
     `out_dir` must not exist, be empty, or hold an earlier staged folder (which is replaced); with `out_dir=None` a new
     temporary folder is used (the caller deletes it). The folder is assembled and verified beside `out_dir` and only
-    then renamed into place, so `out_dir` never holds a half-written or unverified folder. `card` is an existing
-    README.md to publish instead of the generated card. `log` receives progress lines (e.g. `print`)."""
+    then renamed into place (sharedbert.atomic), so `out_dir` never holds a half-written or unverified folder.
+    `card` is an existing README.md to publish instead of the generated card; `log` receives progress lines (e.g.
+    `print`); `loaded` skips loading when the caller already has the result of `load_for_hub(model_dir)`."""
     log = log or (lambda message: None)
     check_repo_id(repo_id)
     if out_dir is not None:
@@ -869,29 +871,19 @@ def stage_for_hub(
     if card is not None and not Path(card).is_file():
         raise HubError(f"Model card {card} not found.")
 
-    parent = out_dir.parent if out_dir is not None else Path(tempfile.gettempdir())
-    parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out_dir.name if out_dir else 'sharedbert'}-staging-"))
-    try:
-        staged = work / "staged"
+    final = out_dir if out_dir is not None else Path(tempfile.mkdtemp(prefix="sharedbert-hub-"))
+    # Assembled and verified in a temporary sibling of `final`, which replaces `final` only once verified.
+    with atomic_directory(final) as staged:
         files = _assemble(loaded, staged, repo_id, license, language, base_model, datasets, card)
         log(f"Staged {len(files)} files: {', '.join(files)}.")
         report = None
         if verify:
-            log(f"Verifying in a fresh Python process without the sharedbert package (trust_remote_code=True) ...")
+            log("Verifying in a fresh Python process without the sharedbert package (trust_remote_code=True) ...")
             report = verify_staged(staged, loaded)
             log(
                 f"Verified: {', '.join(report['loaded'])} load from the staged files; outputs match the source model "
                 f"(max |difference| {report['max_abs_diff']:.1e} <= {TOLERANCE:.0e})."
             )
-        if out_dir is None:
-            final = Path(tempfile.mkdtemp(prefix="sharedbert-hub-"))
-            final.rmdir()
-        else:
-            final = out_dir
-        _move_into_place(staged, final, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return StagedModel(final, files, loaded.architecture, loaded.auto_class, report)
 
 
@@ -925,31 +917,18 @@ def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _move_into_place(staged: Path, final: Path, work: Path) -> None:
-    if final.exists() and any(final.iterdir()):
-        previous = work / "previous"
-        os.replace(final, previous)  # an earlier staged folder, checked by _check_out_dir
-    elif final.exists():
-        final.rmdir()
-    os.replace(staged, final)
-
-
 def _assemble(loaded, staged: Path, repo_id, license, language, base_model, datasets, card) -> list[str]:
-    """Write the Hub files into `staged` (a new folder) and return their names."""
-    scratch = staged.parent / "scratch"
+    """Write the Hub files into the empty folder `staged` and return their names."""
     model = loaded.model
     # Every Auto class in the auto_map, whatever the source config held, so any head loads from the repository.
     model.config.auto_map = dict(AUTO_MAP)
-    model.save_pretrained(scratch)
-    loaded.tokenizer.save_pretrained(scratch)
-    staged.mkdir()
-    names = []
-    for path in sorted(scratch.iterdir()):
-        if path.name in CODE_FILES or not _allowed_staged_name(path.name):
-            continue  # code files come from the package below; anything unexpected stays behind
-        os.replace(path, staged / path.name)
-        names.append(path.name)
-    shutil.rmtree(scratch)
+    with tempfile.TemporaryDirectory(prefix="sharedbert-save-") as scratch:
+        model.save_pretrained(scratch)
+        loaded.tokenizer.save_pretrained(scratch)
+        for path in sorted(Path(scratch).iterdir()):
+            if path.name in CODE_FILES or not _allowed_staged_name(path.name):
+                continue  # the code files are copied from the package below; anything unexpected stays behind
+            shutil.move(path, staged / path.name)
     for name in CODE_FILES:
         shutil.copyfile(PACKAGE_DIR / name, staged / name)
     config_json = json.loads((staged / "config.json").read_text(encoding="utf-8"))
@@ -974,7 +953,10 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
         from huggingface_hub import ModelCard
 
         text = Path(card).read_text(encoding="utf-8")
-        ModelCard(text)  # parses the YAML header; raises ValueError with the reason when it is malformed
+        try:
+            ModelCard(text)  # parses the YAML metadata block
+        except ValueError as error:
+            raise HubError(f"The model card {card} has malformed metadata: {error}") from None
     else:
         text = str(build_model_card(loaded, repo_id, license=license, language=language, base_model=base_model,
                                     datasets=datasets))

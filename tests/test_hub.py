@@ -11,7 +11,7 @@
 * Bad input is refused with a clear message before anything is sent.
 
 Tiny models (tests/conftest.py `tiny_config`) and a tiny WordPiece vocabulary keep this fast; the time goes into the
-fresh Python processes (about 5 of them).
+fresh Python processes (three: a Hub user's, and upload.py with its verification).
 """
 
 import base64
@@ -123,15 +123,13 @@ def sources(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def staged(sources, tmp_path_factory):
-    """The sequence classifier staged with `upload.py --dry-run` (verification included), the MLM with
-    `stage_for_hub` (its loading is checked by test_staged_folders_load_without_the_package)."""
+    """Both models staged by `stage_for_hub`, without its verification step: the tests below check the folders
+    themselves, in a fresh Python (test_staged_folders_load_without_the_package), and the upload test runs upload.py
+    whole, verification included. Fresh interpreters are what this file spends its time on."""
     out = tmp_path_factory.mktemp("staged")
-    upload = load_upload_module()
-    code, stdout, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", out / "seq"])
-    assert code == 0, stderr
-    assert "Verified" in stdout and "nothing was uploaded" in stdout
+    seq = hub.stage_for_hub(sources["seq"], out / "seq", repo_id=SEQ_REPO, verify=False)
     mlm = hub.stage_for_hub(sources["mlm"], out / "mlm", repo_id=MLM_REPO, verify=False)
-    return {"seq": out / "seq", "mlm": mlm.path, "stdout": stdout + stderr}
+    return {"seq": seq.path, "mlm": mlm.path}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -155,26 +153,41 @@ def test_staged_folder_holds_exactly_the_hub_files(staged, sources):
         assert FAKE_TOKEN.encode() not in data and b"/home/alice" not in data, path.name
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     assert "is_local" not in tokenizer_config and tokenizer_config["tokenizer_class"] == "SharedBertTokenizer"
-    assert FAKE_TOKEN not in staged["stdout"]
     assert {p.name for p in staged["mlm"].iterdir()} == HUB_FILES
 
 
-def test_dry_run_replaces_an_earlier_staged_folder_but_not_other_files(staged, sources, tmp_path):
-    earlier = tmp_path / "earlier"
-    shutil.copytree(staged["mlm"], earlier)
-    (earlier / "README.md").write_text("old card")
-    hub.stage_for_hub(sources["mlm"], earlier, repo_id=MLM_REPO, verify=False)
-    assert (earlier / "README.md").read_text() == (staged["mlm"] / "README.md").read_text()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "temporary staging folder left behind"
+def test_dry_run_verifies_before_placing_the_folder(staged, sources, tmp_path, monkeypatch):
+    """upload.py --dry-run: stage, verify the staged copy (stubbed here: the real verification runs in the upload
+    test), then move it into place; an earlier staged folder is replaced, a folder holding anything else is not."""
+    verified = []
 
+    def record_verification(staged_dir, loaded, **kwargs):
+        verified.append((Path(staged_dir), sorted(p.name for p in Path(staged_dir).iterdir())))
+        return {"loaded": ["AutoConfig"], "max_abs_diff": 0.0, "classes": {}}
+
+    monkeypatch.setattr(hub, "verify_staged", record_verification)
     upload = load_upload_module()
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", out])
+    assert code == 0, stderr
+    assert "nothing was uploaded" in stdout and f"--card {out / 'README.md'}" in stdout
+    [(checked, names)] = verified
+    assert checked != out and names == sorted(HUB_FILES)  # a staging copy was verified, before the move
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {p.name: p.read_bytes() for p in staged["seq"].iterdir()}
+    assert FAKE_TOKEN not in stdout + stderr
+
+    (out / "README.md").write_text("old card")
+    code, _, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", out, "-q"])
+    assert code == 0, stderr
+    assert (out / "README.md").read_text() == (staged["seq"] / "README.md").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "temporary staging folder left behind"
 
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
-    code, _, stderr = run_cli(upload, [sources["mlm"], "--repo-id", MLM_REPO, "--dry-run", occupied, "-q"])
+    code, _, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", occupied, "-q"])
     assert code == 1 and "holds other files" in stderr and "notes.txt" in stderr
-    assert [p.name for p in occupied.iterdir()] == ["notes.txt"]
+    assert [p.name for p in occupied.iterdir()] == ["notes.txt"] and len(verified) == 2
 
 
 def test_model_card(staged, sources):
@@ -526,6 +539,7 @@ def test_upload_sends_exactly_the_staged_files_in_one_commit(staged, sources, fa
     output = process.stdout + process.stderr
     assert process.returncode == 0, output
     assert FAKE_TOKEN not in output
+    assert "Verified: AutoConfig, AutoTokenizer, AutoModelForSequenceClassification, AutoModel load" in output
     assert fake_hub.repos[SEQ_REPO]["visibility"] == "private"
     assert (SEQ_REPO, "v1") in fake_hub.branches
     [commit] = fake_hub.commits
