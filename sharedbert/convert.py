@@ -68,6 +68,7 @@ def from_bert(
     model_or_path,
     model_class: type[PreTrainedModel] | None = None,
     return_report: bool = False,
+    fit_method: str = "invariant",
     **config_overrides,
 ):
     """Convert a BERT model (instance, local folder or Hub id) into a SharedBert with the same task head.
@@ -78,8 +79,13 @@ def from_bert(
         model_class: the SharedBert class to build; defaults to the one matching the checkpoint's architecture.
             Pass e.g. `SharedBertForSequenceClassification` to start fine-tuning from a bare encoder.
         return_report: also return a list of `LayerFit` (one per distinct attention set).
+        fit_method: "invariant" (default) fits what each attention layer computes (score forms and value paths,
+            using the invariances described in `fit_attention`; the output projection is refitted to match);
+            "weights" fits the Q/K/V weight rows themselves and leaves the output projection as it is.
         **config_overrides: SharedBertConfig fields to set (`attention_type`, `layer_sharing`, `num_labels`, ...).
     """
+    if fit_method not in ("invariant", "weights"):
+        raise ValueError(f"fit_method must be 'invariant' or 'weights', got {fit_method!r}.")
     bert_config, state_dict, source_name = _load_bert(model_or_path)
     values = {field: getattr(bert_config, field) for field in BERT_FIELDS if hasattr(bert_config, field)}
     values.update(config_overrides)
@@ -95,7 +101,14 @@ def from_bert(
         model_class = HEAD_CLASSES[architecture]
     model = model_class(config)
     prefix = "" if isinstance(model, SharedBertModel) else f"{model.base_model_prefix}."
-    target, report = _convert_state_dict(state_dict, config, prefix)
+    # Small dense factorisations: one thread is fastest, and far faster than several on a busy machine (OpenMP
+    # threads spin-wait for each other: eigh on 385×385 went from 0.15 s to 3 s with 2 threads under load).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        target, report = _convert_state_dict(state_dict, config, prefix, fit_method)
+    finally:
+        torch.set_num_threads(threads)
     missing, unexpected = model.load_state_dict(target, strict=False)
     tied = {"cls.predictions.decoder.weight"} if config.tie_word_embeddings else set()
     missing_encoder = [k for k in missing if k not in tied and not _is_task_head(k)]
@@ -151,7 +164,7 @@ def _strip_prefix(state_dict):
     return {key.removeprefix("bert."): value for key, value in state_dict.items()}
 
 
-def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str):
+def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_method: str = "invariant"):
     target = {}
 
     def take(key):
@@ -178,7 +191,10 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str):
             torch.cat([mean_over(layers, src + f"self.{n}.weight"), mean_over(layers, src + f"self.{n}.bias")[:, None]], 1)
             for n in ("query", "key", "value")
         )
-        fitted, retained = fit_attention(config.attention_type, q, k, v, config.num_attention_heads)
+        o = target[f"{att}.output.dense.weight"] if fit_method == "invariant" else None
+        fitted, retained = fit_attention(config.attention_type, q, k, v, config.num_attention_heads, o=o)
+        if "output.dense.weight" in fitted:  # the value channels changed basis: the output projection follows
+            target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})
         report.append(LayerFit(layer=unique, retained_energy=retained))
 
@@ -213,13 +229,32 @@ def _groups(layer_map):
     return groups
 
 
-def fit_attention(attention_type: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int):
+def fit_attention(
+    attention_type: str,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    num_heads: int,
+    o: torch.Tensor | None = None,
+):
     """Fit the attention parameters of `attention_type` to BERT's projections.
 
     `q`, `k`, `v` are (hidden, hidden + 1): weight rows with the bias appended as the last column. Returns the
-    SharedBert self-attention tensors (names relative to `...attention.{i}.self.`) and the fraction of the
-    projections' energy that the fitted projections reproduce (1.0 = exact).
+    SharedBert self-attention tensors (names relative to `...attention.{i}.self.`) and the fraction of energy kept
+    (1.0 = exact).
+
+    Without `o` (the attention output projection's weight, (hidden, hidden)) the fit matches the weights themselves:
+    per-channel rank-1 SVD for shared, (Wq + Wk)/2 for symmetric, K ≈ P_h·Q for pairwise; "energy kept" is then
+    1 − ‖[Q;K;V] − fit‖² / ‖[Q;K;V]‖².
+
+    With `o`, the fit uses the attention's invariances and matches what the layer computes instead (`_fit_invariant`):
+    per head, the score form B_h = Q_hᵀK_h (any invertible A_h applied as Q_h → A_h·Q_h, K_h → A_h⁻ᵀ·K_h leaves it
+    unchanged) and the value path M_h = O_h·V_h (V_h → G_h·V_h with O_h → O_h·G_h⁻¹ leaves it unchanged). The result
+    may then also hold "output.dense.weight", the refitted output projection. "Energy kept" is the mean over the
+    score forms and value paths of 1 − ‖fit − original‖² / ‖original‖².
     """
+    if o is not None and attention_type != "standard":
+        return _fit_invariant(attention_type, q, k, v, o, num_heads)
     hidden = q.shape[0]
     total = sum(float(m.double().pow(2).sum()) for m in (q, k, v))
 
@@ -254,3 +289,93 @@ def fit_attention(attention_type: str, q: torch.Tensor, k: torch.Tensor, v: torc
         retained = 1 - float((k.double() - k_fit).pow(2).sum()) / total
         return {**linear("query", q), **linear("value", v), "head_bilinear": bilinear.float()}, retained
     raise ValueError(f"Unknown attention_type {attention_type!r}.")
+
+
+def _top_eigenvectors(matrix: torch.Tensor, count: int) -> torch.Tensor:
+    """Rows: the `count` eigenvectors of the symmetric PSD `matrix` with the largest eigenvalues."""
+    _, vectors = torch.linalg.eigh(matrix)
+    return vectors[:, -count:].T.flip(0)
+
+
+def _fit_invariant(attention_type, q, k, v, o, num_heads):
+    """Closed-form fits of the score forms B_h = Q_hᵀK_h and value paths M_h = O_h·V_h (see `fit_attention`).
+
+    * symmetric: scores Q'_hᵀQ'_h are a positive semi-definite form of rank ≤ head_dim; the nearest one (Frobenius) to
+      B_h is the top-head_dim positive part of its symmetric part S_h = (B_h + B_hᵀ)/2 (the antisymmetric part is
+      orthogonal to every symmetric matrix). Q'_h = Λ₊^½·Eᵀ. V and O are unchanged (exact).
+    * pairwise: scores Q'_hᵀ·P_h·Q'_h are any form whose row and column spaces are one head_dim subspace U_h. U_h is
+      the top eigenspace of B_hB_hᵀ + B_hᵀB_h (it holds both spaces when they coincide), P_h = U_h·B_h·U_hᵀ / c² with
+      Q'_h = c·U_h (c keeps ‖Q'_h‖ = ‖Q_h‖). V and O are unchanged.
+    * shared: the head's channels S_h (rows) must serve both the score form S_hᵀ·diag(dq⊙dk)·S_h, a symmetric form
+      on span(S_h), and the value path O'_h·diag(dv)·S_h, any map with rows in span(S_h) (O' is refitted). U_h is the
+      top eigenspace of S_h²/‖S_h‖² + M_hᵀM_h/‖M_h‖² (both needs weighted alike); on it the best symmetric form is
+      C = U_h·S_h·U_hᵀ = E·Λ·Eᵀ, so the channels are E's directions (rows EᵀU_h), dq⊙dk = Λ (scaled), the value path
+      M_h·U_hᵀ·E is exact on span(U_h) and goes into the output projection.
+    """
+    hidden, width = q.shape
+    head_dim = hidden // num_heads
+    q, k, v, o = (t.double() for t in (q, k, v, o))
+    kept = []  # per head: (retained score-form energy, retained value-path energy)
+
+    def frac(original, approx):
+        return 1 - float((original - approx).pow(2).sum()) / max(float(original.pow(2).sum()), 1e-30)
+
+    def linear(name, rows):
+        rows = rows.float()
+        return {f"{name}.weight": rows[:, :-1].contiguous(), f"{name}.bias": rows[:, -1].contiguous()}
+
+    rows_out, extra, new_o = [], [], o.clone()
+    for h in range(num_heads):
+        block = slice(h * head_dim, (h + 1) * head_dim)
+        q_h, k_h, v_h, o_h = q[block], k[block], v[block], o[:, block]
+        form = q_h.T @ k_h  # (width, width): scores = x̃ᵀ·form·ỹ for augmented inputs x̃ = [x, 1]
+        sym = (form + form.T) / 2
+        if attention_type == "symmetric":
+            values, vectors = torch.linalg.eigh(sym)
+            values, vectors = values[-head_dim:].clamp_min(0), vectors[:, -head_dim:]
+            q_new = values.sqrt()[:, None] * vectors.T
+            rows_out.append(q_new)
+            kept.append((frac(form, q_new.T @ q_new), 1.0))
+        elif attention_type == "pairwise":
+            basis = _top_eigenvectors(form @ form.T + form.T @ form, head_dim)  # (head_dim, width), orthonormal rows
+            scale = float(q_h.norm()) / head_dim**0.5
+            rows_out.append(scale * basis)
+            bilinear = basis @ form @ basis.T / scale**2
+            extra.append(bilinear)
+            kept.append((frac(form, basis.T @ (basis @ form @ basis.T) @ basis), 1.0))
+        elif attention_type == "shared":
+            path = o_h @ v_h  # (hidden, width)
+            need = sym @ sym / sym.pow(2).sum().clamp_min(1e-30) + path.T @ path / path.pow(2).sum().clamp_min(1e-30)
+            basis = _top_eigenvectors(need, head_dim)
+            values, vectors = torch.linalg.eigh(basis @ sym @ basis.T)
+            channels = vectors.T @ basis  # (head_dim, width), orthonormal rows
+            # Give channel c the magnitude f_c = max(|λ_c|, floor)^½ so that Q and K keep BERT's scale; dq⊙dk = λ/f²
+            # restores the exact form, and dv = 1/f keeps V = the orthonormal channel (the value path stays exact).
+            magnitude = values.abs().clamp_min(1e-2 * float(values.abs().max().clamp_min(1e-30))).sqrt()
+            shared = magnitude[:, None] * channels
+            qk_scale = values / magnitude**2
+            v_scale = 1 / magnitude
+            rows_out.append(shared)
+            extra.append((qk_scale, v_scale))
+            new_o[:, block] = path @ channels.T
+            kept.append((frac(form, channels.T @ torch.diag(values) @ channels), frac(path, path @ channels.T @ channels)))
+        else:
+            raise ValueError(f"Unknown attention_type {attention_type!r}.")
+    retained = sum(a + b for a, b in kept) / (2 * len(kept))
+    rows = torch.cat(rows_out)
+    if attention_type == "symmetric":
+        return {**linear("query", rows), **linear("value", v)}, retained
+    if attention_type == "pairwise":
+        return {**linear("query", rows), **linear("value", v), "head_bilinear": torch.stack(extra).float()}, retained
+    qk_scale = torch.cat([e[0] for e in extra])
+    v_scale = torch.cat([e[1] for e in extra])
+    fitted = {**linear("shared_proj", rows)}
+    # The model multiplies query_scale·key_scale; split the product as sign·√|·| and √|·| to keep both near 1.
+    root = qk_scale.abs().sqrt()
+    fitted.update(
+        query_scale=(torch.sign(qk_scale) * root).float(),
+        key_scale=root.float(),
+        value_scale=v_scale.float(),
+        **{"output.dense.weight": new_o.float()},
+    )
+    return fitted, retained
