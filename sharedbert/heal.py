@@ -1,0 +1,536 @@
+"""Heal a converted SharedBert by distillation from the BERT it was converted from.
+
+The teacher (the original BERT encoder) and the student (the SharedBert from `convert.from_bert`) read the same raw
+text; the student learns to reproduce, layer by layer, the teacher's hidden states and attention-sublayer outputs, plus
+the direction of the mean-pooled final embedding (what a sentence-embedding model is used for). Everything outside the
+attention projections starts as an exact copy, so the student starts close and a few minutes of CPU go a long way.
+
+Training state lives in a checkpoint folder (`latest/`), written atomically and without pickle:
+`model.safetensors` + `config.json` (the student), `optimizer.safetensors` (AdamW moments), `rng.safetensors` (torch's
+RNG state as a uint8 tensor) and `trainer_state.json` (step, elapsed training seconds, data position, scheduler,
+optimizer hyper-parameters, Python RNG, the corpus fingerprint). `heal(..., resume=True)` continues from it exactly.
+Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .embeddings import mean_pool
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "latest"
+STATE_FILE = "trainer_state.json"
+
+
+@dataclass
+class HealConfig:
+    """Hyper-parameters of a healing run (all JSON-serialisable; saved in every checkpoint)."""
+
+    max_steps: int | None = None  # stop after this many optimizer steps ...
+    max_minutes: float | None = None  # ... or after this much training time (whichever comes first)
+    batch_size: int = 32
+    max_length: int = 128  # tokens per sequence (longer pieces are truncated)
+    min_words: int = 6  # text pieces have a random length in [min_words, max_words] words: short sentences and
+    max_words: int = 64  # paragraphs, like the sentences an embedding model is used on
+    learning_rate: float = 2e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 30
+    decay: bool = True  # with a step budget, decay the learning rate linearly to 0 after warm-up
+    hidden_weight: float = 1.0  # relative MSE of every layer's output
+    attention_weight: float = 1.0  # relative MSE of every attention sublayer's output
+    embedding_weight: float = 1.0  # 1 - cosine of the mean-pooled final embeddings
+    train_embeddings: bool = False  # embeddings are copied exactly; leave them frozen by default
+    checkpoint_minutes: float = 5.0  # save `latest/` this often (training time) ...
+    checkpoint_steps: int | None = None  # ... or this often in steps
+    snapshot_minutes: list[float] = field(default_factory=list)  # save full model folders at these training minutes
+    seed: int = 0
+    threads: int | None = None  # torch.set_num_threads (None: leave as is)
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.max_steps is None and self.max_minutes is None:
+            raise ValueError("Healing needs a budget: set max_steps (--steps N) or max_minutes (--minutes N).")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}.")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}.")
+        if not 1 <= self.min_words <= self.max_words:
+            raise ValueError(f"Need 1 <= min_words <= max_words, got {self.min_words}, {self.max_words}.")
+
+
+@dataclass
+class HealResult:
+    steps: int
+    elapsed_seconds: float
+    first_loss: float | None
+    last_loss: float | None  # mean loss of the last few steps
+    interrupted: bool
+    losses: list[float]
+
+
+# ----------------------------------------------------------------------------------------------------------- corpus
+def find_text_files(paths) -> list[Path]:
+    """Expand files and folders (recursively: *.txt, *.raw, *.text) into a sorted list of text files."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".txt", ".raw", ".text"))
+            if not found:
+                raise ValueError(f"Corpus folder {path} holds no .txt/.raw/.text files; pass text files or a folder of them.")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"Corpus path {path} does not exist; pass existing text files or folders (--corpus).")
+    if not files:
+        raise ValueError("No corpus given: pass one or more text files or folders (--corpus PATHS).")
+    return files
+
+
+class TextPieces:
+    """Raw text cut into pieces of random word length, in a reproducible shuffled order.
+
+    Files are decoded as UTF-8 with undecodable bytes replaced (some Gutenberg files are Latin-1) and split on any
+    whitespace (so CRLF files are fine). Piece lengths come from `seed`, so the same corpus and seed always give the
+    same pieces; epoch e visits them in the permutation drawn from (seed, e).
+    """
+
+    def __init__(self, paths, min_words: int, max_words: int, seed: int):
+        self.files = find_text_files(paths)
+        words = []
+        for path in self.files:
+            words.extend(path.read_bytes().decode("utf-8", errors="replace").split())
+        if len(words) < min_words:
+            raise ValueError(
+                f"The corpus ({', '.join(str(p) for p in self.files[:3])}{' ...' if len(self.files) > 3 else ''}) holds "
+                f"{len(words)} words; healing needs real text (at least {min_words} words, ideally megabytes)."
+            )
+        rng = random.Random(seed)
+        self.pieces = []
+        start = 0
+        while start < len(words):
+            length = rng.randint(min_words, max_words)
+            self.pieces.append(" ".join(words[start : start + length]))
+            start += length
+        self.seed = seed
+        digest = hashlib.sha256()
+        for path in self.files:
+            digest.update(f"{path.name}:{path.stat().st_size};".encode())
+        self.fingerprint = f"{digest.hexdigest()[:16]}:{len(self.pieces)}"
+
+    def __len__(self):
+        return len(self.pieces)
+
+    def batch(self, position: int, batch_size: int) -> list[str]:
+        """The batch starting at global `position` (counting pieces over epochs)."""
+        out = []
+        for p in range(position, position + batch_size):
+            epoch, index = divmod(p, len(self.pieces))
+            out.append(self.pieces[self._order(epoch)[index]])
+        return out
+
+    def _order(self, epoch: int):
+        if getattr(self, "_cached_epoch", None) != epoch:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._cached_order = torch.randperm(len(self.pieces), generator=generator).tolist()
+            self._cached_epoch = epoch
+        return self._cached_order
+
+
+# ------------------------------------------------------------------------------------------------------------ loss
+class _Recorder:
+    """Collects the outputs of the given modules in call order (a module reused across depths records each call)."""
+
+    def __init__(self, modules):
+        self.outputs = []
+        self.handles = [m.register_forward_hook(self._hook) for m in modules]
+
+    def _hook(self, module, args, output):
+        self.outputs.append(output[0] if isinstance(output, tuple) else output)
+
+    def pop(self):
+        out, self.outputs = self.outputs, []
+        return out
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def _relative_mse(student, teacher, mask):
+    """Σ‖s − t‖² / Σ‖t‖² over real tokens: every layer counts alike whatever its scale."""
+    mask = mask.unsqueeze(-1).to(student.dtype)
+    return ((student - teacher).pow(2) * mask).sum() / (teacher.pow(2) * mask).sum().clamp_min(1e-12)
+
+
+class Distiller:
+    """Computes the distillation loss of a student encoder against a teacher encoder on one tokenised batch."""
+
+    def __init__(self, student, teacher, config: HealConfig):
+        self.student = getattr(student, "base_model", student)
+        self.teacher = getattr(teacher, "base_model", teacher)
+        self.config = config
+        self.student_attention = _Recorder(self.student.encoder.attention)
+        self.teacher_attention = _Recorder([layer.attention for layer in self.teacher.encoder.layer])
+
+    def loss(self, batch) -> tuple[torch.Tensor, dict]:
+        mask = batch["attention_mask"]
+        with torch.no_grad():
+            teacher_out = self.teacher(**batch, output_hidden_states=True)
+        teacher_att = self.teacher_attention.pop()
+        student_out = self.student(**batch, output_hidden_states=True)
+        student_att = self.student_attention.pop()
+        t_hidden, s_hidden = teacher_out.hidden_states[1:], student_out.hidden_states[1:]
+        if len(t_hidden) != len(s_hidden) or len(teacher_att) != len(student_att):
+            raise ValueError(
+                f"Teacher and student differ in depth ({len(t_hidden)} vs {len(s_hidden)} layers): heal a model "
+                "converted from this teacher."
+            )
+        parts = {}
+        parts["hidden"] = sum(_relative_mse(s, t, mask) for s, t in zip(s_hidden, t_hidden)) / len(t_hidden)
+        parts["attention"] = sum(_relative_mse(s, t, mask) for s, t in zip(student_att, teacher_att)) / len(teacher_att)
+        t_pooled = mean_pool(teacher_out.last_hidden_state, mask)
+        s_pooled = mean_pool(student_out.last_hidden_state, mask)
+        parts["embedding"] = (1 - torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)).mean()
+        c = self.config
+        total = c.hidden_weight * parts["hidden"] + c.attention_weight * parts["attention"] + c.embedding_weight * parts["embedding"]
+        return total, {k: float(v.detach()) for k, v in parts.items()}
+
+    def close(self):
+        self.student_attention.remove()
+        self.teacher_attention.remove()
+
+
+# ----------------------------------------------------------------------------------------------------- checkpoints
+@contextlib.contextmanager
+def atomic_directory(final_dir):
+    """Yield a temporary folder beside `final_dir`; on success it replaces `final_dir` in one rename.
+
+    Uses `sharedbert.atomic.atomic_directory` when that module exists (the project's shared helper).
+    """
+    try:
+        from .atomic import atomic_directory as shared_atomic_directory
+    except ImportError:
+        shared_atomic_directory = None
+    if shared_atomic_directory is not None:
+        with shared_atomic_directory(final_dir) as tmp:
+            yield Path(tmp)
+        return
+    final_dir = Path(final_dir)
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final_dir.name}.tmp-", dir=final_dir.parent))
+    try:
+        yield tmp
+        old = None
+        if final_dir.exists():
+            # A directory cannot be renamed over a non-empty one: move the old one aside first, then drop it.
+            old = final_dir.parent / f".{final_dir.name}.old-{os.getpid()}"
+            os.replace(final_dir, old)
+        os.replace(tmp, final_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _optimizer_to_files(optimizer):
+    """Split AdamW's state dict into tensors (safetensors) and the JSON-able rest."""
+    state = optimizer.state_dict()
+    tensors, meta = {}, {}
+    for index, values in state["state"].items():
+        for name, value in values.items():
+            if torch.is_tensor(value):
+                tensors[f"{index}.{name}"] = value.detach().contiguous()
+            else:
+                meta[f"{index}.{name}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": meta}
+
+
+def _optimizer_from_files(tensors, meta):
+    state = {}
+    for key, value in list(tensors.items()) + list(meta["scalars"].items()):
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def save_checkpoint(folder, student, optimizer, scheduler, state: dict):
+    """Write a resumable checkpoint atomically (no pickle: safetensors + JSON)."""
+    with atomic_directory(folder) as tmp:
+        student.save_pretrained(tmp)
+        tensors, meta = _optimizer_to_files(optimizer)
+        save_file(tensors, str(tmp / "optimizer.safetensors"))
+        save_file({"torch_rng": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        py_state = random.getstate()
+        full = dict(
+            state,
+            optimizer=meta,
+            scheduler=scheduler.state_dict(),
+            python_rng=[py_state[0], list(py_state[1]), py_state[2]],
+        )
+        (tmp / STATE_FILE).write_text(json.dumps(full, indent=1))
+
+
+def load_checkpoint(folder, student, optimizer, scheduler) -> dict:
+    """Restore student weights, optimizer, scheduler and RNGs from `folder`; return the trainer state."""
+    folder = Path(folder)
+    state = json.loads((folder / STATE_FILE).read_text())
+    weights = load_file(str(folder / "model.safetensors"))
+    missing, unexpected = student.load_state_dict(weights, strict=False)
+    tied = {"cls.predictions.decoder.weight"}
+    if unexpected or [k for k in missing if k not in tied]:
+        raise ValueError(
+            f"Checkpoint {folder} does not match the student (missing {missing[:3]}, unexpected {unexpected[:3]}); "
+            "resume with the same conversion options or start afresh (--no-resume / a new output folder)."
+        )
+    optimizer.load_state_dict(_optimizer_from_files(load_file(str(folder / "optimizer.safetensors")), state.pop("optimizer")))
+    scheduler.load_state_dict(state.pop("scheduler"))
+    torch.set_rng_state(load_file(str(folder / "rng.safetensors"))["torch_rng"])
+    version, internal, gauss = state.pop("python_rng")
+    random.setstate((version, tuple(internal), gauss))
+    return state
+
+
+# ------------------------------------------------------------------------------------------------------------ heal
+def _lr_lambda(config: HealConfig):
+    def factor(step):
+        if step < config.warmup_steps:
+            return (step + 1) / (config.warmup_steps + 1)
+        if config.decay and config.max_steps is not None:
+            remaining = config.max_steps - step
+            return max(0.0, remaining / max(1, config.max_steps - config.warmup_steps))
+        return 1.0
+
+    return factor
+
+
+@contextlib.contextmanager
+def _sigint_sets(flag: dict):
+    """While active, Ctrl-C only sets flag['stop'] (the loop then saves and returns); a second Ctrl-C aborts."""
+
+    def handler(signum, frame):
+        if flag.get("stop"):
+            raise KeyboardInterrupt
+        flag["stop"] = True
+        logger.warning("Interrupted: finishing this step, saving a checkpoint, then stopping (Ctrl-C again aborts).")
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: leave Ctrl-C alone
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def heal(
+    student,
+    teacher,
+    tokenizer,
+    corpus,
+    checkpoint_dir,
+    config: HealConfig,
+    resume: bool = True,
+    on_snapshot=None,
+    on_step=None,
+    stop_after_steps: int | None = None,
+) -> HealResult:
+    """Distil `teacher` into `student` on the text files in `corpus`, in place. Returns a `HealResult`.
+
+    Args:
+        student: the converted SharedBert (any head; its encoder is trained).
+        teacher: the original BERT (any head; its encoder is read, never changed).
+        tokenizer: the teacher's tokenizer.
+        corpus: text file(s) or folder(s).
+        checkpoint_dir: where `latest/` (resumable state) and `minute-XX/` snapshots go.
+        config: budget and hyper-parameters.
+        resume: continue from `checkpoint_dir/latest` when it exists.
+        on_snapshot: optional callback(folder, minutes) after each snapshot folder is written.
+        on_step: optional callback(step, loss) after every optimizer step.
+        stop_after_steps: end this call after that many steps (checkpoint saved, budget and schedule unchanged), to
+            heal in several sessions; `HealResult.interrupted` is then True.
+    """
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    pieces = TextPieces(corpus, config.min_words, config.max_words, config.seed)
+    checkpoint_dir = Path(checkpoint_dir)
+    latest = checkpoint_dir / CHECKPOINT_NAME
+
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    # Dropout off: the student should match the deterministic teacher; the tiny budget leaves no room for noise.
+    student.eval()
+    base = getattr(student, "base_model", student)
+    params = [
+        p for name, p in base.named_parameters()
+        if (config.train_embeddings or not name.startswith("embeddings.")) and not name.startswith("pooler.")
+    ]
+    for p in student.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.learning_rate,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(config))
+
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    step, elapsed, position, losses, snapshots_done = 0, 0.0, 0, [], []
+    if resume and (latest / STATE_FILE).is_file():
+        state = load_checkpoint(latest, student, optimizer, scheduler)
+        if state["corpus"] != pieces.fingerprint:
+            raise ValueError(
+                f"{latest} was trained on another corpus ({state['corpus']} vs {pieces.fingerprint}); use the same "
+                "--corpus to resume, or a new output folder to start afresh."
+            )
+        step, elapsed, position = state["step"], state["elapsed_seconds"], state["position"]
+        losses, snapshots_done = state["losses"], state["snapshots_done"]
+        logger.info("Resumed from %s at step %d (%.1f training minutes).", latest, step, elapsed / 60)
+
+    distiller = Distiller(student, teacher, config)
+    budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else math.inf
+    budget_steps = config.max_steps if config.max_steps is not None else math.inf
+    first_loss = losses[0] if losses else None
+    last_checkpoint = (step, elapsed)
+    flag = {"stop": False}
+    session_end = step + stop_after_steps if stop_after_steps is not None else math.inf
+
+    def state_dict():
+        return dict(
+            step=step, elapsed_seconds=elapsed, position=position, corpus=pieces.fingerprint, losses=losses,
+            snapshots_done=snapshots_done, heal_config=asdict(config),
+        )
+
+    bar = None
+    if config.progress:
+        from tqdm.auto import tqdm
+
+        if config.max_steps is not None:
+            bar = tqdm(total=config.max_steps, initial=step, desc="healing", unit="step")
+        else:
+            bar = tqdm(total=round(budget_seconds), initial=round(elapsed), desc="healing", unit="s")
+    try:
+        with _sigint_sets(flag):
+            while step < budget_steps and elapsed < budget_seconds and not flag["stop"]:
+                started = time.perf_counter()
+                texts = pieces.batch(position, config.batch_size)
+                batch = tokenizer(texts, padding=True, truncation=True, max_length=config.max_length, return_tensors="pt")
+                batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+                loss, parts = distiller.loss(batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                position += config.batch_size
+                losses.append(round(float(loss), 6))
+                if first_loss is None:
+                    first_loss = losses[0]
+                took = time.perf_counter() - started
+                elapsed += took
+                if on_step is not None:
+                    on_step(step, losses[-1])
+                if step >= session_end and step < budget_steps and elapsed < budget_seconds:
+                    flag["stop"] = True
+                if bar is not None:
+                    bar.update(1 if config.max_steps is not None else round(elapsed) - bar.n)
+                    bar.set_postfix(loss=f"{float(loss):.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}")
+                for minute in config.snapshot_minutes:
+                    if minute not in snapshots_done and elapsed >= minute * 60:
+                        folder = checkpoint_dir / f"minute-{minute:g}"
+                        with atomic_directory(folder) as tmp:
+                            student.save_pretrained(tmp)
+                            tokenizer.save_pretrained(tmp)
+                            (tmp / "heal_progress.json").write_text(
+                                json.dumps({"step": step, "elapsed_seconds": elapsed, "loss": losses[-1]})
+                            )
+                        snapshots_done.append(minute)
+                        if on_snapshot is not None:
+                            on_snapshot(folder, minute)
+                due_time = elapsed - last_checkpoint[1] >= config.checkpoint_minutes * 60
+                due_steps = config.checkpoint_steps is not None and step - last_checkpoint[0] >= config.checkpoint_steps
+                if due_time or due_steps:
+                    save_checkpoint(latest, student, optimizer, scheduler, state_dict())
+                    last_checkpoint = (step, elapsed)
+            save_checkpoint(latest, student, optimizer, scheduler, state_dict())
+    finally:
+        distiller.close()
+        if bar is not None:
+            bar.close()
+        for p in student.parameters():
+            p.requires_grad_(True)
+    tail = losses[-10:]
+    return HealResult(
+        steps=step,
+        elapsed_seconds=elapsed,
+        first_loss=first_loss,
+        last_loss=sum(tail) / len(tail) if tail else None,
+        interrupted=flag["stop"],
+        losses=losses,
+    )
+
+
+def write_model_card(folder, source: str, attention_type: str, layer_sharing: str, result: HealResult | None,
+                     config: HealConfig | None, corpus=None, fit_report=None):
+    """A short README.md noting the base model, the conversion and the healing run."""
+    lines = [
+        "---",
+        "library_name: transformers",
+        "tags: [sharedbert, distillation]",
+        f"base_model: {source}",
+        "---",
+        "",
+        f"# SharedBert converted from `{source}`",
+        "",
+        f"Converted with `sharedbert convert` (attention_type `{attention_type}`, layer_sharing `{layer_sharing}`): "
+        "every weight without a counterpart change is copied from the base model; the attention projections are a "
+        "least-squares fit to the base model's.",
+    ]
+    if fit_report:
+        kept = ", ".join(f"{r.retained_energy:.3f}" for r in fit_report)
+        lines += ["", f"Share of the attention weight energy kept by the initial fit, per layer: {kept}."]
+    if result is not None and config is not None:
+        corpus_names = ", ".join(str(c) for c in (corpus or []))
+        lines += [
+            "",
+            f"Healed by distillation from the base model on {corpus_names}: {result.steps} steps of batch "
+            f"{config.batch_size} in {result.elapsed_seconds / 60:.1f} minutes of training, distillation loss "
+            f"{result.first_loss:.4f} → {result.last_loss:.4f} (layer-wise hidden states, attention outputs, "
+            "mean-pooled embedding cosine).",
+        ]
+    lines += [
+        "",
+        "Load with `AutoModel.from_pretrained(path, trust_remote_code=True)`; for sentence embeddings use mean pooling "
+        "and L2 normalisation (`sharedbert.embeddings.encode`).",
+        "",
+    ]
+    Path(folder, "README.md").write_text("\n".join(lines))
