@@ -48,7 +48,9 @@ VERIFY_SCRIPT = PACKAGE_DIR / "_verify_staged.py"
 
 # The files a published SharedBert consists of. Everything else in a model folder stays behind.
 CODE_FILES = ("configuration_sharedbert.py", "modeling_sharedbert.py", "tokenization_sharedbert.py")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json")
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json",
+)
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 SHARD_PATTERN = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
@@ -180,7 +182,7 @@ def _read_raw_config(model_dir: Path) -> dict:
         hint = (
             f" It holds training checkpoints: pass the one to publish, e.g. {checkpoints[-1]}."
             if checkpoints
-            else " Save the model into it first with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)."
+            else " Save the model into it first: model.save_pretrained(folder) and tokenizer.save_pretrained(folder)."
         )
         raise ModelFolderError(f"No config.json in {model_dir}: it is not a saved model folder.{hint}")
     try:
@@ -261,7 +263,9 @@ def _mismatch_message(model_dir, architecture, config, missing, unexpected, mism
         lines.append(f"They hold attention_type={found!r} weights but config.json says "
                      f"attention_type={config.attention_type!r}.")
     if mismatched:
-        lines.append(f"Tensors of other shapes than the config implies ({len(mismatched)}): {'; '.join(mismatched[:5])}.")
+        lines.append(
+            f"Tensors of other shapes than the config implies ({len(mismatched)}): {'; '.join(mismatched[:5])}."
+        )
     if missing:
         lines.append(f"Missing from the checkpoint, so they would be random ({len(missing)}): {missing[:5]}.")
     if unexpected:
@@ -570,7 +574,9 @@ def parameter_table(config: SharedBertConfig, architecture: str = "SharedBertMod
     for group in (*PARAM_GROUPS, "Total"):
         if ours[group] == 0 and bert[group] == 0:
             continue
-        rows.append({"group": group, "model": ours[group], "bert": bert[group], "change": _change(ours[group], bert[group])})
+        rows.append(
+            {"group": group, "model": ours[group], "bert": bert[group], "change": _change(ours[group], bert[group])}
+        )
     return rows
 
 
@@ -923,7 +929,7 @@ def _allowed_staged_name(name: str) -> bool:
 
 def _check_out_dir(out_dir: Path, model_dir: Path) -> None:
     if model_dir.exists() and out_dir.exists() and out_dir.resolve() == model_dir.resolve():
-        raise HubError(f"The output folder {out_dir} is the model folder itself; pick a new folder for the staged copy.")
+        raise HubError(f"The output folder {out_dir} is the model folder itself; pick a new folder for the copy.")
     if out_dir.exists():
         if not out_dir.is_dir():
             raise HubError(f"{out_dir} exists and is a file; pick a new folder for the staged copy.")
@@ -1246,7 +1252,7 @@ def upload_staged(
             repo_type="model",
         )
     except Exception as error:  # noqa: BLE001 - every failure becomes a message without the token
-        raise UploadError(redact(_describe_upload_error(error, endpoint, where), token)) from None
+        raise UploadError(redact(_describe_upload_error(error, endpoint, repo_id, where), token)) from None
 
 
 def _file_contains(path: Path, needle: bytes, chunk_size: int = 1 << 24) -> bool:
@@ -1261,13 +1267,12 @@ def _file_contains(path: Path, needle: bytes, chunk_size: int = 1 << 24) -> bool
     return False
 
 
-def _describe_upload_error(error: Exception, endpoint: str, where: str) -> str:
+def _describe_upload_error(error: Exception, endpoint: str, repo_id: str, where: str) -> str:
     from huggingface_hub.errors import HfHubHTTPError
 
     state = (
-        "Nothing was committed unless the Hub acknowledged the commit: a commit is applied whole or not at all, so "
-        f"{where} is either unchanged or has the complete upload. Check {endpoint}/{where.split(' ')[0]} and re-run "
-        "the same command to retry."
+        f"A commit is applied whole or not at all, so {where} is either unchanged or holds the complete upload: "
+        f"check {endpoint}/{repo_id} and re-run the same command to retry."
     )
     status = getattr(getattr(error, "response", None), "status_code", None)
     if isinstance(error, HfHubHTTPError) and status is not None:
@@ -1277,9 +1282,8 @@ def _describe_upload_error(error: Exception, endpoint: str, where: str) -> str:
             403: "The token may not write to this namespace: use a token with write access to the owner of the repo.",
             404: "The repository or branch was not found: check --repo-id and --revision.",
         }
-        return f"Upload to {where} failed: the Hub answered {status} ({detail}). {hints.get(status, '')} {state}".replace(
-            "  ", " "
-        )
+        hint = hints.get(status)
+        return f"Upload to {where} failed: the Hub answered {status} ({detail}). {hint + ' ' if hint else ''}{state}"
     module = type(error).__module__ or ""
     if isinstance(error, (OSError, ConnectionError)) or module.split(".")[0] in ("httpx", "httpx2", "httpcore",
                                                                                   "requests", "urllib3"):

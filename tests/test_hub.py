@@ -32,7 +32,7 @@ from urllib.parse import unquote
 import pytest
 import torch
 from huggingface_hub import ModelCard
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 import sharedbert
 from conftest import REPO_ROOT, tiny_config
@@ -145,7 +145,8 @@ def test_staged_folder_holds_exactly_the_hub_files(staged, sources):
     config = json.loads((folder / "config.json").read_text())
     assert config["auto_map"] == AUTO_MAP
     assert config["architectures"] == ["SharedBertForSequenceClassification"]
-    source_weights, staged_weights = load_file(sources["seq"] / "model.safetensors"), load_file(folder / "model.safetensors")
+    source_weights = load_file(sources["seq"] / "model.safetensors")
+    staged_weights = load_file(folder / "model.safetensors")
     assert source_weights.keys() == staged_weights.keys()
     assert all(torch.equal(source_weights[k], staged_weights[k]) for k in source_weights)
     for path in folder.iterdir():  # no token, no path of the author's disk, in any published byte
@@ -231,7 +232,8 @@ def test_model_card(staged, sources):
                              intermediate_size=37, max_position_embeddings=64, num_labels=2)
     total = re.search(r"^\| \*\*Total\*\* \| ([\d,]+) \| ([\d,]+) \|", text, flags=re.MULTILINE)
     assert int(total[1].replace(",", "")) == sum(p.numel() for p in model.parameters())
-    assert int(total[2].replace(",", "")) == sum(p.numel() for p in BertForSequenceClassification(bert_config).parameters())
+    bert = BertForSequenceClassification(bert_config)
+    assert int(total[2].replace(",", "")) == sum(p.numel() for p in bert.parameters())
 
     mlm_card = ModelCard.load(staged["mlm"] / "README.md")
     assert mlm_card.data.pipeline_tag == "fill-mask" and mlm_card.data.eval_results is None
