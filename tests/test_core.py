@@ -1,0 +1,399 @@
+"""The model core: config validation, sharing maps, save/load, tied embeddings, attention backends, checkpointing,
+conversion from BERT, remote code and parameter accounting."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import tiny_config
+from safetensors import safe_open
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, BertConfig
+
+import sharedbert
+from sharedbert import (
+    ATTENTION_TYPES,
+    SharedBertConfig,
+    SharedBertForMaskedLM,
+    SharedBertForQuestionAnswering,
+    SharedBertForSequenceClassification,
+    SharedBertModel,
+)
+from sharedbert.configuration_sharedbert import AUTO_MAP
+from sharedbert.convert import fit_attention, from_bert
+
+SHARING = [("none", None), ("all", 1), ("all", 2), ("attention", 1), ("ffn", 2)]
+
+
+def inputs(batch=3, seq=9, vocab=99, pad_last=True):
+    input_ids = torch.randint(1, vocab, (batch, seq))
+    attention_mask = torch.ones(batch, seq, dtype=torch.long)
+    if pad_last:
+        attention_mask[-1, seq // 2 :] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+# --- config -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"hidden_size": 30, "num_attention_heads": 4}, "hidden_size"),
+        ({"attention_type": "linear"}, "attention_type"),
+        ({"layer_sharing": "everything"}, "layer_sharing"),
+        ({"sharing_order": "random"}, "sharing_order"),
+        ({"layer_sharing": "all", "num_unique_layers": 5}, "num_unique_layers"),
+        ({"layer_sharing": "none", "num_unique_layers": 2}, "num_unique_layers"),
+        ({"num_hidden_layers": 0}, "num_hidden_layers"),
+        ({"vocab_size": -3}, "vocab_size"),
+        ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
+        ({"hidden_act": "swishy"}, "hidden_act"),
+        ({"is_decoder": True}, "is_decoder"),
+        ({"atention_type": "shared"}, "attention_type"),
+    ],
+)
+def test_invalid_config_raises_value_error_naming_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**overrides)
+
+
+def test_unknown_attention_type_error_lists_allowed_values():
+    with pytest.raises(ValueError) as error:
+        tiny_config(attention_type="linear")
+    for allowed in ATTENTION_TYPES:
+        assert allowed in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "order, expected",
+    [
+        ("sequence", [0, 0, 1, 1, 2, 2]),
+        ("cycle", [0, 1, 2, 0, 1, 2]),
+        ("cycle_rev", [0, 1, 2, 2, 1, 0]),
+    ],
+)
+def test_sharing_orders_follow_takase_and_kiyono(order, expected):
+    config = tiny_config(num_hidden_layers=6, layer_sharing="all", num_unique_layers=3, sharing_order=order)
+    assert config.attention_layer_map == expected
+    assert config.ffn_layer_map == expected
+
+
+def test_partial_sharing_shares_only_the_named_sublayer():
+    config = tiny_config(num_hidden_layers=4, layer_sharing="attention", num_unique_layers=1)
+    assert config.attention_layer_map == [0, 0, 0, 0]
+    assert config.ffn_layer_map == [0, 1, 2, 3]
+    model = SharedBertModel(config)
+    assert len(model.encoder.attention) == 1 and len(model.encoder.feed_forward) == 4
+
+
+# --- sharing, save/load -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.parametrize("layer_sharing, unique", SHARING)
+def test_save_load_round_trip_is_bit_exact(tmp_path, attention_type, layer_sharing, unique):
+    config = tiny_config(attention_type=attention_type, layer_sharing=layer_sharing, num_unique_layers=unique)
+    model = SharedBertForMaskedLM(config).eval()
+    # Make every parameter distinctive (the ones-initialised scales and identity bilinears included).
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.01)
+    model.save_pretrained(tmp_path)
+    reloaded = SharedBertForMaskedLM.from_pretrained(tmp_path).eval()
+    for (name, a), (_, b) in zip(model.state_dict().items(), reloaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    batch = inputs()
+    with torch.no_grad():
+        assert torch.equal(model(**batch).logits, reloaded(**batch).logits)
+
+
+def test_safetensors_holds_each_shared_tensor_once(tmp_path):
+    sizes = {}
+    for layer_sharing, unique in [("none", None), ("all", 1)]:
+        config = tiny_config(hidden_size=64, intermediate_size=256, layer_sharing=layer_sharing, num_unique_layers=unique)
+        model = SharedBertModel(config)
+        folder = tmp_path / layer_sharing
+        model.save_pretrained(folder)
+        with safe_open(folder / "model.safetensors", "pt") as handle:
+            keys = list(handle.keys())
+            stored = sum(handle.get_tensor(k).numel() for k in keys)
+        assert stored == sum(p.numel() for p in model.parameters())
+        assert sorted(keys) == sorted(model.state_dict())
+        assert {k.split(".")[2] for k in keys if k.startswith("encoder.attention.")} == (
+            {"0", "1", "2", "3"} if layer_sharing == "none" else {"0"}
+        )
+        sizes[layer_sharing] = ((folder / "model.safetensors").stat().st_size, stored)
+    (bytes_none, params_none), (bytes_all, params_all) = sizes["none"], sizes["all"]
+    assert params_all < params_none
+    assert abs(bytes_all / bytes_none - params_all / params_none) < 0.01
+
+
+def test_hidden_states_and_attentions_have_one_entry_per_layer_application():
+    config = tiny_config(num_hidden_layers=4, layer_sharing="all", num_unique_layers=1, attn_implementation="eager")
+    model = SharedBertModel(config).eval()
+    with torch.no_grad():
+        output = model(**inputs(), output_hidden_states=True, output_attentions=True)
+    assert len(output.hidden_states) == 5
+    assert len(output.attentions) == 4
+    assert torch.equal(output.hidden_states[-1], output.last_hidden_state)
+    # The same weights at every depth still give different states at every depth.
+    assert not torch.allclose(output.hidden_states[1], output.hidden_states[2])
+
+
+# --- tied embeddings ----------------------------------------------------------------------------------------------
+
+
+def test_tied_decoder_survives_save_load_and_resize(tmp_path):
+    model = SharedBertForMaskedLM(tiny_config())
+    decoder, embeddings = model.get_output_embeddings(), model.get_input_embeddings()
+    assert decoder.weight is embeddings.weight
+    model.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as handle:
+        assert "cls.predictions.decoder.weight" not in set(handle.keys())
+    reloaded = SharedBertForMaskedLM.from_pretrained(tmp_path)
+    assert reloaded.get_output_embeddings().weight is reloaded.get_input_embeddings().weight
+    reloaded.resize_token_embeddings(120)
+    assert reloaded.get_input_embeddings().weight.shape == (120, 32)
+    assert reloaded.get_output_embeddings().weight is reloaded.get_input_embeddings().weight
+    assert reloaded.get_output_embeddings().bias.shape == (120,)
+    assert reloaded.config.vocab_size == 120
+    with torch.no_grad():
+        assert reloaded(torch.tensor([[119, 5, 7]])).logits.shape == (1, 3, 120)
+
+
+def test_untied_decoder_is_its_own_tensor(tmp_path):
+    model = SharedBertForMaskedLM(tiny_config(tie_word_embeddings=False))
+    assert model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    model.save_pretrained(tmp_path)
+    reloaded = SharedBertForMaskedLM.from_pretrained(tmp_path)
+    assert torch.equal(reloaded.get_output_embeddings().weight, model.get_output_embeddings().weight)
+
+
+# --- backends and training -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+def test_eager_and_sdpa_agree(attention_type):
+    torch.manual_seed(0)
+    eager = SharedBertModel(tiny_config(attention_type=attention_type, attn_implementation="eager")).eval()
+    sdpa = SharedBertModel(tiny_config(attention_type=attention_type, attn_implementation="sdpa")).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    assert sdpa.config._attn_implementation == "sdpa"
+    batch = inputs()
+    with torch.no_grad():
+        a, b = eager(**batch).last_hidden_state, sdpa(**batch).last_hidden_state
+    mask = batch["attention_mask"].bool()
+    assert (a - b)[mask].abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("attention_type", ["shared", "pairwise"])
+def test_gradient_checkpointing_gives_the_same_gradients_and_trains(attention_type):
+    config = tiny_config(attention_type=attention_type, layer_sharing="attention", num_unique_layers=2)
+    model = SharedBertForSequenceClassification(config).train()
+    batch = dict(inputs(batch=8), labels=torch.randint(0, 2, (8,)))
+    model(**batch).loss.backward()
+    reference = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model.activation_checkpointing_enable()
+    assert model.is_activation_checkpointing
+    model(**batch).loss.backward()
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(parameter.grad, reference[name], rtol=1e-4, atol=1e-6, msg=name)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    losses = []
+    for _ in range(25):
+        optimizer.zero_grad()
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+# --- conversion from BERT ------------------------------------------------------------------------------------------
+
+
+def _random_bert(model_class_name="BertModel", **overrides):
+    import transformers
+
+    config = BertConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **overrides,
+    )
+    return getattr(transformers, model_class_name)(config).eval()
+
+
+@pytest.mark.parametrize(
+    "bert_class, field",
+    [("BertModel", "last_hidden_state"), ("BertForMaskedLM", "logits"), ("BertForSequenceClassification", "logits"),
+     ("BertForQuestionAnswering", "start_logits"), ("BertForTokenClassification", "logits")],
+)
+def test_standard_conversion_of_random_bert_is_exact(tmp_path, bert_class, field):
+    bert = _random_bert(bert_class)
+    with torch.no_grad():  # move every weight away from its initial value so nothing matches by accident
+        for parameter in bert.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.02)
+    bert.save_pretrained(tmp_path)
+    converted = from_bert(tmp_path, attention_type="standard")
+    assert type(converted).__name__ == bert_class.replace("Bert", "SharedBert", 1)
+    batch = dict(inputs(), token_type_ids=torch.randint(0, 2, (3, 9)))
+    with torch.no_grad():
+        expected, got = getattr(bert(**batch), field), getattr(converted(**batch), field)
+    assert (expected - got).abs().max() <= 1e-5
+
+
+def test_standard_conversion_of_minilm_matches_bert_on_real_text(minilm_path):
+    from transformers import AutoTokenizer, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    bert = BertModel.from_pretrained(minilm_path).eval()
+    converted = from_bert(minilm_path, attention_type="standard")
+    text = Path(__file__).resolve().parents[2] / "shared" / "data" / "mlm-text" / "wikitext-2-raw" / "wiki.test.raw"
+    sentences = (
+        [line.strip() for line in text.read_text(encoding="utf-8").splitlines() if len(line.strip()) > 40][:16]
+        if text.is_file()
+        else ["A real sentence about attention.", "Weight sharing makes BERT smaller."]
+    )
+    batch = tokenizer(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        expected, got = bert(**batch).last_hidden_state, converted(**batch).last_hidden_state
+    assert (expected - got).abs().max() <= 1e-5
+
+
+def test_shared_conversion_is_exact_when_qkv_rows_are_proportional(tmp_path):
+    """If Wq, Wk, Wv (with biases) are per-channel multiples of one matrix, the rank-1 fit is exact."""
+    bert = _random_bert()
+    with torch.no_grad():
+        for layer in bert.encoder.layer:
+            attention = layer.attention.self
+            base_w, base_b = attention.query.weight.clone(), attention.query.bias.clone() + 0.1
+            for projection in (attention.query, attention.key, attention.value):
+                scale = torch.rand(32) + 0.5
+                projection.weight.copy_(base_w * scale[:, None])
+                projection.bias.copy_(base_b * scale)
+    converted, report = from_bert(bert, attention_type="shared", return_report=True)
+    assert all(abs(fit.retained_energy - 1.0) < 1e-6 for fit in report)
+    batch = inputs()
+    with torch.no_grad():
+        assert (bert(**batch).last_hidden_state - converted(**batch).last_hidden_state).abs().max() < 1e-4
+
+
+def test_shared_fit_is_the_per_channel_rank_one_optimum():
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(8, 9) for _ in range(3))
+    fitted, retained = fit_attention("shared", q, k, v, num_heads=2)
+    row = torch.cat([fitted["shared_proj.weight"], fitted["shared_proj.bias"][:, None]], 1)
+    scales = torch.stack([fitted["query_scale"], fitted["key_scale"], fitted["value_scale"]], 1)
+    approx = scales[:, :, None] * row[:, None, :]  # (channel, 3, in+1)
+    stacked = torch.stack([q, k, v], 1)
+    best = torch.linalg.svdvals(stacked.double())[:, 0].pow(2).sum()  # Eckart–Young: σ1² per channel
+    assert torch.isclose(torch.tensor(retained, dtype=torch.float64), best / stacked.double().pow(2).sum(), atol=1e-6)
+    error = (stacked - approx).pow(2).sum()
+    assert torch.isclose(error.double(), stacked.double().pow(2).sum() - best, rtol=1e-4)
+
+
+def test_from_bert_refuses_a_non_bert_checkpoint(tmp_path):
+    SharedBertModel(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="sharedbert"):
+        from_bert(tmp_path)
+    with pytest.raises(OSError, match="neither a local folder"):
+        from_bert(tmp_path / "does-not-exist")
+
+
+# --- Auto classes and remote code -------------------------------------------------------------------------------
+
+
+def test_auto_classes_resolve_to_sharedbert(tmp_path):
+    SharedBertForSequenceClassification(tiny_config()).save_pretrained(tmp_path)
+    assert type(AutoConfig.from_pretrained(tmp_path)) is SharedBertConfig
+    assert type(AutoModel.from_pretrained(tmp_path)) is SharedBertModel
+    assert type(AutoModelForSequenceClassification.from_pretrained(tmp_path)) is SharedBertForSequenceClassification
+
+
+def test_saved_config_names_every_auto_class(tmp_path):
+    SharedBertForQuestionAnswering(tiny_config()).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == AUTO_MAP
+    assert saved["model_type"] == "sharedbert"
+    for name in ("configuration_sharedbert.py", "modeling_sharedbert.py"):
+        assert (tmp_path / name).read_text() == (Path(sharedbert.__file__).parent / name).read_text()
+
+
+REMOTE_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    import transformers
+    try:
+        import sharedbert
+        raise SystemExit("the sharedbert package is importable in the isolated child")
+    except ImportError:
+        pass
+    folder, out = sys.argv[1], sys.argv[2]
+    batch = {k: torch.tensor(v) for k, v in json.load(open(folder + "/inputs.json")).items()}
+    results = {}
+    for auto in ["AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification",
+                 "AutoModelForTokenClassification", "AutoModelForQuestionAnswering"]:
+        model = getattr(transformers, auto).from_pretrained(folder, trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+        with torch.no_grad():
+            output = model(**batch)
+        results[auto] = [type(model).__name__, output[0].tolist()]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    results["tokenizer"] = [type(tokenizer).__name__, tokenizer("hello world")["input_ids"]]
+    json.dump(results, open(out, "w"))
+    """
+)
+
+
+def test_remote_code_loads_every_head_without_the_package(tmp_path):
+    from sharedbert.hub import run_isolated
+
+    folder = tmp_path / "model"
+    base = SharedBertForMaskedLM(tiny_config(layer_sharing="attention", num_unique_layers=2)).eval()
+    base.save_pretrained(folder)
+    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"])}
+    sharedbert.SharedBertTokenizer(vocab=vocab).save_pretrained(folder)
+    batch = inputs()
+    (folder / "inputs.json").write_text(json.dumps({k: v.tolist() for k, v in batch.items()}))
+    (tmp_path / "child.py").write_text(REMOTE_CHILD)
+    result = run_isolated(tmp_path / "child.py", [folder, tmp_path / "out.json"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads((tmp_path / "out.json").read_text())
+    for auto, model_class in [("AutoModel", SharedBertModel), ("AutoModelForMaskedLM", SharedBertForMaskedLM)]:
+        assert results[auto][0] == model_class.__name__
+        local = model_class.from_pretrained(folder).eval()
+        with torch.no_grad():
+            expected = local(**batch)[0]
+        assert (torch.tensor(results[auto][1]) - expected).abs().max() <= 1e-5
+    assert results["AutoModelForSequenceClassification"][0] == "SharedBertForSequenceClassification"
+    assert results["tokenizer"] == ["SharedBertTokenizer", [2, 5, 6, 3]]
+
+
+# --- parameter accounting --------------------------------------------------------------------------------------------
+
+
+def test_parameter_counts_at_bert_base_match_the_paper():
+    from transformers import BertModel
+
+    from sharedbert.params import count_parameters, reduction
+
+    standard = count_parameters(SharedBertConfig(attention_type="standard"))
+    shared = count_parameters(SharedBertConfig(attention_type="shared"))
+    assert (standard.qkv_per_layer, shared.qkv_per_layer) == (1_771_776, 592_896)
+    assert (standard.model, shared.model) == (109_482_240, 95_335_680)
+    assert round(reduction(shared.qkv_per_layer, standard.qkv_per_layer), 2) == 66.54
+    assert round(reduction(shared.model, standard.model), 2) == 12.92
+    with torch.device("meta"):
+        bert = BertModel(BertConfig())
+    assert sum(p.numel() for p in bert.parameters()) == standard.model
+
+
+def test_params_command_prints_the_table(capsys):
+    from sharedbert.cli import main
+
+    assert main(["params", "bert-base"]) == 0
+    printed = capsys.readouterr().out
+    assert "592,896" in printed and "66.54%" in printed and "95,335,680" in printed and "12.92%" in printed

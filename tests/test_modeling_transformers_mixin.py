@@ -1,0 +1,162 @@
+"""transformers' own `ModelTesterMixin` and `ConfigTester`, run on every SharedBert head as for a native model.
+
+One test class per attention type, plus cross-layer sharing variants. The mixin finds task heads through
+transformers' static `*_MAPPING_NAMES` tables, so the SharedBert classes are added to them here, as a native model's
+would be.
+"""
+
+import unittest
+
+import pytest
+import torch
+
+from sharedbert import (
+    SharedBertConfig,
+    SharedBertForMaskedLM,
+    SharedBertForMultipleChoice,
+    SharedBertForQuestionAnswering,
+    SharedBertForSequenceClassification,
+    SharedBertForTokenClassification,
+    SharedBertModel,
+)
+from transformers.models.auto import configuration_auto, modeling_auto
+
+from transformers_test_suite import import_test_modules
+
+modules = import_test_modules()
+if modules is None:
+    pytest.skip(
+        "transformers' test mixins could not be fetched (pip download of the transformers sdist failed: offline?)",
+        allow_module_level=True,
+    )
+modeling_common, configuration_common = modules
+ModelTesterMixin, ids_tensor, random_attention_mask = (
+    modeling_common.ModelTesterMixin,
+    modeling_common.ids_tensor,
+    modeling_common.random_attention_mask,
+)
+ConfigTester = configuration_common.ConfigTester
+
+HEADS = {
+    "MODEL_MAPPING_NAMES": SharedBertModel,
+    "MODEL_FOR_MASKED_LM_MAPPING_NAMES": SharedBertForMaskedLM,
+    "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES": SharedBertForSequenceClassification,
+    "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES": SharedBertForTokenClassification,
+    "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES": SharedBertForQuestionAnswering,
+    "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES": SharedBertForMultipleChoice,
+}
+for table, model_class in HEADS.items():
+    getattr(modeling_auto, table)["sharedbert"] = model_class.__name__
+configuration_auto.CONFIG_MAPPING_NAMES.setdefault("sharedbert", "SharedBertConfig")
+
+
+class SharedBertModelTester:
+    """Tiny configs and inputs, following transformers' BertModelTester."""
+
+    def __init__(self, parent, **config_overrides):
+        self.parent = parent
+        self.batch_size = 13
+        self.seq_length = 7
+        self.is_training = True
+        self.vocab_size = 99
+        self.hidden_size = 32
+        self.num_hidden_layers = 2
+        self.num_attention_heads = 4
+        self.intermediate_size = 37
+        self.type_vocab_size = 16
+        self.num_labels = 3
+        self.num_choices = 4
+        self.config_overrides = config_overrides
+
+    def get_config(self):
+        return SharedBertConfig(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act="gelu",
+            hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1,
+            max_position_embeddings=512,
+            type_vocab_size=self.type_vocab_size,
+            initializer_range=0.02,
+            **self.config_overrides,
+        )
+
+    def prepare_config_and_inputs_for_common(self):
+        input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
+        inputs = {
+            "input_ids": input_ids,
+            "token_type_ids": ids_tensor([self.batch_size, self.seq_length], self.type_vocab_size),
+            "attention_mask": random_attention_mask([self.batch_size, self.seq_length]),
+        }
+        return self.get_config(), inputs
+
+    def check_every_head(self):
+        config, inputs = self.prepare_config_and_inputs_for_common()
+        config.num_labels = self.num_labels  # question answering keeps 2 outputs (start, end)
+        expected = {
+            SharedBertModel: ("last_hidden_state", (self.batch_size, self.seq_length, self.hidden_size)),
+            SharedBertForMaskedLM: ("logits", (self.batch_size, self.seq_length, self.vocab_size)),
+            SharedBertForSequenceClassification: ("logits", (self.batch_size, self.num_labels)),
+            SharedBertForTokenClassification: ("logits", (self.batch_size, self.seq_length, self.num_labels)),
+        }
+        for model_class, (field, shape) in expected.items():
+            model = model_class(config).eval()
+            with torch.no_grad():
+                output = model(**inputs)
+            self.parent.assertEqual(tuple(getattr(output, field).shape), shape, model_class.__name__)
+        config.num_labels = 2
+        with torch.no_grad():
+            output = SharedBertForQuestionAnswering(config).eval()(**inputs)
+        self.parent.assertEqual(tuple(output.end_logits.shape), (self.batch_size, self.seq_length))
+        model = SharedBertForMultipleChoice(config).eval()
+        choices = {k: v.unsqueeze(1).expand(-1, self.num_choices, -1).contiguous() for k, v in inputs.items()}
+        with torch.no_grad():
+            logits = model(**choices).logits
+        self.parent.assertEqual(tuple(logits.shape), (self.batch_size, self.num_choices))
+
+
+class _SharedBertMixinTest(ModelTesterMixin):
+    all_model_classes = tuple(HEADS.values())
+    config_overrides: dict = {}
+
+    def setUp(self):
+        self.model_tester = SharedBertModelTester(self, **self.config_overrides)
+        self.config_tester = ConfigTester(self, config_class=SharedBertConfig, hidden_size=37, num_attention_heads=1)
+
+    def test_config(self):
+        self.config_tester.run_common_tests()
+
+    def test_every_head_output_shape(self):
+        self.model_tester.check_every_head()
+
+
+class SharedAttentionModelTest(_SharedBertMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared"}
+
+
+class StandardAttentionModelTest(_SharedBertMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "standard"}
+
+
+class SymmetricAttentionModelTest(_SharedBertMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "symmetric"}
+
+
+class PairwiseAttentionModelTest(_SharedBertMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "pairwise"}
+
+
+class SharedAllLayersModelTest(_SharedBertMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared", "layer_sharing": "all", "num_unique_layers": 1}
+
+
+class SharedAttentionOnlyUntiedModelTest(_SharedBertMixinTest, unittest.TestCase):
+    config_overrides = {
+        "attention_type": "shared",
+        "layer_sharing": "attention",
+        "num_unique_layers": 1,
+        "tie_word_embeddings": False,
+    }
