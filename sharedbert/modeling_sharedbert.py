@@ -399,9 +399,9 @@ class SharedBertFeedForward(nn.Module):
 
 
 class SharedBertLayer(GradientCheckpointingLayer):
-    """One transformer layer application. It owns no weights: the encoder hands it the attention and feed-forward
-    sublayers for this depth, so one stored sublayer can serve several depths. Being a module called once per depth,
-    it is where gradient checkpointing and `output_hidden_states` hook in."""
+    """One depth of the encoder. It owns no weights: the encoder hands it that depth's attention and feed-forward
+    sublayers, so one stored sublayer can serve several depths. One instance per depth is where gradient
+    checkpointing and `output_hidden_states` hook in, exactly as BERT's layers are."""
 
     def forward(
         self,
@@ -423,7 +423,7 @@ class SharedBertEncoder(nn.Module):
             SharedBertAttention(config) for _ in range(max(self.attention_layer_map) + 1)
         )
         self.feed_forward = nn.ModuleList(SharedBertFeedForward(config) for _ in range(max(self.ffn_layer_map) + 1))
-        self.layer = SharedBertLayer()
+        self.layer = nn.ModuleList(SharedBertLayer() for _ in range(config.num_hidden_layers))
 
     def forward(
         self,
@@ -431,8 +431,8 @@ class SharedBertEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        for attention_index, ffn_index in zip(self.attention_layer_map, self.ffn_layer_map):
-            hidden_states = self.layer(
+        for layer, attention_index, ffn_index in zip(self.layer, self.attention_layer_map, self.ffn_layer_map):
+            hidden_states = layer(
                 hidden_states,
                 attention_mask,
                 attention=self.attention[attention_index],
@@ -475,6 +475,11 @@ class SharedBertOnlyMLMHead(nn.Module):
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
         return self.predictions(sequence_output)
+
+
+class IncompatibleCheckpointError(ValueError, RuntimeError):
+    """The weights on disk do not fit the model's config. A ValueError (a bad argument or file), and a RuntimeError as
+    transformers raises for mismatched shapes, so code written for either keeps working."""
 
 
 class SharedBertPreTrainedModel(PreTrainedModel):
@@ -545,7 +550,8 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         """`PreTrainedModel.from_pretrained`, made strict. Only safetensors are read (unpickling can run code).
         Encoder weights missing from, or unexpected in, the checkpoint are an error: they would otherwise be silently
         random-initialised. A task head absent from a base checkpoint is the normal start of fine-tuning and stays
-        allowed, with transformers' usual notice."""
+        allowed, with transformers' usual notice. With `output_loading_info=True` the caller receives the missing,
+        unexpected and mismatched keys to judge for themselves, and nothing is refused."""
         _reject_misspelled_fields(kwargs)
         if kwargs.setdefault("use_safetensors", True) is not True:
             # transformers reads pytorch_model.bin with False, and falls back to it with None.
@@ -587,9 +593,10 @@ class SharedBertPreTrainedModel(PreTrainedModel):
             for entry in info.get("mismatched_keys") or []
             if not heads_may_differ or entry[0].startswith(ENCODER_KEY_PREFIXES)
         )
-        if missing or unexpected or mismatched:
+        # A caller who asks for the loading info inspects it: then nothing is silent and nothing is refused.
+        if (missing or unexpected or mismatched) and not want_info:
             checkpoint_keys = (set(model.state_dict()) - set(info["missing_keys"])) | set(info["unexpected_keys"])
-            raise ValueError(
+            raise IncompatibleCheckpointError(
                 _describe_incompatible_checkpoint(
                     pretrained_model_name_or_path, model.config, checkpoint_keys, missing, unexpected, mismatched
                 )
@@ -965,6 +972,7 @@ class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
 
 
 __all__ = [
+    "IncompatibleCheckpointError",
     "SharedBertForMaskedLM",
     "SharedBertForMultipleChoice",
     "SharedBertForQuestionAnswering",
