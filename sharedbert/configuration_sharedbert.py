@@ -139,8 +139,9 @@ class SharedBertConfig(PreTrainedConfig):
                 raise ValueError(f"`{name}` must be a probability in [0, 1), got {value!r}.")
         for name in ("initializer_range", "layer_norm_eps"):
             value = getattr(self, name)
-            if not _is_real(value) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive number, got {value!r}.")
+            # Written so that NaN fails too (every comparison with NaN is False).
+            if not _is_real(value) or not 0 < value < float("inf"):
+                raise ValueError(f"`{name}` must be a positive finite number, got {value!r}.")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"`hidden_size` ({self.hidden_size}) must be divisible by `num_attention_heads` "
