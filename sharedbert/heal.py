@@ -452,7 +452,7 @@ def heal(
                 scheduler.step()
                 step += 1
                 position += config.batch_size
-                losses.append(round(float(loss), 6))
+                losses.append(round(float(loss.detach()), 6))
                 if first_loss is None:
                     first_loss = losses[0]
                 took = time.perf_counter() - started
@@ -463,7 +463,7 @@ def heal(
                     flag["stop"] = True
                 if bar is not None:
                     bar.update(1 if config.max_steps is not None else round(elapsed) - bar.n)
-                    bar.set_postfix(loss=f"{float(loss):.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}")
+                    bar.set_postfix(loss=f"{losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}")
                 for minute in config.snapshot_minutes:
                     if minute not in snapshots_done and elapsed >= minute * 60:
                         folder = checkpoint_dir / f"minute-{minute:g}"

@@ -1,0 +1,164 @@
+"""Healing by distillation: the loss falls, resume continues exactly, Ctrl-C saves, bad corpora fail clearly; the CLI
+and the sentence-embedding helper."""
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
+
+from sharedbert.convert import from_bert
+from sharedbert.embeddings import encode, sts_spearman
+from sharedbert.heal import HealConfig, TextPieces, heal
+
+WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
+         "quickly slowly and or but with on in under over near house tree car book song day night sun moon").split()
+
+
+def make_tokenizer():
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS
+    return BertTokenizer(vocab={token: i for i, token in enumerate(vocab)})
+
+
+def make_teacher():
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(WORDS) + 7, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+        max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    return BertModel(config).eval()
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Two files: one UTF-8 with CRLF line ends, one Latin-1 (undecodable as UTF-8), as in the shared mlm-text."""
+    g = torch.Generator().manual_seed(0)
+    sentences = [" ".join(WORDS[i] for i in torch.randint(len(WORDS), (12,), generator=g)) + " ." for _ in range(120)]
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes("\r\n".join(sentences[:60]).encode())
+    (folder / "b.txt").write_bytes(("caf\xe9 " + "\n".join(sentences[60:])).encode("latin-1"))
+    return folder
+
+
+def small_config(**overrides):
+    values = dict(max_steps=12, batch_size=8, min_words=4, max_words=12, learning_rate=3e-3, warmup_steps=2,
+                  checkpoint_minutes=1e9, progress=False, threads=1)
+    values.update(overrides)
+    return HealConfig(**values)
+
+
+def test_text_pieces_decode_any_bytes_and_are_reproducible(corpus):
+    pieces = TextPieces(corpus, 4, 12, seed=0)
+    assert all(4 <= len(p.split()) <= 12 for p in pieces.pieces[:-1])
+    assert "caf\ufffd" in " ".join(pieces.pieces)  # Latin-1 é replaced, not a crash
+    assert pieces.batch(5, 3) == TextPieces(corpus, 4, 12, seed=0).batch(5, 3)
+    # Positions run on across epochs: position len(pieces) starts a new permutation of the same pieces.
+    n = len(pieces)
+    assert sorted(pieces.batch(n, n)) == sorted(pieces.pieces)
+
+
+def test_healing_lowers_the_distillation_loss(corpus, tmp_path):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    student = from_bert(teacher, attention_type="shared")
+    result = heal(student, teacher, tokenizer, corpus, tmp_path / "ck", small_config(max_steps=25), resume=False)
+    assert result.steps == 25 and not result.interrupted
+    assert sum(result.losses[-5:]) / 5 < 0.7 * sum(result.losses[:5]) / 5
+    assert (tmp_path / "ck" / "latest" / "trainer_state.json").is_file()
+    # The teacher is untouched.
+    torch.testing.assert_close(teacher.encoder.layer[0].attention.self.query.weight,
+                               make_teacher().encoder.layer[0].attention.self.query.weight)
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    config = small_config(max_steps=8)
+    straight = from_bert(teacher, attention_type="pairwise")
+    full = heal(straight, teacher, tokenizer, corpus, tmp_path / "a", config, resume=False)
+
+    first = from_bert(teacher, attention_type="pairwise")
+    part = heal(first, teacher, tokenizer, corpus, tmp_path / "b", config, resume=False, stop_after_steps=3)
+    assert part.steps == 3 and part.interrupted
+    state = json.loads((tmp_path / "b" / "latest" / "trainer_state.json").read_text())
+    assert state["step"] == 3 and state["position"] == 3 * config.batch_size
+    # A fresh process would start from a fresh conversion: resume must restore weights, optimizer, schedule, data.
+    second = from_bert(teacher, attention_type="pairwise")
+    rest = heal(second, teacher, tokenizer, corpus, tmp_path / "b", config, resume=True)
+    assert rest.steps == 8 and not rest.interrupted
+    assert rest.losses == pytest.approx(full.losses, rel=1e-4)
+    for (name, a), b in zip(straight.state_dict().items(), second.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    student = from_bert(teacher, attention_type="symmetric")
+
+    def interrupt(step, loss):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    result = heal(student, teacher, tokenizer, corpus, tmp_path / "ck", small_config(), resume=False, on_step=interrupt)
+    assert result.interrupted and result.steps in (2, 3)  # the step in flight finishes
+    state = json.loads((tmp_path / "ck" / "latest" / "trainer_state.json").read_text())
+    assert state["step"] == result.steps
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_bad_corpus_and_budget_give_clear_errors(tmp_path):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    student = from_bert(teacher, attention_type="shared")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        heal(student, teacher, tokenizer, tmp_path / "missing.txt", tmp_path / "ck", small_config())
+    (tmp_path / "empty.txt").write_text("  \n\r\n")
+    with pytest.raises(ValueError, match="holds 0 words"):
+        heal(student, teacher, tokenizer, tmp_path / "empty.txt", tmp_path / "ck", small_config())
+    (tmp_path / "no-text").mkdir()
+    with pytest.raises(ValueError, match="no .txt"):
+        heal(student, teacher, tokenizer, tmp_path / "no-text", tmp_path / "ck", small_config())
+    with pytest.raises(ValueError, match="budget"):
+        HealConfig()
+
+
+def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, capsys):
+    from sharedbert.cli import main
+
+    make_teacher().save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    out = tmp_path / "out"
+    code = main(["convert", str(tmp_path / "bert"), str(out), "--attention-type", "shared", "--heal", "--corpus",
+                 str(corpus), "--steps", "3", "--batch-size", "4", "--no-progress", "--threads", "1"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "attention set 1:" in printed and "Healed 3 steps" in printed
+    model = AutoModel.from_pretrained(out)
+    assert model.config.attention_type == "shared" and model.config.converted_from == str(tmp_path / "bert")
+    assert "base_model: " + str(tmp_path / "bert") in (out / "README.md").read_text()
+    assert (out / "tokenizer.json").is_file() and (tmp_path / "out-checkpoints" / "latest").is_dir()
+    with pytest.raises(SystemExit, match="--corpus"):
+        main(["convert", str(tmp_path / "bert"), str(out), "--heal", "--steps", "2"])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        main(["convert", str(tmp_path / "bert"), str(out), "--heal", "--corpus", str(tmp_path / "nope"), "--steps", "2"])
+
+
+def test_encode_pools_normalises_and_keeps_order(tmp_path):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    sentences = ["the man plays guitar .", "a dog", "the old woman sees the big red car near the river ."]
+    vectors = encode(teacher, tokenizer, sentences, batch_size=2)
+    assert vectors.shape == (3, 32)
+    torch.testing.assert_close(vectors.norm(dim=-1), torch.ones(3))
+    one = encode(teacher, tokenizer, [sentences[2]])
+    torch.testing.assert_close(vectors[2], one[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(TypeError, match="list"):
+        encode(teacher, tokenizer, "a dog")
+    # Identical pairs (cosine 1) scored 5, different pairs scored 0: the ranking agrees, whatever the weights.
+    tsv = tmp_path / "dev.tsv"
+    pairs = [(s, s, 5.0) for s in sentences] + [(a, b, 0.0) for a, b in zip(sentences, sentences[1:] + sentences[:1])]
+    rows = ["index\tsentence1\tsentence2\tscore"] + [f"{i}\t{a}\t{b}\t{s}" for i, (a, b, s) in enumerate(pairs)]
+    tsv.write_text("\n".join(rows) + "\n")
+    assert sts_spearman(teacher, tokenizer, tsv) > 0.8
+    with pytest.raises(ValueError, match="sentence1"):
+        (tmp_path / "bad.tsv").write_text("a\tb\n1\t2\n")
+        sts_spearman(teacher, tokenizer, tmp_path / "bad.tsv")
