@@ -231,7 +231,7 @@ def check_glue_file(path: Path, spec: TaskSpec, labelled: bool = True) -> Checke
                 raise DataError(f"{path}, line {number}, column {column!r}: the text is empty.")
         if labelled:
             value = fields[index[spec.label_column]].strip()
-            _check_label(path, number, spec, value)
+            _check_label(path, f"line {number}", spec, value)
             if not spec.is_regression:
                 label_values.setdefault(value)
     return CheckedFile(
@@ -240,7 +240,7 @@ def check_glue_file(path: Path, spec: TaskSpec, labelled: bool = True) -> Checke
     )
 
 
-def _check_label(path, line, spec: TaskSpec, value: str) -> None:
+def _check_label(path, where: str, spec: TaskSpec, value: str) -> None:
     if spec.is_regression:
         try:
             number = float(value)
@@ -248,12 +248,12 @@ def _check_label(path, line, spec: TaskSpec, value: str) -> None:
             number = float("nan")
         if number != number:  # NaN or unparsable
             raise DataError(
-                f"{path}, line {line}, column {spec.label_column!r}: {value!r} is not a number (this is a regression "
+                f"{path}, {where}, column {spec.label_column!r}: {value!r} is not a number (this is a regression "
                 "task; every row needs a numeric score)."
             )
     elif value not in spec.labels:
         raise DataError(
-            f"{path}, line {line}, column {spec.label_column!r}: label {value!r} is not in the label set "
+            f"{path}, {where}, column {spec.label_column!r}: label {value!r} is not in the label set "
             f"{list(spec.labels)}."
         )
 
@@ -269,8 +269,11 @@ def table_format(path: Path) -> str:
     raise DataError(f"{path}: unknown file type {suffix!r}; use .csv, .tsv, .json or .jsonl.")
 
 
-def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True) -> CheckedFile:
-    """Check a user CSV/TSV (header row, standard quoting) or JSON file (a list of objects or JSON lines)."""
+def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_labels: bool = False) -> CheckedFile:
+    """Check a user CSV/TSV (header row, standard quoting) or JSON file (a list of objects or JSON lines).
+
+    With `infer_labels` the label values are collected (for the training file, whose values define the label set)
+    instead of checked against `spec.labels`."""
     path = Path(path)
     fmt = table_format(path)
     text = read_utf8(path)
@@ -284,10 +287,10 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True) -> Check
                 raise DataError(f"{path}, {where} {number}, column {column!r}: the text is empty or not a string.")
         if labelled:
             value = _label_string(row.get(spec.label_column))
-            if spec.labels is not None or spec.is_regression:
-                _check_label(path, f"{number}" if where == "line" else f"{number} ({where})", spec, value)
-            if not spec.is_regression:
+            if infer_labels:
                 label_values.setdefault(value)
+            else:
+                _check_label(path, f"{where} {number}", spec, value)
 
     if fmt in ("csv", "tsv"):
         reader = csv.DictReader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
@@ -488,8 +491,9 @@ def check_custom_task(
     for split in order:
         if split not in files:
             continue
-        checked[split] = check_table_file(Path(files[split]), probe, labelled=split != "test")
-        if split == "train" and probe.labels is None and not regression:
+        infer = split == "train" and probe.labels is None and not regression
+        checked[split] = check_table_file(Path(files[split]), probe, labelled=split != "test", infer_labels=infer)
+        if infer:
             probe = custom_task(name, text_columns, label_column, infer_labels(checked["train"]), regression)
             if len(probe.labels) < 2:
                 raise DataError(f"{files['train']}: only one label value {list(probe.labels)}; a classifier needs two.")

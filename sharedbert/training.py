@@ -283,8 +283,13 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, **sharing
         described = ", ".join(f"{key}={value}" for key, value in sharing.items())
         return model, f"BERT checkpoint {model_name_or_path} converted with from_bert ({described})"
     if model_type == "sharedbert":
-        model = AutoModelForSequenceClassification.from_pretrained(str(model_name_or_path), trust_remote_code=True,
-                                                                   **head)
+        saved = json.loads((Path(str(model_name_or_path)) / "config.json").read_text(encoding="utf-8")) \
+            if Path(str(model_name_or_path)).is_dir() else {}
+        # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
+        new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(model_name_or_path), trust_remote_code=True, ignore_mismatched_sizes=new_head, **head
+        )
         conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
         if conflicts:
             fixed = {k: getattr(model.config, k) for k in conflicts}

@@ -106,6 +106,7 @@ def evaluate(
     if max_eval_samples is not None and max_eval_samples < len(eval_raw):
         eval_raw = eval_raw.select(range(max_eval_samples))
     tok = load_tokenizer(model)
+    max_length = min(max_length, config.max_position_embeddings)  # a small model cannot read further
     eval_set = data_module.tokenize(eval_raw, tok, max_length)
     labelled = split != "test"
 

