@@ -1,0 +1,248 @@
+"""Training workflows: the shared Trainer set-up, `sharedbert finetune` / `evaluate` / `pretrain` end to end on small
+real data with tiny models, the CLI's error handling, and atomic outputs."""
+
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
+
+import sharedbert
+from sharedbert import cli, data
+from sharedbert.commands.evaluate import evaluate
+from sharedbert.commands.finetune import finetune
+from sharedbert.commands.pretrain import pretrain
+from sharedbert.presets import PRESETS, config_values
+from sharedbert.training import (
+    KeepBestCallback,
+    atomic_directory,
+    count_parameters,
+    training_arguments,
+)
+
+from conftest import tiny_config
+
+SMALL = dict(max_train_samples=96, max_eval_samples=64, max_length=32, epochs=1, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory, minilm_path):
+    """A tiny BERT checkpoint (random weights, bert-base-uncased vocabulary from all-MiniLM-L6-v2's tokenizer)."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm_path).save_pretrained(folder)
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def test_training_arguments_use_transformers5_names(tmp_path):
+    args = training_arguments(tmp_path, batch_size=16, epochs=2, num_train_examples=320, evaluations=4, warmup=0.1)
+    assert args.warmup_steps == 0.1  # a fraction of the steps, transformers 5 style
+    assert args.eval_strategy == "steps" and args.eval_steps == 10  # 40 steps, 4 evaluations
+    assert args.save_strategy == "no" and args.report_to in ("none", [], ["none"])
+    assert args.disable_tqdm is False and args.train_sampling_strategy == "group_by_length"
+    assert training_arguments(tmp_path, evaluations=0, num_train_examples=10).eval_strategy == "no"
+
+
+def test_keep_best_callback_restores_the_best_weights():
+    model = sharedbert.SharedBertForSequenceClassification(tiny_config(num_labels=2))
+    callback = KeepBestCallback("accuracy")
+
+    class State:
+        global_step = 0
+
+    snapshots = {}
+    for step, accuracy in enumerate([0.5, 0.8, 0.6], start=1):
+        with torch.no_grad():
+            model.classifier.weight.add_(1.0)  # the weights move between evaluations
+        State.global_step = step
+        snapshots[step] = model.classifier.weight.clone()
+        callback.on_evaluate(None, State, None, metrics={"eval_accuracy": accuracy}, model=model)
+    assert callback.best_step == 2 and callback.best_metrics == {"eval_accuracy": 0.8}
+    assert callback.restore(model)
+    assert torch.equal(model.classifier.weight, snapshots[2])
+    assert KeepBestCallback("loss", greater_is_better=False).is_better(float("nan")) is False
+
+
+def test_atomic_directory_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_path):
+    final = tmp_path / "model"
+    with atomic_directory(final) as work:
+        (work / "a.txt").write_text("first")
+        assert not final.exists()  # nothing visible until the block succeeds
+    assert (final / "a.txt").read_text() == "first"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(final) as work:
+            (work / "a.txt").write_text("half-written")
+            raise RuntimeError("training crashed")
+    assert (final / "a.txt").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folders left behind
+
+
+def test_presets_build_valid_configs(tmp_path):
+    for name, values in PRESETS.items():
+        config = sharedbert.SharedBertConfig(**config_values(name))
+        assert config.hidden_size % config.num_attention_heads == 0, name
+    assert PRESETS["minilm-l6"] == dict(num_hidden_layers=6, hidden_size=384, num_attention_heads=12,
+                                        intermediate_size=1536)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 2, "model_type": "sharedbert"}))
+    assert config_values(str(path)) == {"hidden_size": 64, "num_attention_heads": 2}
+    with pytest.raises(ValueError, match="Unknown config 'bert-huge'.*bert-tiny"):
+        config_values("bert-huge")
+
+
+def test_count_parameters_counts_shared_tensors_once():
+    unshared = sharedbert.SharedBertModel(tiny_config())
+    shared = sharedbert.SharedBertModel(tiny_config(layer_sharing="all"))
+    per_layer = sum(p.numel() for p in unshared.encoder.attention[0].parameters()) + sum(
+        p.numel() for p in unshared.encoder.feed_forward[0].parameters())
+    assert count_parameters(unshared) - count_parameters(shared) == 3 * per_layer
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# finetune / evaluate
+
+
+def test_finetune_converts_bert_on_the_fly_keeps_the_best_and_saves_atomically(tiny_bert_dir, glue_dir, tmp_path):
+    out = tmp_path / "run"
+    result = finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=3,
+                      layer_sharing="all", **SMALL)
+    saved = json.loads((out / "eval_results.json").read_text())
+    assert saved == json.loads(json.dumps(result))
+    assert {"task": "sst2", "dataset": "glue/sst2", "split": "validation", "train_samples": 96}.items() <= saved.items()
+    assert set(saved["metrics"]) == {"accuracy"} and 0.0 <= saved["metrics"]["accuracy"] <= 1.0
+    assert saved["model"] == str(tiny_bert_dir) and saved["seconds"] > 0
+
+    # The folder is a complete SharedBert classifier: shared attention, the requested sharing, readable labels.
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
+    assert model.config.attention_type == "shared" and model.config.layer_sharing == "all"
+    assert model.config.id2label == {0: "negative", 1: "positive"}
+    assert model.config.converted_from == str(tiny_bert_dir)
+    assert sorted(p.name for p in out.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")) == []
+    assert not list(tmp_path.glob(".run*")), "temporary folders left behind"
+
+    # The saved weights are the best evaluation's: `evaluate` reproduces its score on the same examples.
+    again = evaluate(model=str(out), task="sst2", data_dir=glue_dir, max_eval_samples=64, max_length=32)
+    assert again["metrics"] == pytest.approx(saved["metrics"])
+    assert again["split"] == "validation" and again["eval_samples"] == 64
+
+    # A SharedBert folder is loaded as it is; a regression task gets a new one-output head.
+    stsb = finetune(task="stsb", model=str(out), data_dir=glue_dir, output_dir=tmp_path / "stsb", evaluations=0,
+                    **SMALL)
+    assert set(stsb["metrics"]) == {"pearson", "spearman"} and stsb["layer_sharing"] == "all"
+    regression = AutoModelForSequenceClassification.from_pretrained(tmp_path / "stsb")
+    assert regression.config.num_labels == 1 and regression.config.problem_type == "regression"
+
+    with pytest.raises(ValueError, match="already a SharedBert with .*'attention_type': 'shared'"):
+        finetune(task="sst2", model=str(out), data_dir=glue_dir, attention_type="standard",
+                 output_dir=tmp_path / "x", **SMALL)
+    with pytest.raises(ValueError, match="exists and is not empty; pass --overwrite"):
+        finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, **SMALL)
+
+
+def test_finetune_baseline_keeps_bert_and_can_skip_saving(tiny_bert_dir, glue_dir, tmp_path):
+    result = finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, no_convert=True, save=False,
+                      output_dir=tmp_path / "unused", evaluations=0, **SMALL)
+    assert result["model_type"] == "bert" and result["attention_type"] is None
+    assert not (tmp_path / "unused").exists()
+
+
+def test_bad_data_fails_before_any_model_is_loaded(tmp_path):
+    glue = tmp_path / "glue"
+    (glue / "SST-2").mkdir(parents=True)
+    (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\ngood\t1\nbad\tnegative\n")
+    (glue / "SST-2" / "dev.tsv").write_text("sentence\tlabel\nok\t1\n")
+    # The model path does not exist: a DataError (not a model error) proves the data was checked first.
+    with pytest.raises(data.DataError, match=r"train\.tsv, line 3, column 'label': label 'negative'"):
+        finetune(task="sst2", model=str(tmp_path / "no-model"), data_dir=glue, output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_reports_errors_with_exit_code_2(tmp_path, capsys):
+    code = cli.main(["finetune", "--task", "sst2", "--data-dir", str(tmp_path / "missing"), "--output-dir",
+                     str(tmp_path / "o")])
+    assert code == 2
+    assert "sharedbert finetune: error: --data-dir" in capsys.readouterr().err
+    code = cli.main(["pretrain", "--corpus", str(tmp_path / "none.txt"), "--output-dir", str(tmp_path / "p")])
+    assert code == 2 and "no such file or folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune", "evaluate", "demo"])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"usage: sharedbert {command}" in capsys.readouterr().out
+
+
+def test_evaluate_writes_test_predictions(tiny_bert_dir, glue_dir, tmp_path):
+    out = tmp_path / "run"
+    finetune(task="wnli", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=0, **SMALL)
+    predictions = tmp_path / "wnli.tsv"
+    result = evaluate(model=str(out), task="wnli", data_dir=glue_dir, split="test", predictions_path=str(predictions))
+    lines = predictions.read_text().splitlines()
+    assert result["metrics"] == {} and len(lines) == 147 and lines[0] == "index\tprediction"
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"entailment", "not_entailment"}
+    with pytest.raises(ValueError, match="predicts 2 label.*task stsb has 1"):
+        evaluate(model=str(out), task="stsb", data_dir=glue_dir, max_eval_samples=8)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pretrain
+
+
+def _tiny_config_file(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)))
+    return str(path)
+
+
+def test_pretrain_trains_a_vocabulary_and_saves_a_loadable_masked_lm(mlm_text_dir, tmp_path):
+    from transformers import pipeline
+
+    out = tmp_path / "mlm"
+    corpus = [str(mlm_text_dir / "gutenberg-nltk" / name) for name in ("blake-poems.txt", "shakespeare-caesar.txt")]
+    result = pretrain(corpus=corpus, config=_tiny_config_file(tmp_path), train_vocab=600, layer_sharing="all",
+                      block_size=32, max_steps=60, batch_size=16, learning_rate=2e-3, output_dir=out)
+    # Better than guessing uniformly over the vocabulary: the model learned something from the text.
+    assert result["eval_loss"] < math.log(result["vocab_size"]) - 0.5
+    assert result["vocab_size"] <= 600 and result["trained_vocab"] and result["steps"] == 60
+    saved = json.loads((out / "pretrain_results.json").read_text())
+    assert saved["layer_sharing"] == "all" and saved["num_unique_layers"] == 1
+
+    model = AutoModelForMaskedLM.from_pretrained(out, trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    # (with trust_remote_code the class comes from the folder's own tokenization_sharedbert.py)
+    assert type(tokenizer).__name__ == "SharedBertTokenizer" and len(tokenizer) == result["vocab_size"]
+    assert model.cls.predictions.decoder.weight.data_ptr() == model.sharedbert.embeddings.word_embeddings.weight.data_ptr()
+    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer)
+    assert len(fill("the [MASK] of rome")) == 5
+
+
+def test_pretrain_line_by_line_with_an_existing_tokenizer_and_untied_embeddings(mlm_text_dir, minilm_path, tmp_path):
+    out = tmp_path / "mlm"
+    result = pretrain(corpus=[str(mlm_text_dir / "gutenberg-nltk" / "blake-poems.txt")],
+                      config=_tiny_config_file(tmp_path), tokenizer=str(minilm_path), attention_type="pairwise",
+                      no_tie_embeddings=True, line_by_line=True, block_size=24, max_steps=3, batch_size=8,
+                      output_dir=out)
+    assert result["vocab_size"] == 30522 and not result["tie_word_embeddings"] and result["line_by_line"]
+    model = AutoModelForMaskedLM.from_pretrained(out)
+    assert model.config.attention_type == "pairwise"
+    assert not torch.equal(model.cls.predictions.decoder.weight, model.sharedbert.embeddings.word_embeddings.weight)
+
+
+def test_pretrain_rejects_bad_settings_before_reading_text(tmp_path):
+    with pytest.raises(ValueError, match="Unknown config"):
+        pretrain(corpus=[str(tmp_path / "missing.txt")], config="bert-enormous", output_dir=tmp_path / "o")
+    with pytest.raises(ValueError, match="exactly one corpus"):
+        pretrain(output_dir=tmp_path / "o")
+    with pytest.raises(ValueError, match="attention_type"):
+        pretrain(corpus=[str(tmp_path / "missing.txt")], config="bert-tiny", attention_type="sparse",
+                 output_dir=tmp_path / "o")
