@@ -103,8 +103,10 @@ def run(args) -> int:
     if src != args.src:
         overrides["converted_from"] = "sentence-transformers/all-MiniLM-L6-v2"
     model, report = from_bert(src, return_report=True, fit_method=args.fit_method, **overrides)
+    measured = ("per-head score forms QᵀK and value paths O·V" if args.fit_method == "invariant"
+                else "Q/K/V weights and biases")
     print(f"Converted {args.src} → attention_type={args.attention_type}, layer_sharing={args.layer_sharing} "
-          f"({args.fit_method} fit). Attention energy kept by the fit:")
+          f"({args.fit_method} fit). Share of the attention energy ({measured}) the fit keeps:")
     for fit in report:
         print(f"  attention set {fit.layer}: {fit.retained_energy:.3f}")
     try:
