@@ -9,6 +9,7 @@ $(BIN)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/python tests/transformers_test_suite.py
 	touch $@
 
 setup: $(BIN)/.installed
@@ -17,7 +18,7 @@ demo: setup
 	$(BIN)/sharedbert demo
 
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --durations=15
 
 clean:
 	rm -rf $(VENV) runs

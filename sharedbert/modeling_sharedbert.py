@@ -561,8 +561,9 @@ class SharedBertPreTrainedModel(PreTrainedModel):
             )
         want_info = kwargs.pop("output_loading_info", False)
         # transformers' own refusal of a shape mismatch names neither weight nor file: load, then refuse here. The
-        # caller's `ignore_mismatched_sizes=True` still lets a task head change size, never the encoder.
-        heads_may_differ = kwargs.pop("ignore_mismatched_sizes", False)
+        # caller's `ignore_mismatched_sizes=True` lets a task head or an embedding table (a new num_labels or
+        # vocabulary) start afresh, never a transformer layer: a layer of another shape is another architecture.
+        sizes_may_differ = kwargs.pop("ignore_mismatched_sizes", False)
         try:
             model, info = super().from_pretrained(
                 pretrained_model_name_or_path,
@@ -591,7 +592,7 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         mismatched = sorted(
             entry
             for entry in info.get("mismatched_keys") or []
-            if not heads_may_differ or entry[0].startswith(ENCODER_KEY_PREFIXES)
+            if not sizes_may_differ or entry[0].startswith(LAYER_KEY_PREFIXES)
         )
         # A caller who asks for the loading info inspects it: then nothing is silent and nothing is refused.
         if (missing or unexpected or mismatched) and not want_info:
@@ -638,6 +639,7 @@ def _weights_file(path, kwargs) -> str:
 
 # Weights that must come from a SharedBert checkpoint (in a base model, or under a head's `sharedbert.` prefix).
 ENCODER_KEY_PREFIXES = ("embeddings.", "encoder.", "sharedbert.embeddings.", "sharedbert.encoder.")
+LAYER_KEY_PREFIXES = ("encoder.", "sharedbert.encoder.")
 
 
 def _describe_incompatible_checkpoint(path, config, checkpoint_keys, missing, unexpected, mismatched) -> str:

@@ -12,6 +12,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import sharedbert  # noqa: E402  (registers the Auto classes)
 
+# The suite runs as two pytest-xdist workers on two cores: one thread each keeps them from fighting over the cores
+# (tiny test models gain nothing from intra-op threads). Subprocesses that train for real set their own.
+torch.set_num_threads(1)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 GLUE_DIR = SHARED_DATA / "glue"
