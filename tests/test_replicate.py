@@ -1,0 +1,84 @@
+"""`sharedbert replicate --quick`: every cell produces numbers, the report and plots are written, and a re-run
+resumes (computes nothing that already finished). Real data, tiny sizes; about 30 s of CPU on two variants."""
+
+import json
+import random
+
+import pytest
+
+from sharedbert import replicate
+from sharedbert.cli import build_parser
+
+
+def _args(tmp_path, data_dir, *extra):
+    return build_parser().parse_args([
+        "replicate", "--quick", "--seeds", "0", "--variants", "standard", "shared-all-layers",
+        "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"), "--data-dir", str(data_dir),
+        "--threads", "1", *extra,
+    ])
+
+
+@pytest.mark.slow
+def test_quick_end_to_end_then_resume(tmp_path, glue_dir, mlm_text_dir):
+    data_dir = glue_dir.parent
+    args = _args(tmp_path, data_dir)
+    assert args.run(args) == 0
+
+    stages = ["pretrain"] + [f"finetune-{t}" for t in replicate.TASKS] + ["robustness"]
+    expected = {f"{v}/seed0/{s}" for v in ("standard", "shared-all-layers") for s in stages}
+    assert set(args.executed) == expected
+    out = tmp_path / "out"
+    results = json.loads((out / "replication.json").read_text())
+    assert set(results["cells"]) == expected
+    for key, cell in results["cells"].items():
+        if key.endswith("pretrain"):
+            assert cell["tokens_per_second"] > 0 and cell["final_mlm_loss"] > 0 and cell["loss_curve"]
+        elif key.endswith("robustness"):
+            assert 0 <= cell["clean_accuracy"] <= 1 and 0 <= cell["noisy_accuracy"] <= 1
+        else:
+            assert all(isinstance(v, float) for v in cell["metrics"].values()) and cell["metrics"]
+    shared_all = results["cells"]["shared-all-layers/seed0/pretrain"]
+    assert shared_all["layer_sharing"] == "all"
+    assert shared_all["parameters"] < results["cells"]["standard/seed0/pretrain"]["parameters"]
+    agg = results["aggregate"]
+    assert agg["standard"]["glue_average"]["n"] == 1 and agg["standard"]["glue_average"]["mean"] is not None
+    report = (out / "replication.md").read_text()
+    assert "| standard |" in report and "(n=1)" in report and "78.74" in report
+    assert "not judged" in report  # one seed: no verdicts are drawn
+    for name in ("replication_mlm_loss.png", "replication_score_vs_params.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Resume: nothing left to compute, finished cells untouched.
+    before = {k: v["finished"] for k, v in results["cells"].items()}
+    again = _args(tmp_path, data_dir)
+    assert again.run(again) == 0
+    assert again.executed == []
+    after = json.loads((out / "replication.json").read_text())["cells"]
+    assert {k: v["finished"] for k, v in after.items()} == before
+
+    # Another recipe must not mix with these results.
+    other = _args(tmp_path, data_dir, "--pretrain-steps", "4")
+    assert other.run(other) == 2
+
+
+def test_typos_are_seeded_and_at_the_rate():
+    text = "the quick brown fox jumps over the lazy dog " * 200
+    a = replicate.add_typos(text, 0.05, random.Random(3))
+    assert a == replicate.add_typos(text, 0.05, random.Random(3))
+    assert a != replicate.add_typos(text, 0.05, random.Random(4))
+    assert replicate.add_typos(text, 0.0, random.Random(3)) == text
+    changed = sum(x != y for x, y in zip(a.split(), text.split()))
+    words = len(text.split())
+    assert 0.05 * words < changed < 0.6 * words  # ~3.6 letters a word at 5%: roughly a fifth of words touched
+
+
+def test_verdicts_follow_the_numbers():
+    def stat(values):
+        return replicate._mean_std(values)
+
+    assert replicate.compare(stat([80, 81, 80.5]), stat([70, 71, 70.5]))["verdict"] == "supported"
+    assert replicate.compare(stat([70, 71, 70.5]), stat([80, 81, 80.5]))["verdict"] == "contradicted"
+    assert replicate.compare(stat([70, 80, 75]), stat([71, 79, 74]))["verdict"].startswith("within noise")
+    assert replicate.compare(stat([80]), stat([70, 71]))["verdict"].startswith("not judged")
+    # lower is better (typo drop)
+    assert replicate.compare(stat([1, 1.1, 0.9]), stat([5, 5.1, 4.9]), higher_is_better=False)["verdict"] == "supported"
