@@ -467,21 +467,25 @@ def render_markdown(results: dict, command: str = "") -> str:
     expected = results.get("plan")
     lines = ["# Small-scale replication: shared vs standard, symmetric, pairwise attention; layer sharing", ""]
     done = len(cells)
-    lines.append(f"Finished cells: **{done}**" + (f" of {expected['cells']} planned ({expected['variants']} variants × "
-                                                   f"{expected['seeds']} seeds × {expected['stages']} stages)"
-                                                   if expected else "") + ". "
-                 "Every mean below is over the seeds that finished, shown as (n=…); a GLUE average needs all five "
-                 "tasks of a seed. Partial results are not the full study.")
+    status = f"Finished cells: **{done}**"
+    if expected:
+        status += (f" of {expected['cells']} planned ({expected['variants']} variants × {expected['seeds']} seeds × "
+                   f"{expected['stages']} stages)")
+        if done < expected["cells"]:
+            status += ": **a partial study**, not the full one"
+    lines.append(status + ". Every mean below is over the seeds that finished, shown as (n=…); a GLUE average needs "
+                 "all five tasks of a seed.")
     lines.append("")
     m = recipe["model"]
     p, f = recipe["pretrain"], recipe["finetune"]
+    budget = p["max_steps"] * p["batch_size"] * recipe["block_size"]
     lines += [
         f"Recipe (hash `{results['recipe_hash']}`): {m['num_hidden_layers']} layers, hidden {m['hidden_size']}, "
         f"{m['num_attention_heads']} heads, intermediate {m['intermediate_size']}, sequence {recipe['block_size']}, "
         f"WordPiece vocabulary of {recipe['vocab_size']} trained on the corpus. Pretraining: {p['max_steps']} steps × "
-        f"{p['batch_size']} × {recipe['block_size']} tokens = {p['max_steps'] * p['batch_size'] * recipe['block_size']:,} "
-        f"tokens, lr {p['learning_rate']}, warm-up {p['warmup']}. Fine-tuning: {f['max_train_samples']} training "
-        f"examples per task, {f['epochs']} epochs, batch {f['batch_size']}, lr {f['learning_rate']}, final model "
+        f"{p['batch_size']} × {recipe['block_size']} tokens = {budget:,} tokens, lr {p['learning_rate']}, "
+        f"warm-up {p['warmup']}. Fine-tuning: {f['max_train_samples']} training examples per task, "
+        f"{f['epochs']} epochs, batch {f['batch_size']}, lr {f['learning_rate']}, final model "
         f"scored on GLUE dev" + (f" (first {f['max_eval_samples']} examples)" if f['max_eval_samples'] else "") +
         f". Typos: each letter of SST-2 dev altered with probability {recipe['noise_rate']} (seed "
         f"{recipe['noise_seed']}).",
@@ -527,7 +531,8 @@ def render_markdown(results: dict, command: str = "") -> str:
     contradicted = [c["claim"] for c in claims(agg) if c["verdict"] == "contradicted"]
     unjudged = [c["claim"] for c in claims(agg) if c["verdict"].startswith("not judged")]
     others = [c["claim"] for c in claims(agg) if c["claim"] not in supported + contradicted + unjudged]
-    parts = [f"supports {', '.join(supported)}" if supported else "supports none of the claims"]
+    parts = [f"supports {', '.join(supported)}" if supported else
+             "supports none of the claims" if len(unjudged) < len(claims(agg)) else "cannot judge any claim yet"]
     if contradicted:
         parts.append(f"contradicts {', '.join(contradicted)}")
     if others:

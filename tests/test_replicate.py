@@ -82,3 +82,31 @@ def test_verdicts_follow_the_numbers():
     assert replicate.compare(stat([80]), stat([70, 71]))["verdict"].startswith("not judged")
     # lower is better (typo drop)
     assert replicate.compare(stat([1, 1.1, 0.9]), stat([5, 5.1, 4.9]), higher_is_better=False)["verdict"] == "supported"
+
+
+def test_report_verdicts_come_from_the_cells():
+    """Three seeds where shared clearly beats standard on every task and standard is clearly faster: the report must
+    say the first claim is supported and the speed claim contradicted; others are not judged."""
+    cells = {}
+    for seed in range(3):
+        for variant, score, speed in (("shared", 70.0, 100.0), ("standard", 60.0, 200.0)):
+            cells[f"{variant}/seed{seed}/pretrain"] = {
+                "parameters": 1000, "tokens_per_second": speed + seed, "final_mlm_loss": 5.0, "loss_curve": []}
+            for task in replicate.TASKS:
+                cells[f"{variant}/seed{seed}/finetune-{task}"] = {"score": score + seed * 0.5}
+    results = {"cells": cells, "recipe": replicate.recipe_of(_args_namespace()), "recipe_hash": "x"}
+    results["aggregate"] = replicate.aggregate(results)
+    assert results["aggregate"]["shared"]["glue_average"]["n"] == 3
+    verdicts = {c["claim"]: c["verdict"] for c in replicate.claims(results["aggregate"])}
+    assert verdicts["shared beats standard on the GLUE average"] == "supported"
+    assert verdicts["shared trains 15-20% faster than standard"] == "contradicted"
+    assert verdicts["shared beats pairwise on the GLUE average"].startswith("not judged")
+    report = replicate.render_markdown(results)
+    assert "this run supports shared beats standard on the GLUE average" in report
+    assert "contradicts shared trains 15-20% faster than standard" in report
+
+
+def _args_namespace():
+    import argparse
+
+    return argparse.Namespace(quick=True, pretrain_steps=None, finetune_samples=None)
