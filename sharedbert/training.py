@@ -159,8 +159,23 @@ def training_arguments(
         data_seed=seed,
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
+        # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for
+        # unused ones.
+        ddp_find_unused_parameters=False,
         **extra,
     )
+
+
+def use_mean_losses(trainer) -> None:
+    """Tell `trainer` that the model's loss is already a per-batch mean.
+
+    transformers 5's Trainer assumes that any model whose forward takes `**kwargs` normalises its loss by the
+    `num_items_in_batch` it passes, and multiplies the loss by the number of processes to undo DDP's gradient
+    averaging. SharedBert (like BERT) computes a plain mean and ignores `num_items_in_batch`, so under DDP the loss,
+    and with it every gradient, would come out `world_size` times too large (2x the learning rate on 2 processes).
+    """
+    if not hasattr(trainer.accelerator.unwrap_model(trainer.model), "accepts_loss_kwargs"):
+        trainer.model_accepts_loss_kwargs = False
 
 
 class KeepBestCallback(TrainerCallback):
@@ -324,4 +339,5 @@ __all__ = [
     "model_type_of",
     "save_model",
     "training_arguments",
+    "use_mean_losses",
 ]

@@ -115,7 +115,9 @@ def run(args) -> int:
     except (DataError, ValueError, OSError) as error:
         print(f"sharedbert finetune: error: {error}", file=sys.stderr)
         return 2
-    if result is not None:
+    from ..training import is_main_process
+
+    if result is not None and is_main_process():
         print_result(result)
     return 0
 
@@ -177,9 +179,11 @@ def finetune(
         load_tokenizer,
         save_model,
         training_arguments,
+        use_mean_losses,
     )
 
     started = time.time()
+    quiet = quiet or not is_main_process()  # one process speaks under DDP
     model = model or default_base_model()
     if max_length < 8:
         raise ValueError(f"--max-length must be at least 8, got {max_length}.")
@@ -246,6 +250,12 @@ def finetune(
             compute_metrics=compute_metrics,
             callbacks=[keep_best],
         )
+        use_mean_losses(trainer)
+        if args.world_size > 1 and not quiet:
+            import torch.distributed as dist
+
+            print(f"distributed: {args.world_size} processes, {dist.get_backend()} backend "
+                  f"({batch_size} examples per process per step)")
         train_started = time.time()
         trainer.train()
         # The final weights compete with the mid-training evaluations (unless the last step was just evaluated).
@@ -273,6 +283,7 @@ def finetune(
             "epochs": epochs,
             "max_length": max_length,
             "batch_size": batch_size * args.world_size,
+            "processes": args.world_size,
             "learning_rate": learning_rate,
             "seed": seed,
             "data_source": task_data.source,
