@@ -307,10 +307,7 @@ def measure_memory(specs: list[dict], parallel: int = 2) -> list[dict | None]:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def run_group(args, dims: Dims, layers: int, seq: int, compile_here: bool) -> dict:
-    import torch
-
-    variants: list[Variant] = args.variants
+def run_group(args, dims: Dims, layers: int, seq: int, variants: list[Variant], compile_here: bool) -> dict:
     names = ["bert"] + [variant.name for variant in variants]
     log = _logger(args)
     log(f"\n== {layers} layers, hidden {dims.hidden}, sequence {seq}: BERT vs {', '.join(names[1:])}")
@@ -758,8 +755,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--quick", action="store_true", help="Tiny dims and few repetitions: a smoke run.")
     run.add_argument("--full", action="store_true",
                      help="The whole matrix: 4 and 12 layers, seq 128 and 512, every type with and without sharing.")
-    run.add_argument("--max-resident-gb", type=float, default=12.0,
-                     help="Refuse a group whose models and optimizers would need more (default 12).")
+    run.add_argument("--max-resident-gb", type=float, default=10.0,
+                     help="Memory for one group's models and optimizers, all resident while they alternate; more "
+                          "variants than fit are timed in blocks, each against its own BERT (default 10).")
     data = parser.add_argument_group("SST-2 fine-tuning throughput")
     data.add_argument("--sst2", action="store_true", help="Also time fine-tuning steps on real SST-2 batches.")
     data.add_argument("--sst2-only", action="store_true", help="Only the SST-2 comparison.")
@@ -809,15 +807,37 @@ def resolve(args) -> tuple[Dims, argparse.Namespace]:
     return Dims(args.hidden, args.heads, args.intermediate, args.vocab), args
 
 
-def estimated_resident_gb(args, dims: Dims, layers: int, seq: int) -> float:
-    """Rough memory of one group's training phase: every model's weights and AdamW state, plus one step's gradients
-    and activations (≈ 24 floats per token, layer and hidden unit, plus the attention probabilities)."""
+def estimated_resident_gb(args, dims: Dims, layers: int, seq: int, num_variants: int) -> float:
+    """Rough memory of one group's training phase: every model's weights and AdamW state (BERT and `num_variants`),
+    plus one step's gradients and activations (≈ 24 floats per token, layer and hidden unit, plus the attention
+    probabilities)."""
     per_layer = 4 * dims.hidden**2 + 2 * dims.hidden * dims.intermediate
     params = (dims.vocab + max(512, seq) + 2) * dims.hidden + layers * per_layer
     element = 2 if args.dtype == "bfloat16" else 4
-    resident = (len(args.variants) + 1) * params * 3 * element
+    resident = (num_variants + 1) * params * 3 * element
     transient = params * element + args.train_batch * seq * layers * (24 * dims.hidden + 2 * dims.heads * seq) * element
     return (resident + transient) / 2**30
+
+
+def plan_groups(args, dims: Dims) -> list[tuple[int, int, list[Variant]]]:
+    """(layers, seq, variants) to run, in order. All models of a group and their optimizers stay resident so that the
+    steps can alternate; when that would exceed --max-resident-gb the variants are split into blocks, each timed
+    against its own BERT."""
+    plan = []
+    for layers in args.layers:
+        for seq in args.seq:
+            per_block = len(args.variants)
+            while per_block and estimated_resident_gb(args, dims, layers, seq, per_block) > args.max_resident_gb:
+                per_block -= 1
+            if not per_block:
+                raise ValueError(
+                    f"{layers} layers at sequence {seq} needs about "
+                    f"{estimated_resident_gb(args, dims, layers, seq, 1):.1f} GB even for BERT and one variant, over "
+                    f"--max-resident-gb {args.max_resident_gb}: use a smaller --train-batch or raise --max-resident-gb."
+                )
+            for start in range(0, len(args.variants), per_block):
+                plan.append((layers, seq, args.variants[start : start + per_block]))
+    return plan
 
 
 def run(args) -> int:
@@ -861,23 +881,13 @@ def run(args) -> int:
         "groups": [],
     }
     if not args.sst2_only:
-        for layers in args.layers:
-            for seq in args.seq:
-                needed = estimated_resident_gb(args, dims, layers, seq)
-                if needed > args.max_resident_gb:
-                    print(
-                        f"sharedbert bench: error: {layers} layers at sequence {seq} with {len(args.variants)} "
-                        f"variants needs about {needed:.1f} GB (all models and optimizers stay resident so the "
-                        f"steps can alternate), over --max-resident-gb {args.max_resident_gb}. Give fewer "
-                        "--variants or a smaller --train-batch, or raise --max-resident-gb.",
-                        file=sys.stderr,
-                    )
-                    return 2
-        first = True
-        for layers in args.layers:
-            for seq in args.seq:
-                result["groups"].append(run_group(args, dims, layers, seq, compile_here=first))
-                first = False
+        try:
+            plan = plan_groups(args, dims)
+        except ValueError as error:
+            print(f"sharedbert bench: error: {error}", file=sys.stderr)
+            return 2
+        for index, (layers, seq, variants) in enumerate(plan):
+            result["groups"].append(run_group(args, dims, layers, seq, variants, compile_here=index == 0))
     if args.sst2 or args.sst2_only:
         result["sst2"] = run_sst2(args, dims)
 

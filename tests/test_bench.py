@@ -70,3 +70,17 @@ def test_cli_has_the_bench_command():
     args = cli.build_parser().parse_args(["bench", "--quick", "--variants", "shared", "pairwise:all"])
     assert args.run is not None and args.quick
     assert [v.name for v in args.variants] == ["shared", "pairwise:all"]
+
+
+def test_groups_that_do_not_fit_are_split_into_blocks_each_with_its_bert():
+    args = bench.build_parser().parse_args(["--full"])
+    dims, args = bench.resolve(args)
+    plan = bench.plan_groups(args, dims)
+    # Every (layers, seq) pair appears, every variant is timed exactly once per pair.
+    for layers in (4, 12):
+        for seq in (128, 512):
+            blocks = [variants for (l, s, variants) in plan if (l, s) == (layers, seq)]
+            assert sorted(v.name for block in blocks for v in block) == sorted(v.name for v in args.variants)
+            for block in blocks:
+                assert bench.estimated_resident_gb(args, dims, layers, seq, len(block)) <= args.max_resident_gb
+    assert len(plan) > 4  # the 12-layer groups do not fit in 10 GB at once
