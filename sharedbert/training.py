@@ -6,27 +6,21 @@
   saved model is the best one without writing Trainer checkpoints (which would pickle optimizer state and arguments).
 * `load_classifier`: a sequence classifier from a SharedBert folder, or from a BERT checkpoint converted on the fly
   with `sharedbert.convert.from_bert` (or kept as BERT, for baselines).
-* `atomic_directory` / `atomic_write_json`: outputs appear complete or not at all.
+* `atomic_write_json` (and `sharedbert.atomic`'s `atomic_directory` / `atomic_write_text`, re-exported): outputs
+  appear complete or not at all.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
-try:  # the project's shared helpers (issue: atomic writes), when present
-    from .atomic import atomic_directory as _atomic_directory
-    from .atomic import atomic_write_text as _atomic_write_text
-except ImportError:  # pragma: no cover - exercised only before sharedbert/atomic.py exists
-    _atomic_directory = _atomic_write_text = None
+from .atomic import atomic_directory, atomic_write_text
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -34,61 +28,8 @@ except ImportError:  # pragma: no cover - exercised only before sharedbert/atomi
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def atomic_directory(final_dir):
-    """Yield a fresh temporary folder beside `final_dir`; on success it replaces `final_dir` in one rename, on error
-    it is removed and `final_dir` is left untouched."""
-    if _atomic_directory is not None:
-        with _atomic_directory(final_dir) as tmp:
-            yield Path(tmp)
-        return
-    final = Path(final_dir).resolve()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result should look like any new folder
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    if final.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
-        os.replace(final, old / final.name)
-    os.replace(tmp, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def atomic_write_text(path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it into place."""
-    if _atomic_write_text is not None:
-        _atomic_write_text(path, text)
-        return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def atomic_write_json(path, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def check_output_dir(output_dir, overwrite: bool) -> Path:

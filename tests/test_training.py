@@ -246,3 +246,41 @@ def test_pretrain_rejects_bad_settings_before_reading_text(tmp_path):
     with pytest.raises(ValueError, match="attention_type"):
         pretrain(corpus=[str(tmp_path / "missing.txt")], config="bert-tiny", attention_type="sparse",
                  output_dir=tmp_path / "o")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# demo
+
+
+def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys):
+    from sharedbert.commands import demo
+
+    monkeypatch.setattr(data, "find_glue_dir", lambda explicit=None: None if explicit is None else tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code = cli.main(["demo", "--output-dir", str(tmp_path / "demo")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no GLUE SST-2 data" in err and "HF_HUB_OFFLINE is set" in err and "--data-dir" in err
+    with pytest.raises(data.DataError, match="has no SST-2/train.tsv"):
+        demo.find_data(tmp_path)
+    with pytest.raises(data.DataError, match="HF_HUB_OFFLINE is set"):
+        data.load_task("sst2", dataset="nyu-mll/glue")
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path, capsys):
+    """The README's main command with a tiny BERT and 64 sentences: conversion, both fine-tunes, upload.py
+    --dry-run staging (verified in a clean process), reload with trust_remote_code, pipeline, parameter savings."""
+    out = tmp_path / "demo"
+    code = cli.main(["demo", "--model", str(tiny_bert_dir), "--data-dir", str(glue_dir), "--train-samples", "64",
+                     "--max-length", "32", "--output-dir", str(out), "--repo-id", "someone/tiny-demo"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    summary = json.loads((out / "demo_results.json").read_text())
+    assert summary["train_samples"] == 64 and summary["eval_samples"] == 872  # the full dev set
+    assert 0 <= summary["sharedbert"]["accuracy"] <= 1 and 0 <= summary["bert"]["accuracy"] <= 1
+    assert summary["sharedbert"]["parameters"] < summary["bert"]["parameters"]
+    assert summary["staged_with"] == "upload.py --dry-run" and (out / "hub" / "README.md").is_file()
+    assert {"config.json", "model.safetensors", "modeling_sharedbert.py"} <= {p.name for p in (out / "hub").iterdir()}
+    assert [p["label"] in ("negative", "positive") for p in summary["pipeline"]] == [True] * 4
+    assert "GLUE SST-2 TSVs from --data-dir" in printed and "demo wall time:" in printed

@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from .finetune import add_data_arguments
 
