@@ -587,8 +587,8 @@ class SharedBertPreTrainedModel(PreTrainedModel):
                     f"truncated ({error}); re-download or re-save the model."
                 ) from error
             raise
-        missing = [key for key in info["missing_keys"] if key.startswith(ENCODER_KEY_PREFIXES)]
-        unexpected = [key for key in info["unexpected_keys"] if key.startswith(ENCODER_KEY_PREFIXES)]
+        missing = sorted(key for key in info["missing_keys"] if key.startswith(ENCODER_KEY_PREFIXES))
+        unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(ENCODER_KEY_PREFIXES))
         mismatched = sorted(
             entry
             for entry in info.get("mismatched_keys") or []
