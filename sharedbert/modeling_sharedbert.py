@@ -494,6 +494,9 @@ class SharedBertPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = True
     _no_split_modules = ["SharedBertEmbeddings", "SharedBertAttention", "SharedBertFeedForward"]
     _can_record_outputs = {"hidden_states": SharedBertLayer, "attentions": SharedBertSelfAttention}
+    # The heads' losses are plain per-batch means that ignore `num_items_in_batch`: without this, Trainer would treat
+    # them as token sums and multiply them by the number of DDP processes.
+    accepts_loss_kwargs = False
 
     def __init__(self, config: SharedBertConfig, *inputs, **kwargs):
         # A config can be changed after its own checks ran (attribute assignment, AutoConfig keyword overrides):
