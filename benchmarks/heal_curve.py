@@ -6,7 +6,7 @@ score, no fine-tuning (`sharedbert.embeddings.sts_spearman`).
 Usage (from the repository root):
 
     # 1. heal, one attention type at a time (each run: --minutes of training, snapshots at 2, 5, 10 minutes)
-    python benchmarks/heal_curve.py --runs-dir runs --heal --minutes 20 --types shared symmetric pairwise
+    python benchmarks/heal_curve.py --runs-dir runs --heal --minutes 20 --threads 1 --types shared symmetric pairwise
     # 2. (or only) evaluate whatever runs exist and write the table + plot
     python benchmarks/heal_curve.py --runs-dir runs --types shared symmetric pairwise
 
@@ -67,7 +67,7 @@ def main():
     parser.add_argument("--minutes", type=float, default=20)
     parser.add_argument("--snapshots", type=float, nargs="*", default=[2, 5, 10])
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a busy machine (OpenMP spin-waits)")
     parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--sts", default=str(STS_DEV))
     args = parser.parse_args()
