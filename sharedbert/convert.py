@@ -10,6 +10,10 @@ heads) and fills the attention projections of the chosen `attention_type` by a l
 * ``pairwise``: Q keeps Wq; the per-head matrix P_h minimises ‖P_h·[Wq_h | bq_h] − [Wk_h | bk_h]‖ (so that
   K ≈ Q·P_hᵀ and scores Q·P_h·Qᵀ ≈ Q·Kᵀ), P_h = [Wk_h | bk_h]·[Wq_h | bq_h]⁺; V copied.
 
+These are the `fit_method="weights"` fits. `fit_method="invariant"` fits what each head computes instead (its score
+form QᵀK and value path O·V, which per-head transforms leave unchanged; see `fit_attention`), refitting the output
+projection. The default, "auto", picks per attention type the fit that measured better (`AUTO_FIT_METHOD`).
+
 With cross-layer sharing, each distinct parameter set starts from the mean of the BERT layers mapped onto it.
 """
 
@@ -56,6 +60,17 @@ BERT_FIELDS = (
 )
 
 
+# The fit `fit_method="auto"` uses per attention type: the one whose unhealed conversion of all-MiniLM-L6-v2 scored
+# higher on STS-B dev (Spearman, mean-pooled cosine; the original model 0.867). Measured with benchmarks/heal_curve.py:
+# shared: weights 0.768, invariant 0.724; symmetric: 0.600 both (weights: the plain least-squares fit);
+# pairwise: invariant 0.837, weights 0.673. Standard conversion is exact either way.
+AUTO_FIT_METHOD = {"shared": "weights", "standard": "weights", "symmetric": "weights", "pairwise": "invariant"}
+
+
+def resolve_fit_method(fit_method: str, attention_type: str) -> str:
+    return AUTO_FIT_METHOD[attention_type] if fit_method == "auto" else fit_method
+
+
 @dataclass
 class LayerFit:
     """How much of the attention projections' weight energy (squared Frobenius norm, biases included) the fit keeps."""
@@ -68,7 +83,7 @@ def from_bert(
     model_or_path,
     model_class: type[PreTrainedModel] | None = None,
     return_report: bool = False,
-    fit_method: str = "invariant",
+    fit_method: str = "auto",
     **config_overrides,
 ):
     """Convert a BERT model (instance, local folder or Hub id) into a SharedBert with the same task head.
@@ -79,18 +94,20 @@ def from_bert(
         model_class: the SharedBert class to build; defaults to the one matching the checkpoint's architecture.
             Pass e.g. `SharedBertForSequenceClassification` to start fine-tuning from a bare encoder.
         return_report: also return a list of `LayerFit` (one per distinct attention set).
-        fit_method: "invariant" (default) fits what each attention layer computes (score forms and value paths,
-            using the invariances described in `fit_attention`; the output projection is refitted to match);
-            "weights" fits the Q/K/V weight rows themselves and leaves the output projection as it is.
+        fit_method: "invariant" fits what each attention layer computes (score forms and value paths, using the
+            invariances described in `fit_attention`; the output projection is refitted to match); "weights" fits
+            the Q/K/V weight rows themselves and leaves the output projection as it is; "auto" (default) takes, per
+            attention type, the one that gave the better unhealed start on all-MiniLM-L6-v2 (`AUTO_FIT_METHOD`).
         **config_overrides: SharedBertConfig fields to set (`attention_type`, `layer_sharing`, `num_labels`, ...).
     """
-    if fit_method not in ("invariant", "weights"):
-        raise ValueError(f"fit_method must be 'invariant' or 'weights', got {fit_method!r}.")
+    if fit_method not in ("auto", "invariant", "weights"):
+        raise ValueError(f"fit_method must be 'auto', 'invariant' or 'weights', got {fit_method!r}.")
     bert_config, state_dict, source_name = _load_bert(model_or_path)
     values = {field: getattr(bert_config, field) for field in BERT_FIELDS if hasattr(bert_config, field)}
     values.update(config_overrides)
     values.setdefault("converted_from", source_name)
     config = SharedBertConfig(**values)
+    fit_method = resolve_fit_method(fit_method, config.attention_type)
     if model_class is None:
         architecture = (bert_config.architectures or ["BertModel"])[0]
         if architecture not in HEAD_CLASSES:

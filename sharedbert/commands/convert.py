@@ -31,9 +31,10 @@ def add_parser(subparsers):
     parser.add_argument("--num-unique-layers", type=int, default=None)
     parser.add_argument("--sharing-order", default=None, choices=["sequence", "cycle", "cycle_rev"])
     parser.add_argument(
-        "--fit-method", default="invariant", choices=["invariant", "weights"],
-        help="invariant: fit what each attention layer computes, refitting the output projection (default); "
-        "weights: fit the Q/K/V weights themselves",
+        "--fit-method", default="auto", choices=["auto", "invariant", "weights"],
+        help="invariant: fit what each attention layer computes, refitting the output projection; "
+        "weights: fit the Q/K/V weights themselves; auto (default): the one measured better for the attention type "
+        "(weights for shared and symmetric, invariant for pairwise)",
     )
     heal = parser.add_argument_group("healing (distillation from the original model)")
     heal.add_argument("--heal", action="store_true", help="distil the original model into the converted one")
@@ -73,7 +74,7 @@ def run(args) -> int:
     import torch
     from transformers import AutoTokenizer, BertModel
 
-    from ..convert import from_bert
+    from ..convert import from_bert, resolve_fit_method
     from ..heal import HealConfig, atomic_directory, find_text_files, heal, write_model_card
 
     if args.heal and not args.corpus:
@@ -102,11 +103,12 @@ def run(args) -> int:
         overrides["sharing_order"] = args.sharing_order
     if src != args.src:
         overrides["converted_from"] = "sentence-transformers/all-MiniLM-L6-v2"
-    model, report = from_bert(src, return_report=True, fit_method=args.fit_method, **overrides)
-    measured = ("per-head score forms QᵀK and value paths O·V" if args.fit_method == "invariant"
+    fit_method = resolve_fit_method(args.fit_method, args.attention_type)
+    model, report = from_bert(src, return_report=True, fit_method=fit_method, **overrides)
+    measured = ("per-head score forms QᵀK and value paths O·V" if fit_method == "invariant"
                 else "Q/K/V weights and biases")
     print(f"Converted {args.src} → attention_type={args.attention_type}, layer_sharing={args.layer_sharing} "
-          f"({args.fit_method} fit). Share of the attention energy ({measured}) the fit keeps:")
+          f"({fit_method} fit). Share of the attention energy ({measured}) the fit keeps:")
     for fit in report:
         print(f"  attention set {fit.layer}: {fit.retained_energy:.3f}")
     try:
@@ -132,7 +134,7 @@ def run(args) -> int:
                          result, heal_config, args.corpus, report)
         summary = {
             "source": args.src,
-            "fit_method": args.fit_method,
+            "fit_method": fit_method,
             "retained_energy": [fit.retained_energy for fit in report],
             "heal": None if result is None else {
                 "steps": result.steps, "elapsed_seconds": result.elapsed_seconds, "first_loss": result.first_loss,
