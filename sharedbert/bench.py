@@ -1,9 +1,10 @@
 """Speed, memory and size of SharedBert against transformers' `BertModel` (SDPA), measured side by side in one process.
 
-    python -m sharedbert.bench                 # 4 layers, hidden 768, seq 128, every attention type (a few minutes)
-    sharedbert bench --quick                   # tiny dims, a smoke run (seconds)
-    sharedbert bench --full                    # + 12 layers, seq 512, cross-layer sharing for every type (hours on 2 cores)
-    sharedbert bench --sst2                    # + fine-tuning throughput on real SST-2 batches, by padding strategy
+    python -m sharedbert.bench          # 4 layers, hidden 768, seq 128, every attention type, shared:all, compile
+                                        # (21 min on 2 cores shared with other jobs, inductor cache warm)
+    sharedbert bench --quick            # tiny dims, a smoke run (under a minute)
+    sharedbert bench --full             # 4 and 12 layers, seq 128 and 512, every type with and without sharing (hours)
+    sharedbert bench --sst2-only        # fine-tuning throughput on real SST-2 batches by padding strategy (--sst2: also)
 
 Method. Every model of a (layers, sequence) group is built with the same dims and seed; BERT is transformers'
 `BertModel` with `attn_implementation="sdpa"`, SharedBert is `SharedBertModel` with SDPA. After warm-up, repetitions
