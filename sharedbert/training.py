@@ -203,18 +203,19 @@ def load_tokenizer(model_name_or_path, tokenizer=None):
         ) from error
 
 
-def load_classifier(model_name_or_path, spec, keep_bert: bool = False, **sharing):
+def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_method: str | None = None, **sharing):
     """A sequence classifier for `spec` (a `data.TaskSpec`).
 
-    * A BERT checkpoint is converted with `from_bert` (attention type "shared" unless `sharing` says otherwise), or
-      loaded as `BertForSequenceClassification` when `keep_bert` (the unconverted baseline).
+    * A BERT checkpoint is converted with `from_bert` (attention type "shared" unless `sharing` says otherwise;
+      `fit_method` as from_bert's, default its "auto"), or loaded as `BertForSequenceClassification` when
+      `keep_bert` (the unconverted baseline).
     * A SharedBert folder is loaded as it is; the sharing options must then be left unset (they are fixed by the
       weights).
     Returns (model, description) where description says what was done."""
     from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
 
     from . import SharedBertForSequenceClassification
-    from .convert import from_bert
+    from .convert import from_bert, resolve_fit_method
 
     sharing = {key: value for key, value in sharing.items() if value is not None}
     unknown = set(sharing) - set(SHARING_OPTIONS)
@@ -229,18 +230,24 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, **sharing
     model_type = model_type_of(model_name_or_path)
     if model_type == "bert":
         if keep_bert:
-            if sharing:
-                raise ValueError(f"{sorted(sharing)} apply to SharedBert; they cannot be used with the BERT baseline.")
+            if sharing or fit_method is not None:
+                raise ValueError("Conversion options (attention type, sharing, fit method) cannot be used with the "
+                                 "unconverted BERT baseline.")
             model = BertForSequenceClassification.from_pretrained(str(model_name_or_path), **head)
             return model, f"BERT checkpoint {model_name_or_path} (unconverted)"
         sharing.setdefault("attention_type", "shared")
-        model = from_bert(str(model_name_or_path), model_class=SharedBertForSequenceClassification, **sharing, **head)
+        fit = {"fit_method": fit_method} if fit_method is not None else {}
+        model = from_bert(str(model_name_or_path), model_class=SharedBertForSequenceClassification, **fit, **sharing,
+                          **head)
         model.train()
-        described = ", ".join(f"{key}={value}" for key, value in sharing.items())
+        used = resolve_fit_method(fit_method or "auto", sharing["attention_type"])
+        described = ", ".join(f"{key}={value}" for key, value in {**sharing, "fit_method": used}.items())
         return model, f"BERT checkpoint {model_name_or_path} converted with from_bert ({described})"
     if model_type == "sharedbert":
-        saved = json.loads((Path(str(model_name_or_path)) / "config.json").read_text(encoding="utf-8")) \
-            if Path(str(model_name_or_path)).is_dir() else {}
+        if fit_method is not None:
+            raise ValueError(f"{model_name_or_path} is already a SharedBert: fit_method applies to converting BERT.")
+        config_file = Path(str(model_name_or_path)) / "config.json"
+        saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
         # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
         new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
         model = AutoModelForSequenceClassification.from_pretrained(

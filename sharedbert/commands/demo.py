@@ -46,6 +46,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--attention-type", default="shared", choices=("shared", "standard", "symmetric", "pairwise"))
+    parser.add_argument("--fit-method", choices=("auto", "weights", "invariant"),
+                        help="How from_bert fits the shared attention to BERT's (default: from_bert's auto).")
     parser.add_argument("--output-dir", default="runs/demo", help="Where the model and staged folder go "
                         "(replaced on each run).")
     parser.add_argument("--repo-id", default="your-name/sharedbert-minilm-sst2",
@@ -151,7 +153,8 @@ def _run(args, started: float) -> int:
     )
 
     _say(f"2. Convert to SharedBert (attention_type={args.attention_type}) and fine-tune on SST-2")
-    ours = finetune(**common, attention_type=args.attention_type, output_dir=model_dir, overwrite=True)
+    ours = finetune(**common, attention_type=args.attention_type, fit_method=args.fit_method, output_dir=model_dir,
+                    overwrite=True)
     print(f"SharedBert SST-2 dev accuracy: {ours['metrics']['accuracy']:.4f} "
           f"({ours['eval_samples']} sentences; {ours['train_seconds']:.0f} s)")
 

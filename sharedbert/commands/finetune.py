@@ -71,6 +71,8 @@ def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default: none).")
     group.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing.")
     group.add_argument("--sharing-order", choices=SHARING_ORDERS, help="How layers map onto the sets.")
+    group.add_argument("--fit-method", choices=("auto", "weights", "invariant"),
+                       help="How from_bert fits the new attention to BERT's (default: from_bert's auto).")
     group.add_argument("--no-convert", action="store_true",
                        help="Fine-tune a BERT checkpoint as BERT (the unconverted baseline).")
 
@@ -146,6 +148,7 @@ def finetune(
     layer_sharing: str | None = None,
     num_unique_layers: int | None = None,
     sharing_order: str | None = None,
+    fit_method: str | None = None,
     no_convert: bool = False,
     output_dir=None,
     overwrite: bool = False,
@@ -216,7 +219,7 @@ def finetune(
     set_seed(seed)
     classifier, described = load_classifier(
         model, spec, keep_bert=no_convert, attention_type=attention_type, layer_sharing=layer_sharing,
-        num_unique_layers=num_unique_layers, sharing_order=sharing_order,
+        num_unique_layers=num_unique_layers, sharing_order=sharing_order, fit_method=fit_method,
     )
     tok = load_tokenizer(model, tokenizer)
     if not quiet:
