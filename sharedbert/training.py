@@ -107,18 +107,6 @@ def training_arguments(
     )
 
 
-def use_mean_losses(trainer) -> None:
-    """Tell `trainer` that the model's loss is already a per-batch mean.
-
-    transformers 5's Trainer assumes that any model whose forward takes `**kwargs` normalises its loss by the
-    `num_items_in_batch` it passes, and multiplies the loss by the number of processes to undo DDP's gradient
-    averaging. SharedBert (like BERT) computes a plain mean and ignores `num_items_in_batch`, so under DDP the loss,
-    and with it every gradient, would come out `world_size` times too large (2x the learning rate on 2 processes).
-    """
-    if not hasattr(trainer.accelerator.unwrap_model(trainer.model), "accepts_loss_kwargs"):
-        trainer.model_accepts_loss_kwargs = False
-
-
 class KeepBestCallback(TrainerCallback):
     """Keep a copy of the weights at the best evaluation of `metric` (in memory) and load it when training ends."""
 
@@ -287,5 +275,4 @@ __all__ = [
     "model_type_of",
     "save_model",
     "training_arguments",
-    "use_mean_losses",
 ]

@@ -23,16 +23,6 @@ from sharedbert import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run ~100x faster on one intra-op thread than on two on a loaded 2-core machine, where each op
-    otherwise waits for a second thread to be scheduled (measured: 3.7 s vs 0.02 s per step at load average 12)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     """One saved base model per attention type (module-scoped: saving is the slow part)."""

@@ -41,16 +41,6 @@ PROBABILITY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "cl
 POSITIVE_FLOAT_FIELDS = ("initializer_range", "layer_norm_eps")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run ~100x faster on one intra-op thread than on two on a loaded 2-core machine, where each op
-    otherwise waits for a second thread to be scheduled (measured: 3.7 s vs 0.02 s per step at load average 12)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @st.composite
 def valid_config_kwargs(draw, dropout=True):
     heads = draw(st.sampled_from([1, 2, 4]))

@@ -76,7 +76,7 @@ def evaluate(
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
     from .. import data as data_module
-    from ..training import atomic_write_text, load_tokenizer, training_arguments, use_mean_losses
+    from ..training import atomic_write_text, load_tokenizer, training_arguments
 
     started = time.time()
     split = "validation" if split == "dev" else split
@@ -112,7 +112,6 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="sharedbert-eval-") as workdir:
         args = training_arguments(workdir, eval_batch_size=batch_size, evaluations=0)
         trainer = Trainer(model=classifier, args=args, processing_class=tok, data_collator=DataCollatorWithPadding(tok))
-        use_mean_losses(trainer)
         output = trainer.predict(eval_set if labelled else eval_set.remove_columns("label"))
     predictions = data_module.predictions_from_logits(spec, output.predictions)
     metrics = data_module.compute_metrics(spec, predictions, eval_set["label"]) if labelled else {}

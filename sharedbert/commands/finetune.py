@@ -182,7 +182,6 @@ def finetune(
         load_tokenizer,
         save_model,
         training_arguments,
-        use_mean_losses,
     )
 
     started = time.time()
@@ -253,7 +252,6 @@ def finetune(
             compute_metrics=compute_metrics,
             callbacks=[keep_best],
         )
-        use_mean_losses(trainer)
         if args.world_size > 1 and not quiet:
             import torch.distributed as dist
 

@@ -145,7 +145,6 @@ def pretrain(
         load_tokenizer,
         save_model,
         training_arguments,
-        use_mean_losses,
     )
     from .finetune import _workdir, default_base_model
 
@@ -223,7 +222,6 @@ def pretrain(
         )
         trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                           processing_class=tok, data_collator=collator)
-        use_mean_losses(trainer)
         train_started = time.time()
         output = trainer.train()
         train_seconds = time.time() - train_started
