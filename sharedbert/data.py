@@ -372,7 +372,7 @@ def find_glue_dir(explicit: str | os.PathLike | None = None) -> Path | None:
     repo_root = Path(__file__).resolve().parents[1]
     for base in (repo_root, Path.cwd()):
         for candidate in (base.parent / "shared" / "data" / "glue", base / "shared" / "data" / "glue"):
-            if (candidate / "SST-2").is_dir() or any((candidate / spec.folder).is_dir() for spec in GLUE_TASKS.values()):
+            if any((candidate / spec.folder).is_dir() for spec in GLUE_TASKS.values()):
                 return candidate
     return None
 
@@ -391,7 +391,9 @@ def check_glue_task(data_dir: Path, spec: TaskSpec, splits=("train", "validation
             f"{folder}: no such folder. --data-dir must be the GLUE root holding {spec.folder}/train.tsv, "
             f"{spec.folder}/dev.tsv (the layout of the GLUE download script)."
         )
-    return {split: check_glue_file(glue_file(data_dir, spec, split), spec, labelled=split != "test") for split in splits}
+    return {
+        split: check_glue_file(glue_file(data_dir, spec, split), spec, labelled=split != "test") for split in splits
+    }
 
 
 def load_checked(checked: dict[str, CheckedFile], spec: TaskSpec, cache_dir: str | None = None):
@@ -418,7 +420,9 @@ def load_checked(checked: dict[str, CheckedFile], spec: TaskSpec, cache_dir: str
                 "csv", data_files={split: str(info.path)}, split=split, cache_dir=cache_dir, **kwargs
             )
         else:
-            dataset = datasets.load_dataset("json", data_files={split: str(info.path)}, split=split, cache_dir=cache_dir)
+            dataset = datasets.load_dataset(
+                "json", data_files={split: str(info.path)}, split=split, cache_dir=cache_dir
+            )
         out[split] = _to_common_layout(dataset, spec, spec.text_columns, spec.label_column if info.labelled else None)
     return datasets.DatasetDict(out)
 
@@ -542,7 +546,8 @@ def load_task(
         if dataset != spec.hub_dataset:
             raise DataError(f"--dataset {dataset}: only {spec.hub_dataset} is supported for the GLUE tasks; use "
                             "--train-file/--validation-file for other data.")
-        return TaskData(spec, load_glue_from_hub(spec, splits, cache_dir), f"{dataset} ({spec.hub_config}) from the Hub")
+        loaded = load_glue_from_hub(spec, splits, cache_dir)
+        return TaskData(spec, loaded, f"{dataset} ({spec.hub_config}) from the Hub")
     glue_dir = find_glue_dir(data_dir)
     if glue_dir is None:
         raise DataError(
@@ -568,8 +573,8 @@ def tokenize(dataset, tokenizer, max_length: int = 128, desc: str = "Tokenising"
         encoded["length"] = [len(ids) for ids in encoded["input_ids"]]
         return encoded
 
-    return dataset.map(encode, batched=True, remove_columns=[c for c in ("text", "text_pair") if c in dataset.column_names],
-                       desc=desc)
+    texts = [column for column in ("text", "text_pair") if column in dataset.column_names]
+    return dataset.map(encode, batched=True, remove_columns=texts, desc=desc)
 
 
 def compute_metrics(spec: TaskSpec, predictions, labels) -> dict[str, float]:

@@ -41,7 +41,9 @@ def config_values(preset_or_json: str) -> dict:
         try:
             values = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); give a preset name or a config JSON file.") from error
+            raise ValueError(
+                f"{path} is not valid JSON ({error}); give a preset name or a config JSON file."
+            ) from error
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a JSON object of config fields, got {type(values).__name__}.")
         # Fields that describe a saved model rather than an architecture to build.

@@ -65,8 +65,9 @@ def test_glue_loads_through_datasets_cached_and_maps_batched(glue_dir, tokenizer
     # RTE labels are strings in the file; ids follow the spec's order.
     assert first[0]["label"] == data.get_task("rte").labels.index("not_entailment")
     # The second load reads the Arrow cache written by the first (same cache files, nothing regenerated).
-    assert first.cache_files and [f["filename"] for f in first.cache_files] == [f["filename"] for f in second.cache_files]
-    assert all(f["filename"].startswith(cache) for f in first.cache_files)
+    files = [f["filename"] for f in first.cache_files]
+    assert files and files == [f["filename"] for f in second.cache_files]
+    assert all(name.startswith(cache) for name in files)
 
     encoded = data.tokenize(first, tokenizer, max_length=32)
     assert {"input_ids", "attention_mask", "token_type_ids", "label", "length"} <= set(encoded.column_names)
@@ -109,14 +110,16 @@ def _sst2_dir(tmp_path, train_text, encoding="utf-8"):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("sentence\tlabel\nfine film\t1\nbad film\t2\n", r"train\.tsv, line 3, column 'label': label '2' is not in the label set \['0', '1'\]"),
+        ("sentence\tlabel\nfine film\t1\nbad film\t2\n",
+         r"train\.tsv, line 3, column 'label': label '2' is not in the label set \['0', '1'\]"),
         ("text\tlabel\nfine film\t1\n", r"train\.tsv, line 1: the header lacks column\(s\) \['sentence'\]"),
         ("sentence\tscore\nfine film\t1\n", r"train\.tsv, line 1: missing column\(s\) \['label'\]"),
         ("sentence\tlabel\nfine film\t1\nsplit\tin\t1\n", r"train\.tsv, line 3: expected 2 tab-separated fields"),
         ("sentence\tlabel\n \t1\n", r"train\.tsv, line 2, column 'sentence': the text is empty"),
         ("", r"train\.tsv: the file is empty"),
         ("sentence\tlabel\n", r"train\.tsv: the file has a header but no data rows"),
-        (b"sentence\tlabel\nfine\t1\nC\xe6sar\t0\n", r"train\.tsv, line 3, byte 2 of the line: not UTF-8 text \(byte 0xe6\)"),
+        (b"sentence\tlabel\nfine\t1\nC\xe6sar\t0\n",
+         r"train\.tsv, line 3, byte 2 of the line: not UTF-8 text \(byte 0xe6\)"),
     ],
     ids=["label", "header", "label-column", "fields", "empty-text", "empty-file", "no-rows", "not-utf8"],
 )
@@ -176,8 +179,10 @@ def test_custom_csv_and_json_load_with_inferred_labels(tmp_path):
         ("v.csv", "review,stars\nok,4\n", r"v\.csv, line 2, column 'stars': label '4' is not in the label set"),
         ("v.csv", "review,rating\nok,5\n", r"v\.csv, line 1: missing column\(s\) \['stars'\]"),
         ("v.csv", "review,stars\nok,5,extra\n", r"v\.csv, line 2: expected 2 fields"),
-        ("v.jsonl", '{"review": "ok", "stars": 5}\n{"review": "x", "stars": 5\n', r"v\.jsonl, line 2, column \d+: invalid JSON"),
-        ("v.json", '[{"review": "ok", "stars": 5}, {"stars": 1}]', r"v\.json, record 2: missing field\(s\) \['review'\]"),
+        ("v.jsonl", '{"review": "ok", "stars": 5}\n{"review": "x", "stars": 5\n',
+         r"v\.jsonl, line 2, column \d+: invalid JSON"),
+        ("v.json", '[{"review": "ok", "stars": 5}, {"stars": 1}]',
+         r"v\.json, record 2: missing field\(s\) \['review'\]"),
         ("v.txt", "review,stars\n", r"unknown file type '\.txt'"),
     ],
     ids=["label", "column", "fields", "jsonl", "json", "suffix"],

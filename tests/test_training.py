@@ -221,7 +221,8 @@ def test_pretrain_trains_a_vocabulary_and_saves_a_loadable_masked_lm(mlm_text_di
     tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
     # (with trust_remote_code the class comes from the folder's own tokenization_sharedbert.py)
     assert type(tokenizer).__name__ == "SharedBertTokenizer" and len(tokenizer) == result["vocab_size"]
-    assert model.cls.predictions.decoder.weight.data_ptr() == model.sharedbert.embeddings.word_embeddings.weight.data_ptr()
+    embeddings = model.sharedbert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.weight.data_ptr() == embeddings.data_ptr()  # tied
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer)
     assert len(fill("the [MASK] of rome")) == 5
 

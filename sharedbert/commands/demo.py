@@ -41,11 +41,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="BERT checkpoint to start from (default: all-MiniLM-L6-v2).")
     parser.add_argument("--train-samples", type=int, default=3000,
                         help="SST-2 training sentences (a random subset; default 3000, sized for a few minutes).")
-    parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--attention-type", default="shared", choices=("shared", "standard", "symmetric", "pairwise"))
+    parser.add_argument("--max-length", type=int, default=64, help="Tokens per sentence (default 64).")
+    parser.add_argument("--epochs", type=float, default=1.0, help="Default 1.")
+    parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="Default 1e-4 (both models).")
+    parser.add_argument("--attention-type", default="shared", choices=("shared", "standard", "symmetric", "pairwise"),
+                        help="SharedBert attention to convert to (default shared).")
     parser.add_argument("--fit-method", choices=("auto", "weights", "invariant"),
                         help="How from_bert fits the shared attention to BERT's (default: from_bert's auto).")
     parser.add_argument("--output-dir", default="runs/demo", help="Where the model and staged folder go "
@@ -53,7 +54,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--repo-id", default="your-name/sharedbert-minilm-sst2",
                         help="Hub repository name written into the staged model card.")
     parser.add_argument("--skip-baseline", action="store_true", help="Do not fine-tune the unconverted BERT.")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="Subset, head initialisation and batch order "
+                        "(default 42).")
     parser.set_defaults(run=run)
     return parser
 

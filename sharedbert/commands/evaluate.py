@@ -23,7 +23,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="Which GLUE file to use (default validation = dev.tsv; test writes predictions).")
     parser.add_argument("--file", help="Your own labelled file to evaluate on (instead of a GLUE task).")
     parser.add_argument("--max-eval-samples", type=int, help="Only the first N examples.")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help="Default 64.")
     parser.add_argument("--output", help="Also write the results JSON here.")
     parser.add_argument("--predictions", help="Write one prediction per example to this TSV (index, prediction).")
     parser.set_defaults(run=run)

@@ -95,16 +95,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     group.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output-dir.")
     group.add_argument("--max-train-samples", type=int, help="Train on a random subset of this many examples.")
     group.add_argument("--max-eval-samples", type=int, help="Evaluate on the first N validation examples.")
-    group.add_argument("--epochs", type=float, default=3.0)
+    group.add_argument("--epochs", type=float, default=3.0, help="Default 3.")
     group.add_argument("--max-steps", type=int, default=-1, help="Stop after this many steps (overrides --epochs).")
-    group.add_argument("--batch-size", type=int, default=32, help="Per process.")
-    group.add_argument("--learning-rate", type=float, default=5e-5)
-    group.add_argument("--warmup", type=float, default=0.06, help="Warm-up as a fraction of the steps.")
-    group.add_argument("--weight-decay", type=float, default=0.01)
+    group.add_argument("--batch-size", type=int, default=32, help="Examples per process per step (default 32).")
+    group.add_argument("--learning-rate", type=float, default=5e-5, help="Peak learning rate (default 5e-5).")
+    group.add_argument("--warmup", type=float, default=0.06, help="Warm-up as a fraction of the steps (default 0.06).")
+    group.add_argument("--weight-decay", type=float, default=0.01, help="Default 0.01.")
     group.add_argument("--evaluations", type=int, default=4,
                        help="Evaluations during training; the best weights are kept (0: evaluate once at the end).")
     group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
-    group.add_argument("--seed", type=int, default=42)
+    group.add_argument("--seed", type=int, default=42, help="Subset, head initialisation, batch order (default 42).")
     parser.set_defaults(run=run)
     return parser
 
