@@ -7,23 +7,18 @@ attention projections starts as an exact copy, so the student starts close and a
 
 Training state lives in a checkpoint folder (`latest/`), written atomically and without pickle:
 `model.safetensors` + `config.json` (the student), `optimizer.safetensors` (AdamW moments), `rng.safetensors` (torch's
-RNG state as a uint8 tensor) and `trainer_state.json` (step, elapsed training seconds, data position, scheduler,
-optimizer hyper-parameters, Python RNG, the corpus fingerprint). `heal(..., resume=True)` continues from it exactly.
+RNG state) and `trainer_state.json` (step, elapsed training seconds, data position, scheduler, optimizer
+hyper-parameters, Python and NumPy RNG states, the corpus fingerprint). `heal(..., resume=True)` continues from it exactly.
 Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import math
-import os
 import random
-import shutil
-import signal
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +26,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from .atomic import atomic_directory
+from .checkpointing import (
+    optimizer_from_files,
+    optimizer_to_files,
+    rng_from_files,
+    rng_to_files,
+    sigint_stops,
+)
 from .embeddings import mean_pool
 
 logger = logging.getLogger(__name__)
@@ -222,73 +225,15 @@ class Distiller:
 
 
 # ----------------------------------------------------------------------------------------------------- checkpoints
-@contextlib.contextmanager
-def atomic_directory(final_dir):
-    """Yield a temporary folder beside `final_dir`; on success it replaces `final_dir` in one rename.
-
-    Uses `sharedbert.atomic.atomic_directory` when that module exists (the project's shared helper).
-    """
-    try:
-        from .atomic import atomic_directory as shared_atomic_directory
-    except ImportError:
-        shared_atomic_directory = None
-    if shared_atomic_directory is not None:
-        with shared_atomic_directory(final_dir) as tmp:
-            yield Path(tmp)
-        return
-    final_dir = Path(final_dir)
-    final_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final_dir.name}.tmp-", dir=final_dir.parent))
-    try:
-        yield tmp
-        old = None
-        if final_dir.exists():
-            # A directory cannot be renamed over a non-empty one: move the old one aside first, then drop it.
-            old = final_dir.parent / f".{final_dir.name}.old-{os.getpid()}"
-            os.replace(final_dir, old)
-        os.replace(tmp, final_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _optimizer_to_files(optimizer):
-    """Split AdamW's state dict into tensors (safetensors) and the JSON-able rest."""
-    state = optimizer.state_dict()
-    tensors, meta = {}, {}
-    for index, values in state["state"].items():
-        for name, value in values.items():
-            if torch.is_tensor(value):
-                tensors[f"{index}.{name}"] = value.detach().contiguous()
-            else:
-                meta[f"{index}.{name}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": meta}
-
-
-def _optimizer_from_files(tensors, meta):
-    state = {}
-    for key, value in list(tensors.items()) + list(meta["scalars"].items()):
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = value
-    return {"state": state, "param_groups": meta["param_groups"]}
-
-
 def save_checkpoint(folder, student, optimizer, scheduler, state: dict):
     """Write a resumable checkpoint atomically (no pickle: safetensors + JSON)."""
     with atomic_directory(folder) as tmp:
         student.save_pretrained(tmp)
-        tensors, meta = _optimizer_to_files(optimizer)
+        tensors, optimizer_meta = optimizer_to_files(optimizer)
         save_file(tensors, str(tmp / "optimizer.safetensors"))
-        save_file({"torch_rng": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
-        py_state = random.getstate()
-        full = dict(
-            state,
-            optimizer=meta,
-            scheduler=scheduler.state_dict(),
-            python_rng=[py_state[0], list(py_state[1]), py_state[2]],
-        )
+        rng_tensors, rng_meta = rng_to_files()
+        save_file(rng_tensors, str(tmp / "rng.safetensors"))
+        full = dict(state, optimizer=optimizer_meta, scheduler=scheduler.state_dict(), rng=rng_meta)
         (tmp / STATE_FILE).write_text(json.dumps(full, indent=1))
 
 
@@ -304,11 +249,10 @@ def load_checkpoint(folder, student, optimizer, scheduler) -> dict:
             f"Checkpoint {folder} does not match the student (missing {missing[:3]}, unexpected {unexpected[:3]}); "
             "resume with the same conversion options or start afresh (--no-resume / a new output folder)."
         )
-    optimizer.load_state_dict(_optimizer_from_files(load_file(str(folder / "optimizer.safetensors")), state.pop("optimizer")))
+    optimizer.load_state_dict(optimizer_from_files(load_file(str(folder / "optimizer.safetensors")),
+                                                   state.pop("optimizer")))
     scheduler.load_state_dict(state.pop("scheduler"))
-    torch.set_rng_state(load_file(str(folder / "rng.safetensors"))["torch_rng"])
-    version, internal, gauss = state.pop("python_rng")
-    random.setstate((version, tuple(internal), gauss))
+    rng_from_files(load_file(str(folder / "rng.safetensors")), state.pop("rng"))
     return state
 
 
@@ -323,27 +267,6 @@ def _lr_lambda(config: HealConfig):
         return 1.0
 
     return factor
-
-
-@contextlib.contextmanager
-def _sigint_sets(flag: dict):
-    """While active, Ctrl-C only sets flag['stop'] (the loop then saves and returns); a second Ctrl-C aborts."""
-
-    def handler(signum, frame):
-        if flag.get("stop"):
-            raise KeyboardInterrupt
-        flag["stop"] = True
-        logger.warning("Interrupted: finishing this step, saving a checkpoint, then stopping (Ctrl-C again aborts).")
-
-    try:
-        previous = signal.signal(signal.SIGINT, handler)
-    except ValueError:  # not the main thread: leave Ctrl-C alone
-        previous = None
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
 
 
 def heal(
@@ -438,7 +361,7 @@ def heal(
         else:
             bar = tqdm(total=round(budget_seconds), initial=round(elapsed), desc="healing", unit="s")
     try:
-        with _sigint_sets(flag):
+        with sigint_stops(flag):
             while step < budget_steps and elapsed < budget_seconds and not flag["stop"]:
                 started = time.perf_counter()
                 texts = pieces.batch(position, config.batch_size)

@@ -408,7 +408,11 @@ def _normalise_eval_entry(entry: dict, path: Path) -> list[dict]:
     if glue is None and isinstance(dataset_config, str):
         glue = GLUE_TASKS.get(re.sub(r"[^a-z0-9]", "", dataset_config.lower()))
     hub_dataset = None
-    if glue and (dataset is None or str(dataset).lower() in ("glue", GLUE_HUB_ID) or _looks_like_local_path(dataset)):
+    # "glue", "nyu-mll/glue", "glue/sst2" (how `finetune` names a GLUE task in eval_results.json) or a local copy.
+    names_glue = dataset is not None and (
+        str(dataset).lower() in ("glue", GLUE_HUB_ID) or str(dataset).lower().startswith(("glue/", GLUE_HUB_ID + "/"))
+    )
+    if glue and (dataset is None or names_glue or _looks_like_local_path(dataset)):
         hub_dataset, dataset_config = GLUE_HUB_ID, glue[0]
         dataset_name = entry.get("dataset_name") or f"GLUE {glue[1]}"
     else:

@@ -15,12 +15,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.utils import logging
 
 from .atomic import atomic_directory, atomic_write_text
+
+logger = logging.get_logger(__name__)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -33,8 +37,12 @@ def atomic_write_json(path, data) -> None:
 
 
 def check_output_dir(output_dir, overwrite: bool) -> Path:
-    """Refuse to replace a non-empty folder unless asked (a finished run is valuable)."""
+    """Refuse to replace a non-empty folder unless asked (a finished run is valuable). First clean up after a run
+    that was killed while writing it (its temporary siblings; see `atomic.recover_directory`)."""
+    from .atomic import recover_directory
+
     path = Path(output_dir)
+    recover_directory(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--output-dir {path} exists and is not a folder.")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
@@ -140,6 +148,349 @@ class KeepBestCallback(TrainerCallback):
             return False
         model.load_state_dict(self.best_state)
         return True
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Resumable training
+# ----------------------------------------------------------------------------------------------------------------------
+
+CHECKPOINT_PREFIX = "checkpoint-"
+RUN_STATE_FILE = "run_state.json"
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on Ctrl-C after saving a resumable checkpoint (`checkpoint` is its folder)."""
+
+    def __init__(self, step: int, checkpoint: Path):
+        super().__init__(f"interrupted at step {step}; a checkpoint is in {checkpoint}")
+        self.step = step
+        self.checkpoint = checkpoint
+
+
+class CheckpointCallback(TrainerCallback):
+    """Asks the Trainer for a checkpoint every `every_steps` optimizer steps and/or every `every_minutes` of training,
+    and after the current step when Ctrl-C is pressed (then stops training; a second Ctrl-C aborts at once).
+
+    Under DDP every process must save and stop at the same step, so the decision is agreed on each step (one tiny
+    all-reduce): a Ctrl-C reaching any one process, or rank 0's clock, decides for all."""
+
+    def __init__(self, every_steps: int | None = None, every_minutes: float | None = None):
+        if every_steps is not None and every_steps < 1:
+            raise ValueError(f"checkpoint steps must be positive, got {every_steps}.")
+        if every_minutes is not None and every_minutes <= 0:
+            raise ValueError(f"checkpoint minutes must be positive, got {every_minutes}.")
+        self.every_steps = every_steps
+        self.every_minutes = every_minutes
+        self.flag: dict = {}
+        self.interrupted_at: int | None = None
+        self._sigint = None
+        self._last_save = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        import time
+
+        from .checkpointing import sigint_stops
+
+        self._sigint = sigint_stops(self.flag)
+        self._sigint.__enter__()
+        self._last_save = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        import time
+
+        stop = bool(self.flag.get("stop"))
+        due = self.every_steps is not None and state.global_step % self.every_steps == 0
+        due = due or (self.every_minutes is not None and time.monotonic() - self._last_save >= self.every_minutes * 60)
+        if args.world_size > 1:
+            import torch.distributed as dist
+
+            votes = torch.tensor([int(stop), int(due)])
+            dist.all_reduce(votes, op=dist.ReduceOp.MAX)
+            stop, due = bool(votes[0]), bool(votes[1])
+        if stop and state.global_step < state.max_steps:
+            self.interrupted_at = state.global_step
+            control.should_training_stop = True
+        if stop or due:
+            control.should_save = True
+
+    def on_save(self, args, state, control, **kwargs):
+        import time
+
+        self._last_save = time.monotonic()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._sigint is not None:
+            self._sigint.__exit__(None, None, None)
+            self._sigint = None
+
+
+class ResumableTrainer(Trainer):
+    """A `Trainer` whose checkpoints hold no pickle and never appear half-written.
+
+    Each checkpoint is a folder `checkpoint_dir/checkpoint-STEP` with the weights (`model.safetensors`) and the
+    tokenizer, AdamW's
+    moments (`optimizer.safetensors`), every process's torch RNG state (`rng.safetensors`), and as JSON the scheduler,
+    the Python and NumPy RNG states, the `KeepBestCallback` record (its weights in `best_model.safetensors`), the
+    caller's `run_signature` and Trainer's own `trainer_state.json`. It is written into a temporary sibling and renamed
+    into place; older checkpoints are then deleted. `train(resume_from_checkpoint=...)` restores all of it, so a run
+    killed at any moment and restarted from its last checkpoint follows the same trajectory as one never stopped.
+    (Trainer's own format would `torch.save` the optimizer, RNG states and arguments: pickle.)
+
+    Losses are averaged per batch: our models' losses are means, not token sums, so Trainer must not rescale them by
+    the number of processes as it does for models that accept `num_items_in_batch` (BERT's heads declare that they
+    do, then ignore it)."""
+
+    def __init__(self, *args, checkpoint_dir=None, run_signature: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model_accepts_loss_kwargs = False
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.run_signature = run_signature or {}
+
+    def _keep_best(self) -> KeepBestCallback | None:
+        return next((cb for cb in self.callback_handler.callbacks if isinstance(cb, KeepBestCallback)), None)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        from safetensors.torch import save_file, save_model
+
+        from .checkpointing import optimizer_to_files, rng_to_files
+
+        if self.checkpoint_dir is None:
+            raise ValueError("ResumableTrainer needs checkpoint_dir to save checkpoints.")
+        rng_tensors, rng_meta = rng_to_files()
+        rng_states = [(rng_tensors, rng_meta)]
+        if self.args.world_size > 1:
+            import torch.distributed as dist
+
+            rng_states = [None] * self.args.world_size
+            dist.all_gather_object(rng_states, (rng_tensors, rng_meta))
+        step = self.state.global_step
+        if self.args.should_save:
+            final = self.checkpoint_dir / f"{CHECKPOINT_PREFIX}{step}"
+            with atomic_directory(final) as tmp:
+                unwrapped = self.accelerator.unwrap_model(self.model)
+                save_model(unwrapped, str(tmp / "model.safetensors"))  # drops tied duplicates, checks on load
+                unwrapped.config.to_json_file(str(tmp / "config.json"))
+                if self.processing_class is not None:  # a vocabulary trained by this run is needed to resume it
+                    self.processing_class.save_pretrained(str(tmp))
+                tensors, optimizer_meta = optimizer_to_files(self.optimizer)
+                save_file(tensors, str(tmp / "optimizer.safetensors"))
+                save_file({f"{rank}.{name}": t for rank, (ts, _) in enumerate(rng_states) for name, t in ts.items()},
+                          str(tmp / "rng.safetensors"))
+                keep_best = self._keep_best()
+                best = None
+                if keep_best is not None and keep_best.best_state is not None:
+                    save_file({k: v.contiguous() for k, v in keep_best.best_state.items()},
+                              str(tmp / "best_model.safetensors"))
+                    best = {"value": keep_best.best_value, "metrics": keep_best.best_metrics, "step": keep_best.best_step}
+                run_state = {
+                    "run_signature": self.run_signature,
+                    "optimizer": optimizer_meta,
+                    "scheduler": self.lr_scheduler.state_dict(),
+                    "rng": [meta for _, meta in rng_states],
+                    "keep_best": best,
+                }
+                (tmp / RUN_STATE_FILE).write_text(json.dumps(run_state), encoding="utf-8")
+                self.state.save_to_json(str(tmp / "trainer_state.json"))
+            for older in self.checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*"):
+                if older.name != final.name and older.is_dir():
+                    shutil.rmtree(older, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None) -> None:
+        from safetensors.torch import load_file, load_model
+
+        folder = Path(resume_from_checkpoint)
+        run_state = read_run_state(folder)
+        try:
+            load_model(self.accelerator.unwrap_model(model or self.model), str(folder / "model.safetensors"))
+        except Exception as error:  # a different architecture, or a damaged file
+            raise ValueError(f"Cannot resume from {folder}: its weights do not fit this model ({error}).") from error
+        keep_best = self._keep_best()
+        if keep_best is not None and run_state.get("keep_best"):
+            best = run_state["keep_best"]
+            keep_best.best_value, keep_best.best_metrics, keep_best.best_step = best["value"], best["metrics"], best["step"]
+            keep_best.best_state = load_file(str(folder / "best_model.safetensors"))
+
+    def _get_train_sampler(self, train_dataset=None):
+        sampler = super()._get_train_sampler(train_dataset)
+        if sampler is None or isinstance(sampler, torch.utils.data.SequentialSampler):
+            return sampler
+        return EpochSeededSampler(sampler, self.args.data_seed if self.args.data_seed is not None else self.args.seed)
+
+    def _load_optimizer_and_scheduler(self, checkpoint) -> None:
+        if checkpoint is None:
+            return
+        from safetensors.torch import load_file
+
+        from .checkpointing import optimizer_from_files
+
+        run_state = read_run_state(checkpoint)
+        tensors = load_file(str(Path(checkpoint) / "optimizer.safetensors"))
+        self.optimizer.load_state_dict(optimizer_from_files(tensors, run_state["optimizer"]))
+        self.lr_scheduler.load_state_dict(run_state["scheduler"])
+
+    def _load_rng_state(self, checkpoint) -> None:
+        """Trainer calls this where the random streams must resume: before the data iterator of a new epoch is
+        created, or mid-epoch once the skipped batches are behind (and the next one fetched). That is exact as long
+        as drawing batches takes nothing from the global generator, which `EpochSeededSampler` and
+        `BatchSeededCollator` ensure (accelerate collates one batch ahead, so masks drawn from the global stream
+        would come out in another order after a restart)."""
+        if checkpoint is None:
+            return
+        from safetensors.torch import load_file
+
+        from .checkpointing import rng_from_files
+
+        run_state = read_run_state(checkpoint)
+
+        rank = self.args.process_index
+        if rank >= len(run_state["rng"]):
+            logger.warning("Checkpoint %s has no RNG state for process %d (saved with fewer processes): random "
+                           "streams restart, so the run is no longer bit-reproducible.", checkpoint, rank)
+            return
+        tensors = load_file(str(Path(checkpoint) / "rng.safetensors"))
+        rng_from_files({"torch": tensors[f"{rank}.torch"]}, run_state["rng"][rank])
+
+    def _load_scaler(self, checkpoint) -> None:
+        return  # no mixed-precision scaler state is kept (CPU / bf16 training needs none)
+
+
+class EpochSeededSampler(torch.utils.data.Sampler):
+    """Wraps a shuffling sampler so that its order depends on (seed, epoch) alone and leaves torch's global generator
+    untouched: a run resumed mid-epoch draws the same order, and the random streams of masking and dropout continue
+    exactly where the checkpoint left them. (transformers' samplers shuffle with the global generator.)"""
+
+    def __init__(self, sampler, seed: int):
+        self.sampler, self.seed, self.epoch = sampler, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:  # called by Trainer / accelerate at each epoch start
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed + self.epoch)
+            order = list(self.sampler)
+        return iter(order)
+
+
+class BatchSeededCollator:
+    """Runs a collator that draws random numbers (MLM masking) with torch's generator seeded from `seed` and the
+    batch's own token ids, leaving the global stream untouched. The masks are then a function of the batch alone, the
+    same whenever it is collated; see `ResumableTrainer._load_rng_state`."""
+
+    def __init__(self, collate, seed: int):
+        self.collate, self.seed = collate, seed
+
+    def __call__(self, features):
+        import hashlib
+
+        import numpy as np
+
+        digest = hashlib.blake2b(str(self.seed).encode(), digest_size=8)
+        for feature in features:
+            digest.update(np.asarray(feature["input_ids"], dtype=np.int64).tobytes())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int.from_bytes(digest.digest(), "little") & (2**63 - 1))
+            return self.collate(features)
+
+
+def read_run_state(folder) -> dict:
+    path = Path(folder) / RUN_STATE_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{folder} is not a resumable sharedbert checkpoint ({path}: {error}).") from error
+
+
+def latest_checkpoint(checkpoint_dir) -> Path | None:
+    """The newest complete checkpoint in `checkpoint_dir` (temporary folders of a killed save are ignored)."""
+    folder = Path(checkpoint_dir)
+    if not folder.is_dir():
+        return None
+    steps = []
+    for child in folder.iterdir():
+        suffix = child.name[len(CHECKPOINT_PREFIX):]
+        if child.is_dir() and child.name.startswith(CHECKPOINT_PREFIX) and suffix.isdigit():
+            steps.append((int(suffix), child))
+    return max(steps)[1] if steps else None
+
+
+def resume_point(checkpoint_dir, run_signature: dict, resume: bool) -> Path | None:
+    """Where to resume from: the newest checkpoint in `checkpoint_dir` made by a run with the same `run_signature`,
+    or None to start afresh. A checkpoint of different settings is an error (resuming it would silently train
+    something else), unless `resume` is False, which discards the old checkpoints."""
+    from .atomic import recover_directory
+
+    folder = Path(checkpoint_dir)
+    if folder.is_dir():
+        # A save killed half-way leaves `.checkpoint-N.tmp-*` (or a pending `.new-` / `.old-`) beside the folders.
+        names = {child.name.lstrip(".").split(".")[0] for child in folder.iterdir()}
+        for name in sorted(n for n in names if n.startswith(CHECKPOINT_PREFIX)):
+            recover_directory(folder / name)
+    latest = latest_checkpoint(folder)
+    if latest is None:
+        return None
+    if not resume:
+        shutil.rmtree(folder)
+        return None
+    saved = read_run_state(latest).get("run_signature", {})
+    differences = {key: (saved.get(key), run_signature.get(key))
+                   for key in sorted(set(saved) | set(run_signature)) if saved.get(key) != run_signature.get(key)}
+    if differences:
+        described = "; ".join(f"{key}: checkpoint {old!r}, now {new!r}" for key, (old, new) in differences.items())
+        raise ValueError(
+            f"{latest} was made by a run with other settings ({described}). Rerun with the same settings to resume, "
+            "or pass --no-resume to discard it and start afresh."
+        )
+    return latest
+
+
+def add_checkpoint_arguments(parser) -> None:
+    group = parser.add_argument_group("checkpoints (resumable after a crash, a kill or Ctrl-C)")
+    group.add_argument("--checkpoint-dir", help="Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); "
+                       "deleted once the run has saved its output.")
+    group.add_argument("--checkpoint-minutes", type=float, default=10.0,
+                       help="Save a checkpoint after this many minutes of training (default 10).")
+    group.add_argument("--checkpoint-steps", type=int, help="Also save one every N optimizer steps.")
+    group.add_argument("--no-resume", action="store_true",
+                       help="Discard an existing checkpoint and start afresh (default: running the same command "
+                       "again resumes from its last checkpoint).")
+
+
+class RunCheckpoints:
+    """The checkpoint side of one command run: where checkpoints go (`folder`), what to resume from
+    (`resume_from`), the callback deciding when to save (`callback`), and `signature`, the settings that must match
+    for a checkpoint to be resumed. Only the main process cleans up or discards checkpoints."""
+
+    def __init__(self, output_dir, signature: dict, checkpoint_dir=None, every_steps: int | None = None,
+                 every_minutes: float | None = 10.0, resume: bool = True):
+        output = Path(output_dir)
+        self.folder = Path(checkpoint_dir) if checkpoint_dir else output.with_name(f"{output.name}-checkpoints")
+        if self.folder.resolve() == output.resolve() or output.resolve() in self.folder.resolve().parents:
+            raise ValueError(f"--checkpoint-dir {self.folder} must lie outside --output-dir {output}, which is "
+                             "replaced as a whole when the run ends.")
+        # JSON round trip: the signature is compared with the one a checkpoint stored as JSON.
+        self.signature = json.loads(json.dumps(signature, default=str))
+        if is_main_process():
+            self.resume_from = resume_point(self.folder, self.signature, resume)
+        else:
+            self.resume_from = latest_checkpoint(self.folder) if resume else None
+        self.callback = CheckpointCallback(every_steps, every_minutes)
+
+    def trainer_kwargs(self) -> dict:
+        return dict(checkpoint_dir=self.folder, run_signature=self.signature)
+
+    def raise_if_interrupted(self) -> None:
+        if self.callback.interrupted_at is not None:
+            raise TrainingInterrupted(self.callback.interrupted_at, latest_checkpoint(self.folder))
+
+    def discard(self) -> None:
+        """Delete the checkpoints once the run's output is safely saved."""
+        if is_main_process():
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -263,7 +614,13 @@ def save_model(model, tokenizer, folder) -> None:
 
 
 __all__ = [
+    "CheckpointCallback",
     "KeepBestCallback",
+    "BatchSeededCollator",
+    "ResumableTrainer",
+    "RunCheckpoints",
+    "TrainingInterrupted",
+    "add_checkpoint_arguments",
     "atomic_directory",
     "atomic_write_json",
     "atomic_write_text",

@@ -19,7 +19,8 @@ def train_wordpiece(
 ) -> SharedBertTokenizer:
     """Learn a WordPiece vocabulary of at most `vocab_size` entries from `texts` (an iterable of lines/documents).
 
-    Special tokens come first ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4), so `pad_token_id` is 0 as in BERT."""
+    Special tokens come first ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4), so `pad_token_id` is 0 as in BERT; the
+    other entries follow in sorted order."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     if vocab_size < len(SPECIAL_TOKENS) + 100:
@@ -38,7 +39,11 @@ def train_wordpiece(
     vocab = tokenizer.get_vocab()
     if len(vocab) <= len(SPECIAL_TOKENS):
         raise ValueError("The training text produced no vocabulary: is it empty?")
-    ordered = dict(sorted(vocab.items(), key=lambda item: item[1]))
+    # The trainer breaks frequency ties in hash order, so its ids differ from run to run (and with ties at the size
+    # limit, so can the last entries). A canonical order (special tokens, then the rest sorted) at least keeps the ids
+    # from depending on that order; a resumed pretraining run reuses the vocabulary saved in its checkpoint.
+    rest = sorted(token for token in vocab if token not in SPECIAL_TOKENS)
+    ordered = {token: index for index, token in enumerate([*SPECIAL_TOKENS, *rest])}
     return SharedBertTokenizer(vocab=ordered, do_lower_case=lowercase, model_max_length=model_max_length)
 
 

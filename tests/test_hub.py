@@ -257,6 +257,11 @@ def test_eval_results_shapes(tmp_path):
         (None, "mteb/stsbenchmark-sts", None, "test", "spearmanr", 0.8),
         (None, None, None, None, "accuracy", 0.7),
     ]
+    # What `sharedbert finetune` writes for a GLUE task: "glue/sst2" names the GLUE configuration, not a Hub repo.
+    write_json(tmp_path / "eval_results.json", {"task": "sst2", "dataset": "glue/sst2", "split": "validation",
+                                                "metrics": {"accuracy": 0.81}})
+    assert [(r["task"], r["dataset"], r["dataset_config"], r["split"]) for r in hub.read_eval_results(tmp_path)] == [
+        ("SST-2", "nyu-mll/glue", "sst2", "validation")]
     (tmp_path / "eval_results.json").write_text("{not json")
     with pytest.raises(hub.ModelFolderError, match="eval_results.json is not valid JSON"):
         hub.read_eval_results(tmp_path)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..training import add_checkpoint_arguments
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -105,15 +106,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        help="Evaluations during training; the best weights are kept (0: evaluate once at the end).")
     group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
     group.add_argument("--seed", type=int, default=42, help="Subset, head initialisation, batch order (default 42).")
+    group.add_argument("--logging-steps", type=int, help="Log the loss every N steps (default: about 10 times per run).")
+    add_checkpoint_arguments(parser)
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args) -> int:
     from ..data import DataError
+    from ..training import TrainingInterrupted
 
     try:
         result = finetune(**{key: value for key, value in vars(args).items() if key not in ("run", "command")})
+    except TrainingInterrupted as stop:
+        print(f"sharedbert finetune: {stop}; run the same command again to resume.", file=sys.stderr)
+        return 130
     except (DataError, ValueError, OSError) as error:
         print(f"sharedbert finetune: error: {error}", file=sys.stderr)
         return 2
@@ -165,15 +172,26 @@ def finetune(
     seed: int = 42,
     save: bool = True,
     quiet: bool = False,
+    logging_steps: int | None = None,
+    checkpoint_dir=None,
+    checkpoint_minutes: float | None = 10.0,
+    checkpoint_steps: int | None = None,
+    no_resume: bool = False,
 ) -> dict:
     """Fine-tune and evaluate; returns the eval_results.json contents (also written to the output folder).
 
-    `save=False` skips writing (the demo's baseline). Raises DataError/ValueError before training on bad input."""
-    from transformers import DataCollatorWithPadding, Trainer, set_seed
+    `save=False` skips writing (the demo's baseline) and checkpointing. Otherwise checkpoints go to `checkpoint_dir`
+    (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and Ctrl-C saves one and
+    raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
+    # Everything that shapes the trajectory (taken first, while the locals are only the arguments).
+    signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
+    from transformers import DataCollatorWithPadding, set_seed
 
     from .. import data as data_module
     from ..training import (
         KeepBestCallback,
+        ResumableTrainer,
+        RunCheckpoints,
         atomic_write_json,
         check_output_dir,
         count_parameters,
@@ -199,6 +217,8 @@ def finetune(
         output_dir = Path("runs") / f"finetune-{(task or Path(train_file or 'custom').stem).lower()}"
     if save and is_main_process():
         check_output_dir(output_dir, overwrite)
+    checkpoints = RunCheckpoints(output_dir, signature, checkpoint_dir, checkpoint_steps, checkpoint_minutes,
+                                 resume=not no_resume) if save else None
 
     # 1. Data: every file is checked before the model is loaded.
     task_data = data_module.load_task(
@@ -240,9 +260,9 @@ def finetune(
         args = training_arguments(
             workdir, batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
             warmup=warmup, weight_decay=weight_decay, num_train_examples=len(train_set), evaluations=evaluations,
-            group_by_length=not no_group_by_length, seed=seed,
+            group_by_length=not no_group_by_length, seed=seed, logging_steps=logging_steps,
         )
-        trainer = Trainer(
+        trainer = ResumableTrainer(
             model=classifier,
             args=args,
             train_dataset=train_set,
@@ -250,15 +270,21 @@ def finetune(
             processing_class=tok,
             data_collator=DataCollatorWithPadding(tok),
             compute_metrics=compute_metrics,
-            callbacks=[keep_best],
+            callbacks=[keep_best] + ([checkpoints.callback] if checkpoints else []),
+            **(checkpoints.trainer_kwargs() if checkpoints else {}),
         )
         if args.world_size > 1 and not quiet:
             import torch.distributed as dist
 
             print(f"distributed: {args.world_size} processes, {dist.get_backend()} backend "
                   f"({batch_size} examples per process per step)")
+        resume_from = checkpoints.resume_from if checkpoints else None
+        if resume_from is not None and not quiet:
+            print(f"resuming from {resume_from}")
         train_started = time.time()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resume_from and str(resume_from))
+        if checkpoints:
+            checkpoints.raise_if_interrupted()  # before anything is saved: the output folder is not created
         # The final weights compete with the mid-training evaluations (unless the last step was just evaluated).
         if keep_best.best_step != trainer.state.global_step:
             trainer.evaluate()
@@ -311,7 +337,14 @@ def finetune(
                 provenance["base_model"] = HUB_BASE_MODEL  # the gt package ships this checkpoint
             if provenance:
                 atomic_write_json(workdir / "sharedbert_provenance.json", provenance)
+    if checkpoints:
+        checkpoints.discard()
     return result
+
+
+# Options that do not change what is trained (where things go, how often to checkpoint, how much is printed).
+_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes", "checkpoint_steps",
+                     "no_resume", "quiet", "save"}
 
 
 class _workdir:

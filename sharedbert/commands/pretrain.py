@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..training import add_checkpoint_arguments
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -64,15 +65,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     train.add_argument("--eval-fraction", type=float, default=0.02,
                        help="Share of the examples held out to measure loss and perplexity (at most 1,000).")
     train.add_argument("--seed", type=int, default=42, help="Default 42.")
+    train.add_argument("--logging-steps", type=int, help="Log the loss every N steps (default: about 10 times per run).")
+    add_checkpoint_arguments(parser)
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args) -> int:
     from ..data import DataError
+    from ..training import TrainingInterrupted
 
     try:
         result = pretrain(**{key: value for key, value in vars(args).items() if key not in ("run", "command")})
+    except TrainingInterrupted as stop:
+        print(f"sharedbert pretrain: {stop}; run the same command again to resume.", file=sys.stderr)
+        return 130
     except (DataError, ValueError, OSError) as error:
         print(f"sharedbert pretrain: error: {error}", file=sys.stderr)
         return 2
@@ -131,14 +138,28 @@ def pretrain(
     eval_fraction: float = 0.02,
     seed: int = 42,
     evaluations: int = 0,
+    logging_steps: int | None = None,
+    checkpoint_dir=None,
+    checkpoint_minutes: float | None = 10.0,
+    checkpoint_steps: int | None = None,
+    no_resume: bool = False,
 ) -> dict:
-    """Pretrain and save; returns the pretrain_results.json contents."""
-    from transformers import DataCollatorForLanguageModeling, Trainer, set_seed
+    """Pretrain and save; returns the pretrain_results.json contents.
+
+    Checkpoints go to `checkpoint_dir` (default OUTPUT-checkpoints) and a rerun with the same settings resumes from
+    the newest; Ctrl-C saves one and raises `TrainingInterrupted`. They are deleted once the output is saved."""
+    # Everything that shapes the trajectory (taken first, while the locals are only the arguments): a checkpoint is
+    # only resumed by a run with the same values.
+    signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
+    from transformers import DataCollatorForLanguageModeling, set_seed
 
     from .. import SharedBertConfig, SharedBertForMaskedLM
     from .. import data as data_module
     from ..presets import config_values
     from ..training import (
+        BatchSeededCollator,
+        ResumableTrainer,
+        RunCheckpoints,
         atomic_write_json,
         check_output_dir,
         count_parameters,
@@ -174,6 +195,8 @@ def pretrain(
     values.setdefault("attention_type", "shared")
     values["max_position_embeddings"] = max(values.get("max_position_embeddings", 512), block_size)
     SharedBertConfig(**values)  # validates
+    checkpoints = RunCheckpoints(output_dir, signature, checkpoint_dir, checkpoint_steps, checkpoint_minutes,
+                                 resume=not no_resume)
 
     # Text.
     if corpus is not None:
@@ -187,7 +210,10 @@ def pretrain(
           f"{max(units['doc']) + 1:,} documents")
 
     # Tokenizer.
-    if train_vocab is not None:
+    if train_vocab is not None and checkpoints.resume_from is not None:
+        tok = load_tokenizer(checkpoints.resume_from)  # the vocabulary this run trained before it was stopped
+        print(f"tokenizer: the WordPiece vocabulary of {len(tok):,} entries trained before the restart")
+    elif train_vocab is not None:
         from ..vocab import train_wordpiece
 
         tok = train_wordpiece(units["text"], vocab_size=train_vocab, model_max_length=values["max_position_embeddings"])
@@ -214,18 +240,23 @@ def pretrain(
           f"layer_sharing={model_config.layer_sharing}, tied embeddings={model_config.tie_word_embeddings}), "
           f"{count_parameters(model):,} parameters")
 
-    collator = DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=mlm_probability)
+    # Masks seeded per batch: a run resumed from a checkpoint masks every batch exactly as an uninterrupted one.
+    collator = BatchSeededCollator(DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=mlm_probability), seed)
     with _workdir(output_dir if is_main_process() else None) as workdir:
         args = training_arguments(
             workdir, batch_size=batch_size, learning_rate=learning_rate, max_steps=max_steps, warmup=warmup,
             weight_decay=weight_decay, evaluations=evaluations if eval_set is not None else 0,
-            group_by_length=line_by_line, seed=seed,
+            group_by_length=line_by_line, seed=seed, logging_steps=logging_steps,
         )
-        trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                          processing_class=tok, data_collator=collator)
+        trainer = ResumableTrainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
+                                   processing_class=tok, data_collator=collator, callbacks=[checkpoints.callback],
+                                   **checkpoints.trainer_kwargs())
+        if checkpoints.resume_from is not None:
+            print(f"resuming from {checkpoints.resume_from}")
         train_started = time.time()
-        output = trainer.train()
+        output = trainer.train(resume_from_checkpoint=checkpoints.resume_from and str(checkpoints.resume_from))
         train_seconds = time.time() - train_started
+        checkpoints.raise_if_interrupted()  # before anything is saved: the output folder is not created
         eval_loss = trainer.evaluate()["eval_loss"] if eval_set is not None else None
         result = {
             "corpus": source,
@@ -255,4 +286,10 @@ def pretrain(
             save_model(trainer.model, tok, workdir)
             atomic_write_json(workdir / "pretrain_results.json", result)
             atomic_write_json(workdir / "trainer_log.json", trainer.state.log_history)
+    checkpoints.discard()
     return result
+
+
+# Options that do not change what is trained (where things go, how often to checkpoint).
+_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes", "checkpoint_steps",
+                     "no_resume"}

@@ -1,0 +1,290 @@
+"""Faults during long work: `sharedbert pretrain` and `finetune` killed with SIGKILL at a random moment, or stopped
+with Ctrl-C, resume from their last checkpoint and follow the same trajectory as a run never stopped (same loss at
+every step, same final weights, same metrics); no half-written folder is left where the next command reads.
+
+Each run is a real `python -m sharedbert` process on a tiny model, with a corpus and a labelled data set made up here
+(so this runs where only the repository exists)."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import REPO_ROOT
+
+WORDS = ("the a film story actor plot scene music light dark slow quick long short night day city river song "
+         "friend house road window garden paper stone").split()
+GOOD, BAD = ("great", "wonderful", "lovely", "brilliant"), ("awful", "boring", "dreadful", "terrible")
+TINY_MODEL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                  max_position_embeddings=64, attention_type="shared", layer_sharing="attention")
+# A kill can land anywhere from the first checkpoint to near the end of the run.
+KILL_SEED = int(os.environ.get("SHAREDBERT_KILL_SEED", random.randrange(10**6)))
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    env.pop("SHAREDBERT_KILL_SEED", None)
+    return env
+
+
+def _command(*args):
+    return [sys.executable, "-m", "sharedbert", *map(str, args)]
+
+
+def _run(args, timeout=300):
+    done = subprocess.run(_command(*args), env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _start(args):
+    return subprocess.Popen(_command(*args), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(checkpoint_dir: Path, step: int, process, timeout=240):
+    """Block until a checkpoint of at least `step` is complete (renamed into place); returns its step."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        steps = [int(p.name.split("-")[1]) for p in checkpoint_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+        if steps and max(steps) >= step:
+            return max(steps)
+        if process.poll() is not None:
+            raise AssertionError(f"the run ended before checkpoint {step}: {process.stderr.read()[-3000:]}")
+        time.sleep(0.02)
+    raise AssertionError(f"no checkpoint {step} within {timeout} s")
+
+
+def _losses(folder: Path) -> dict[int, float]:
+    log = json.loads((folder / "trainer_log.json").read_text())
+    return {entry["step"]: entry["loss"] for entry in log if "loss" in entry}
+
+
+def _assert_same_run(resumed: Path, reference: Path):
+    expected, got = _losses(reference), _losses(resumed)
+    assert got.keys() == expected.keys()
+    for step in expected:
+        assert got[step] == pytest.approx(expected[step], rel=1e-4, abs=1e-5), f"loss differs at step {step}"
+    weights, reference_weights = load_file(resumed / "model.safetensors"), load_file(reference / "model.safetensors")
+    assert weights.keys() == reference_weights.keys()
+    for name, tensor in reference_weights.items():
+        torch.testing.assert_close(weights[name], tensor, atol=1e-5, rtol=1e-4, msg=f"weight {name} differs")
+
+
+def _options(extra: dict) -> list:
+    """Command-line options from keywords: `no_resume=True` is the flag --no-resume, others take their value."""
+    out = []
+    for key, value in extra.items():
+        out += [f"--{key.replace('_', '-')}"] + ([] if value is True else [value])
+    return out
+
+
+def _no_half_written_siblings(folder: Path):
+    leftovers = [p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}.")]
+    assert leftovers == []
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pretraining
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = random.Random(0)
+    folder = tmp_path_factory.mktemp("corpus")
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 20))) + " ." for _ in range(600)]
+    (folder / "text.txt").write_text("\n".join(lines) + "\n")
+    config = folder / "tiny.json"
+    config.write_text(json.dumps(TINY_MODEL))
+    # One vocabulary for every run compared here: WordPiece training breaks ties in hash order, so two trainings can
+    # differ (how a resumed run keeps its own is tested separately).
+    from sharedbert.vocab import train_wordpiece
+
+    train_wordpiece(lines, vocab_size=120).save_pretrained(folder / "tokenizer")
+    return folder
+
+
+def _pretrain_args(corpus, output, **extra):
+    args = ["pretrain", "--corpus", corpus / "text.txt", "--config", corpus / "tiny.json", "--tokenizer",
+            corpus / "tokenizer",
+            "--block-size", 32, "--batch-size", 8, "--max-steps", 60, "--learning-rate", 3e-3, "--eval-fraction", 0.05,
+            "--seed", 3, "--checkpoint-steps", 5, "--logging-steps", 1, "--output-dir", output]
+    return args + _options(extra)
+
+
+@pytest.fixture(scope="module")
+def pretrain_reference(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("pretrain-ref") / "model"
+    _run(_pretrain_args(corpus, output))
+    assert not output.with_name("model-checkpoints").exists()  # checkpoints are dropped once the output is saved
+    return output
+
+
+def test_pretrain_killed_at_a_random_moment_resumes_to_the_same_result(corpus, pretrain_reference, tmp_path):
+    rng = random.Random(KILL_SEED)
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    first, delay = rng.choice(range(5, 45, 5)), rng.uniform(0.0, 0.3)
+    process = _start(_pretrain_args(corpus, output))
+    _wait_for_checkpoint(checkpoints, first, process)
+    time.sleep(delay)
+    process.kill()
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+    assert not output.exists()  # the output folder only ever appears complete
+
+    resumed = _run(_pretrain_args(corpus, output))
+    assert "resuming from" in resumed.stdout
+    _assert_same_run(output, pretrain_reference)
+    assert json.loads((output / "pretrain_results.json").read_text())["eval_loss"] == pytest.approx(
+        json.loads((pretrain_reference / "pretrain_results.json").read_text())["eval_loss"], rel=1e-4)
+    assert not checkpoints.exists()
+    _no_half_written_siblings(output)
+
+
+def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_reference, tmp_path):
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    process = _start(_pretrain_args(corpus, output, checkpoint_steps=10))
+    _wait_for_checkpoint(checkpoints, 10, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-3000:]
+    assert "run the same command again to resume" in stderr
+    assert not output.exists()
+    saved = [int(p.name.split("-")[1]) for p in checkpoints.glob("checkpoint-*")]
+    assert len(saved) == 1 and 10 <= saved[0] < 60  # the step where Ctrl-C landed, saved on the way out
+
+    _run(_pretrain_args(corpus, output, checkpoint_steps=10))
+    _assert_same_run(output, pretrain_reference)
+
+
+def test_a_checkpoint_of_other_settings_is_not_resumed_silently(corpus, tmp_path):
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    process = _start(_pretrain_args(corpus, output))
+    _wait_for_checkpoint(checkpoints, 5, process)
+    process.kill()
+    process.communicate()
+    done = subprocess.run(_command(*_pretrain_args(corpus, output, learning_rate=1e-3)), env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "learning_rate: checkpoint 0.003, now 0.001" in done.stderr and "--no-resume" in done.stderr
+    _run(_pretrain_args(corpus, output, learning_rate=1e-3, no_resume=True))  # --no-resume starts afresh
+    assert json.loads((output / "pretrain_results.json").read_text())["steps"] == 60
+
+
+def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
+    from sharedbert.training import latest_checkpoint
+
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    args = [a for a in _pretrain_args(corpus, output) if a != corpus / "tokenizer"]
+    args[args.index("--tokenizer")] = "--train-vocab"
+    args.insert(args.index("--train-vocab") + 1, 120)
+    process = _start(args)
+    _wait_for_checkpoint(checkpoints, 5, process)
+    process.kill()
+    process.communicate()
+    trained = json.loads((latest_checkpoint(checkpoints) / "tokenizer.json").read_text())["model"]["vocab"]
+    resumed = _run(args)
+    assert "vocabulary of" in resumed.stdout and "trained before the restart" in resumed.stdout
+    assert json.loads((output / "tokenizer.json").read_text())["model"]["vocab"] == trained
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fine-tuning
+
+
+@pytest.fixture(scope="module")
+def classification_data(tmp_path_factory, corpus):
+    """A tiny SharedBert (with a tokenizer trained on the words used) and a labelled CSV train/validation pair."""
+    from sharedbert import SharedBertConfig, SharedBertForMaskedLM
+    from sharedbert.vocab import train_wordpiece
+
+    folder = tmp_path_factory.mktemp("classify")
+    rng = random.Random(1)
+
+    def rows(n):
+        out = ["sentence,label"]
+        for _ in range(n):
+            label = rng.randrange(2)
+            words = [rng.choice(WORDS) for _ in range(rng.randint(3, 12))]
+            words.insert(rng.randrange(len(words) + 1), rng.choice(GOOD if label else BAD))
+            out.append(f"{' '.join(words)},{label}")
+        return "\n".join(out) + "\n"
+
+    (folder / "train.csv").write_text(rows(320))
+    (folder / "dev.csv").write_text(rows(48))
+    tokenizer = train_wordpiece(list(WORDS) + list(GOOD) + list(BAD), vocab_size=200, min_frequency=1,
+                                model_max_length=64)
+    torch.manual_seed(0)
+    model = SharedBertForMaskedLM(SharedBertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                                   **TINY_MODEL))
+    model.save_pretrained(folder / "base")
+    tokenizer.save_pretrained(folder / "base")
+    return folder
+
+
+def _finetune_args(data, output, **extra):
+    # 3 epochs of 20 steps (kills and resumes cross epoch boundaries), evaluated 4 times: the best-weights record
+    # must survive a restart too.
+    args = ["finetune", "--model", data / "base", "--train-file", data / "train.csv", "--validation-file",
+            data / "dev.csv", "--text-columns", "sentence", "--label-column", "label", "--epochs", 3,
+            "--batch-size", 16, "--learning-rate", 3e-3, "--max-length", 32, "--seed", 5, "--checkpoint-steps", 4,
+            "--logging-steps", 1, "--output-dir", output]
+    return args + _options(extra)
+
+
+@pytest.fixture(scope="module")
+def finetune_reference(classification_data, tmp_path_factory):
+    output = tmp_path_factory.mktemp("finetune-ref") / "model"
+    _run(_finetune_args(classification_data, output))
+    return output
+
+
+def _assert_same_evaluation(resumed: Path, reference: Path):
+    got, expected = (json.loads((folder / "eval_results.json").read_text()) for folder in (resumed, reference))
+    assert got["best_step"] == expected["best_step"] and got["total_steps"] == expected["total_steps"] == 60
+    assert got["metrics"] == pytest.approx(expected["metrics"], abs=1e-6)
+
+
+def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classification_data, finetune_reference,
+                                                                      tmp_path):
+    rng = random.Random(KILL_SEED + 1)
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    first, delay = rng.choice(range(4, 40, 4)), rng.uniform(0.0, 0.1)
+    process = _start(_finetune_args(classification_data, output))
+    _wait_for_checkpoint(checkpoints, first, process)
+    time.sleep(delay)
+    process.kill()
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+    assert not output.exists()
+
+    _run(_finetune_args(classification_data, output))
+    _assert_same_run(output, finetune_reference)
+    _assert_same_evaluation(output, finetune_reference)
+    _no_half_written_siblings(output)
+
+
+def test_finetune_ctrl_c_saves_a_checkpoint_and_resumes(classification_data, finetune_reference, tmp_path):
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    process = _start(_finetune_args(classification_data, output))
+    _wait_for_checkpoint(checkpoints, 8, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-3000:]
+    assert not output.exists() and latest_step(checkpoints) >= 8
+
+    _run(_finetune_args(classification_data, output))
+    _assert_same_run(output, finetune_reference)
+    _assert_same_evaluation(output, finetune_reference)
+
+
+def latest_step(checkpoints: Path) -> int:
+    return max(int(p.name.split("-")[1]) for p in checkpoints.glob("checkpoint-*"))
