@@ -55,7 +55,7 @@ class HealConfig:
     learning_rate: float = 2e-4
     weight_decay: float = 0.01
     warmup_steps: int = 30
-    decay: bool = True  # with a step budget, decay the learning rate linearly to 0 after warm-up
+    decay: bool = True  # decay the learning rate linearly to 0 over the budget (steps, else training minutes)
     hidden_weight: float = 1.0  # relative MSE of every layer's output
     attention_weight: float = 1.0  # relative MSE of every attention sublayer's output
     embedding_weight: float = 1.0  # 1 - cosine of the mean-pooled final embeddings
@@ -373,6 +373,11 @@ def heal(
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 optimizer.step()
                 scheduler.step()
+                if config.decay and config.max_steps is None:
+                    # A time budget: anneal by the share of it used (the step count it will reach is unknown).
+                    # LambdaLR sets every lr afresh on each step, so this scaling does not compound.
+                    for group in optimizer.param_groups:
+                        group["lr"] *= max(0.0, 1.0 - elapsed / budget_seconds)
                 step += 1
                 position += config.batch_size
                 losses.append(round(float(loss.detach()), 6))

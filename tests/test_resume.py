@@ -288,3 +288,55 @@ def test_finetune_ctrl_c_saves_a_checkpoint_and_resumes(classification_data, fin
 
 def latest_step(checkpoints: Path) -> int:
     return max(int(p.name.split("-")[1]) for p in checkpoints.glob("checkpoint-*"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The pieces that make resumption exact
+
+
+def test_epoch_seeded_sampler_depends_on_seed_and_epoch_only_and_leaves_the_global_generator_alone():
+    from torch.utils.data import RandomSampler
+
+    from sharedbert.training import EpochSeededSampler
+
+    sampler = EpochSeededSampler(RandomSampler(range(50)), seed=7)
+    state = torch.get_rng_state()
+    first = list(sampler)
+    assert torch.equal(torch.get_rng_state(), state)
+    torch.manual_seed(123)  # whatever the global generator holds, the order is the same
+    assert list(sampler) == first and sorted(first) == list(range(50))
+    sampler.set_epoch(1)
+    assert list(sampler) != first
+
+
+def test_batch_seeded_collator_masks_a_batch_the_same_way_whenever_it_is_collated(corpus):
+    from transformers import AutoTokenizer, DataCollatorForLanguageModeling
+
+    from sharedbert.training import BatchSeededCollator
+
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
+    collate = BatchSeededCollator(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3), seed=1)
+    features = [{"input_ids": tokenizer(line)["input_ids"]} for line in
+                (corpus / "text.txt").read_text().splitlines()[:8]]
+    state = torch.get_rng_state()
+    first = collate(features)
+    assert torch.equal(torch.get_rng_state(), state)  # dropout's stream is untouched
+    torch.manual_seed(99)
+    again = collate(features)
+    assert torch.equal(first["input_ids"], again["input_ids"]) and torch.equal(first["labels"], again["labels"])
+    assert (first["labels"] != -100).any()  # something was masked
+    other = BatchSeededCollator(collate.collate, seed=2)(features)
+    assert not torch.equal(other["labels"], first["labels"])
+
+
+def test_the_commands_trainer_keeps_mean_losses_unscaled_for_bert_too(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from sharedbert.training import ResumableTrainer, training_arguments
+
+    bert = BertForSequenceClassification(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                    intermediate_size=37, vocab_size=99))
+    # BERT's heads accept `num_items_in_batch` (so Trainer would scale their loss by the number of processes under
+    # DDP) but return a per-batch mean.
+    trainer = ResumableTrainer(model=bert, args=training_arguments(tmp_path, evaluations=0, num_train_examples=8))
+    assert trainer.model_accepts_loss_kwargs is False
