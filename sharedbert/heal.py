@@ -8,7 +8,8 @@ attention projections starts as an exact copy, so the student starts close and a
 Training state lives in a checkpoint folder (`latest/`), written atomically and without pickle:
 `model.safetensors` + `config.json` (the student), `optimizer.safetensors` (AdamW moments), `rng.safetensors` (torch's
 RNG state) and `trainer_state.json` (step, elapsed training seconds, data position, scheduler, optimizer
-hyper-parameters, Python and NumPy RNG states, the corpus fingerprint). `heal(..., resume=True)` continues from it exactly.
+hyper-parameters, Python and NumPy RNG states, the corpus fingerprint). `heal(..., resume=True)` continues from it
+exactly.
 Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
 """
 

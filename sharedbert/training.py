@@ -16,6 +16,7 @@ import json
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 
 import torch
@@ -187,8 +188,6 @@ class CheckpointCallback(TrainerCallback):
         self._last_save = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        import time
-
         from .checkpointing import sigint_stops
 
         self._sigint = sigint_stops(self.flag)
@@ -196,8 +195,6 @@ class CheckpointCallback(TrainerCallback):
         self._last_save = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
-        import time
-
         stop = bool(self.flag.get("stop"))
         due = self.every_steps is not None and state.global_step % self.every_steps == 0
         due = due or (self.every_minutes is not None and time.monotonic() - self._last_save >= self.every_minutes * 60)
@@ -214,8 +211,6 @@ class CheckpointCallback(TrainerCallback):
             control.should_save = True
 
     def on_save(self, args, state, control, **kwargs):
-        import time
-
         self._last_save = time.monotonic()
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -227,10 +222,9 @@ class CheckpointCallback(TrainerCallback):
 class ResumableTrainer(Trainer):
     """A `Trainer` whose checkpoints hold no pickle and never appear half-written.
 
-    Each checkpoint is a folder `checkpoint_dir/checkpoint-STEP` with the weights (`model.safetensors`) and the
-    tokenizer, AdamW's
-    moments (`optimizer.safetensors`), every process's torch RNG state (`rng.safetensors`), and as JSON the scheduler,
-    the Python and NumPy RNG states, the `KeepBestCallback` record (its weights in `best_model.safetensors`), the
+    Each checkpoint is a folder `checkpoint_dir/checkpoint-STEP` with the weights (`model.safetensors`), the tokenizer,
+    AdamW's moments (`optimizer.safetensors`), every process's torch RNG state (`rng.safetensors`), and as JSON the
+    scheduler, the Python and NumPy RNG states, the `KeepBestCallback` record (its weights in `best_model.safetensors`), the
     caller's `run_signature` and Trainer's own `trainer_state.json`. It is written into a temporary sibling and renamed
     into place; older checkpoints are then deleted. `train(resume_from_checkpoint=...)` restores all of it, so a run
     killed at any moment and restarted from its last checkpoint follows the same trajectory as one never stopped.
@@ -281,7 +275,8 @@ class ResumableTrainer(Trainer):
                 if keep_best is not None and keep_best.best_state is not None:
                     save_file({k: v.contiguous() for k, v in keep_best.best_state.items()},
                               str(tmp / "best_model.safetensors"))
-                    best = {"value": keep_best.best_value, "metrics": keep_best.best_metrics, "step": keep_best.best_step}
+                    best = {"value": keep_best.best_value, "metrics": keep_best.best_metrics,
+                            "step": keep_best.best_step}
                 run_state = {
                     "run_signature": self.run_signature,
                     "optimizer": optimizer_meta,
@@ -308,7 +303,8 @@ class ResumableTrainer(Trainer):
         keep_best = self._keep_best()
         if keep_best is not None and run_state.get("keep_best"):
             best = run_state["keep_best"]
-            keep_best.best_value, keep_best.best_metrics, keep_best.best_step = best["value"], best["metrics"], best["step"]
+            keep_best.best_value, keep_best.best_metrics = best["value"], best["metrics"]
+            keep_best.best_step = best["step"]
             keep_best.best_state = load_file(str(folder / "best_model.safetensors"))
 
     def _get_train_sampler(self, train_dataset=None):

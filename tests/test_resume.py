@@ -340,3 +340,53 @@ def test_the_commands_trainer_keeps_mean_losses_unscaled_for_bert_too(tmp_path):
     # DDP) but return a per-batch mean.
     trainer = ResumableTrainer(model=bert, args=training_arguments(tmp_path, evaluations=0, num_train_examples=8))
     assert trainer.model_accepts_loss_kwargs is False
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Healing
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(corpus, tmp_path_factory):
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _heal_args(tiny_bert, corpus, output):
+    return ["convert", tiny_bert, output, "--attention-type", "shared", "--heal", "--corpus", corpus / "text.txt",
+            "--steps", 80, "--batch-size", 8, "--max-words", 12, "--warmup-steps", 5, "--checkpoint-steps", 5,
+            "--threads", 1, "--no-progress"]
+
+
+def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, corpus, tmp_path):
+    reference = tmp_path / "reference"
+    _run(_heal_args(tiny_bert, corpus, reference))
+    rng = random.Random(KILL_SEED + 2)
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    process = _start(_heal_args(tiny_bert, corpus, output))
+    deadline = time.monotonic() + 240
+    target = rng.choice(range(5, 60, 5))
+    while not ((checkpoints / "latest" / "trainer_state.json").is_file() and json.loads(
+            (checkpoints / "latest" / "trainer_state.json").read_text())["step"] >= target):
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before the kill"
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.0, 0.1))
+    process.kill()
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+    assert not output.exists()
+
+    _run(_heal_args(tiny_bert, corpus, output))
+    got, expected = load_file(output / "model.safetensors"), load_file(reference / "model.safetensors")
+    for name, tensor in expected.items():
+        torch.testing.assert_close(got[name], tensor, atol=1e-5, rtol=1e-4, msg=f"weight {name} differs")
+    report = json.loads((output / "conversion_report.json").read_text())["heal"]
+    assert report["steps"] == 80 and report["last_loss"] == pytest.approx(
+        json.loads((reference / "conversion_report.json").read_text())["heal"]["last_loss"], rel=1e-5)

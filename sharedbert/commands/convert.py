@@ -48,6 +48,7 @@ def add_parser(subparsers):
     heal.add_argument("--snapshot-minutes", type=float, nargs="*", default=[],
                       help="also save full model folders at these training minutes (for a healing curve)")
     heal.add_argument("--checkpoint-minutes", type=float, default=5.0, help="save a resumable checkpoint this often")
+    heal.add_argument("--checkpoint-steps", type=int, default=None, help="also save one every N steps")
     heal.add_argument("--checkpoint-dir", default=None, help="default: OUT-checkpoints")
     heal.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint and start afresh")
     heal.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
@@ -89,7 +90,8 @@ def run(args) -> int:
         heal_config = HealConfig(
             max_steps=args.steps, max_minutes=args.minutes, batch_size=args.batch_size, learning_rate=args.lr,
             warmup_steps=args.warmup_steps, max_words=args.max_words, snapshot_minutes=list(args.snapshot_minutes),
-            checkpoint_minutes=args.checkpoint_minutes, threads=args.threads, seed=args.seed,
+            checkpoint_minutes=args.checkpoint_minutes, checkpoint_steps=args.checkpoint_steps, threads=args.threads,
+            seed=args.seed,
             progress=not args.no_progress,
         )
     if args.threads:

@@ -106,7 +106,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        help="Evaluations during training; the best weights are kept (0: evaluate once at the end).")
     group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
     group.add_argument("--seed", type=int, default=42, help="Subset, head initialisation, batch order (default 42).")
-    group.add_argument("--logging-steps", type=int, help="Log the loss every N steps (default: about 10 times per run).")
+    group.add_argument("--logging-steps", type=int,
+                       help="Log the loss every N steps (default: about 10 times per run).")
     add_checkpoint_arguments(parser)
     parser.set_defaults(run=run)
     return parser
@@ -343,8 +344,8 @@ def finetune(
 
 
 # Options that do not change what is trained (where things go, how often to checkpoint, how much is printed).
-_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes", "checkpoint_steps",
-                     "no_resume", "quiet", "save"}
+_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
+                     "checkpoint_steps", "no_resume", "quiet", "save"}
 
 
 class _workdir:

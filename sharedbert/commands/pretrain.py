@@ -65,7 +65,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     train.add_argument("--eval-fraction", type=float, default=0.02,
                        help="Share of the examples held out to measure loss and perplexity (at most 1,000).")
     train.add_argument("--seed", type=int, default=42, help="Default 42.")
-    train.add_argument("--logging-steps", type=int, help="Log the loss every N steps (default: about 10 times per run).")
+    train.add_argument("--logging-steps", type=int,
+                       help="Log the loss every N steps (default: about 10 times per run).")
     add_checkpoint_arguments(parser)
     parser.set_defaults(run=run)
     return parser
@@ -241,7 +242,8 @@ def pretrain(
           f"{count_parameters(model):,} parameters")
 
     # Masks seeded per batch: a run resumed from a checkpoint masks every batch exactly as an uninterrupted one.
-    collator = BatchSeededCollator(DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=mlm_probability), seed)
+    masking = DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=mlm_probability)
+    collator = BatchSeededCollator(masking, seed)
     with _workdir(output_dir if is_main_process() else None) as workdir:
         args = training_arguments(
             workdir, batch_size=batch_size, learning_rate=learning_rate, max_steps=max_steps, warmup=warmup,
@@ -291,5 +293,5 @@ def pretrain(
 
 
 # Options that do not change what is trained (where things go, how often to checkpoint).
-_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes", "checkpoint_steps",
-                     "no_resume"}
+_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
+                     "checkpoint_steps", "no_resume"}
