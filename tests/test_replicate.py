@@ -110,3 +110,20 @@ def _args_namespace():
     import argparse
 
     return argparse.Namespace(quick=True, pretrain_steps=None, finetune_samples=None)
+
+
+def test_studies_sharing_an_output_folder_keep_each_others_cells(tmp_path):
+    """One study process per core writes to the same replication.json: each save merges, under a lock, with what is
+    on disk, so neither process's cells are lost (a plain rewrite would keep only the last writer's)."""
+    data = tmp_path / "data"
+    (data / "glue" / "SST-2").mkdir(parents=True)
+    (data / "glue" / "SST-2" / "dev.tsv").write_text("sentence\tlabel\n")
+    (data / "mlm-text").mkdir()
+    first, second = (replicate.Study(build_parser().parse_args([
+        "replicate", "--quick", "--variants", variant, "--output-dir", str(tmp_path / "out"),
+        "--work-dir", str(tmp_path / "work"), "--data-dir", str(data)])) for variant in ("standard", "shared"))
+    first.record("standard/seed0/finetune-sst2", {"score": 60.0})
+    second.record("shared/seed0/finetune-sst2", {"score": 61.0})  # loaded before the first record
+    first.record("standard/seed1/finetune-sst2", {"score": 62.0})
+    cells = json.loads((tmp_path / "out" / "replication.json").read_text())["cells"]
+    assert set(cells) == {"standard/seed0/finetune-sst2", "shared/seed0/finetune-sst2", "standard/seed1/finetune-sst2"}
