@@ -102,8 +102,10 @@ def main():
     original = evaluate("original", lambda: BertModel.from_pretrained(base))
     curves = {}
     for attention_type in args.types:
+        # Minute 0: the fit healing starts from (`convert --heal` uses the invariant fit).
         rows = [dict(minutes=0.0, steps=0, spearman=evaluate(
-            f"unhealed-{attention_type}", lambda: from_bert(base, attention_type=attention_type)))]
+            f"unhealed-invariant-{attention_type}",
+            lambda: from_bert(base, attention_type=attention_type, fit_method="invariant")))]
         for minutes, steps, folder in points_of(Path(args.runs_dir), attention_type):
             key = f"{folder.resolve()}@{(folder / 'model.safetensors').stat().st_mtime:.0f}"
             rows.append(dict(minutes=round(minutes, 2), steps=steps, spearman=evaluate(
