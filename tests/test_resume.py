@@ -63,6 +63,16 @@ def _wait_for_checkpoint(checkpoint_dir: Path, step: int, process, timeout=240):
     raise AssertionError(f"no checkpoint {step} within {timeout} s")
 
 
+def _kill_after_checkpoint(args, checkpoints: Path, step: int, delay: float = 0.0):
+    """Start the command, wait for its checkpoint `step`, let it run `delay` seconds more, then SIGKILL it."""
+    process = _start(args)
+    _wait_for_checkpoint(checkpoints, step, process)
+    time.sleep(delay)
+    process.kill()
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+
+
 def _losses(folder: Path) -> dict[int, float]:
     log = json.loads((folder / "trainer_log.json").read_text())
     return {entry["step"]: entry["loss"] for entry in log if "loss" in entry}
@@ -131,13 +141,8 @@ def pretrain_reference(corpus, tmp_path_factory):
 def test_pretrain_killed_at_a_random_moment_resumes_to_the_same_result(corpus, pretrain_reference, tmp_path):
     rng = random.Random(KILL_SEED)
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    first, delay = rng.choice(range(5, 45, 5)), rng.uniform(0.0, 0.3)
-    process = _start(_pretrain_args(corpus, output))
-    _wait_for_checkpoint(checkpoints, first, process)
-    time.sleep(delay)
-    process.kill()
-    process.communicate()
-    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+    _kill_after_checkpoint(_pretrain_args(corpus, output), checkpoints, rng.choice(range(5, 45, 5)),
+                           rng.uniform(0.0, 0.3))
     assert not output.exists()  # the output folder only ever appears complete
 
     resumed = _run(_pretrain_args(corpus, output))
@@ -167,10 +172,7 @@ def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_r
 
 def test_a_checkpoint_of_other_settings_is_not_resumed_silently(corpus, tmp_path):
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    process = _start(_pretrain_args(corpus, output))
-    _wait_for_checkpoint(checkpoints, 5, process)
-    process.kill()
-    process.communicate()
+    _kill_after_checkpoint(_pretrain_args(corpus, output), checkpoints, 5)
     done = subprocess.run(_command(*_pretrain_args(corpus, output, learning_rate=1e-3)), env=_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
@@ -186,10 +188,7 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
     args = [a for a in _pretrain_args(corpus, output) if a != corpus / "tokenizer"]
     args[args.index("--tokenizer")] = "--train-vocab"
     args.insert(args.index("--train-vocab") + 1, 120)
-    process = _start(args)
-    _wait_for_checkpoint(checkpoints, 5, process)
-    process.kill()
-    process.communicate()
+    _kill_after_checkpoint(args, checkpoints, 5)
     trained = json.loads((latest_checkpoint(checkpoints) / "tokenizer.json").read_text())["model"]["vocab"]
     resumed = _run(args)
     assert "vocabulary of" in resumed.stdout and "trained before the restart" in resumed.stdout
@@ -257,13 +256,8 @@ def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classific
                                                                       tmp_path):
     rng = random.Random(KILL_SEED + 1)
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    first, delay = rng.choice(range(4, 40, 4)), rng.uniform(0.0, 0.1)
-    process = _start(_finetune_args(classification_data, output))
-    _wait_for_checkpoint(checkpoints, first, process)
-    time.sleep(delay)
-    process.kill()
-    process.communicate()
-    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+    _kill_after_checkpoint(_finetune_args(classification_data, output), checkpoints, rng.choice(range(4, 40, 4)),
+                           rng.uniform(0.0, 0.1))
     assert not output.exists()
 
     _run(_finetune_args(classification_data, output))
