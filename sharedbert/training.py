@@ -444,6 +444,23 @@ def resume_point(checkpoint_dir, run_signature: dict, resume: bool) -> Path | No
     return latest
 
 
+def run_command(name: str, function, args) -> tuple[dict | None, int]:
+    """Call a training command's function with its parsed options. Returns (result, exit code): 0, or 130 after
+    Ctrl-C saved a checkpoint, or 2 on bad input; the reason goes to stderr."""
+    import sys
+
+    from .data import DataError
+
+    try:
+        return function(**{key: value for key, value in vars(args).items() if key not in ("run", "command")}), 0
+    except TrainingInterrupted as stop:
+        print(f"sharedbert {name}: {stop}; run the same command again to resume.", file=sys.stderr)
+        return None, 130
+    except (DataError, ValueError, OSError) as error:
+        print(f"sharedbert {name}: error: {error}", file=sys.stderr)
+        return None, 2
+
+
 def add_checkpoint_arguments(parser) -> None:
     group = parser.add_argument_group("checkpoints (resumable after a crash, a kill or Ctrl-C)")
     group.add_argument("--checkpoint-dir", help="Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); "
@@ -617,6 +634,7 @@ __all__ = [
     "RunCheckpoints",
     "TrainingInterrupted",
     "add_checkpoint_arguments",
+    "run_command",
     "atomic_directory",
     "atomic_write_json",
     "atomic_write_text",

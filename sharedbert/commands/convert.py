@@ -76,7 +76,8 @@ def run(args) -> int:
     from transformers import AutoTokenizer, BertModel
 
     from ..convert import from_bert, resolve_fit_method
-    from ..heal import HealConfig, atomic_directory, find_text_files, heal, write_model_card
+    from ..atomic import atomic_directory
+    from ..heal import HealConfig, find_text_files, heal, write_model_card
 
     if args.heal and not args.corpus:
         raise SystemExit("--heal needs --corpus PATHS (text files or folders), e.g. --corpus ../shared/data/mlm-text")

@@ -9,7 +9,6 @@ tokenizer and `eval_results.json` into the output folder, atomically.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -114,19 +113,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..data import DataError
-    from ..training import TrainingInterrupted
+    from ..training import is_main_process, run_command
 
-    try:
-        result = finetune(**{key: value for key, value in vars(args).items() if key not in ("run", "command")})
-    except TrainingInterrupted as stop:
-        print(f"sharedbert finetune: {stop}; run the same command again to resume.", file=sys.stderr)
-        return 130
-    except (DataError, ValueError, OSError) as error:
-        print(f"sharedbert finetune: error: {error}", file=sys.stderr)
-        return 2
-    from ..training import is_main_process
-
+    result, code = run_command("finetune", finetune, args)
+    if code:
+        return code
     if result is not None and is_main_process():
         print_result(result)
     return 0

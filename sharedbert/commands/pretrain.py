@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -73,17 +72,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..data import DataError
-    from ..training import TrainingInterrupted
+    from ..training import run_command
 
-    try:
-        result = pretrain(**{key: value for key, value in vars(args).items() if key not in ("run", "command")})
-    except TrainingInterrupted as stop:
-        print(f"sharedbert pretrain: {stop}; run the same command again to resume.", file=sys.stderr)
-        return 130
-    except (DataError, ValueError, OSError) as error:
-        print(f"sharedbert pretrain: error: {error}", file=sys.stderr)
-        return 2
+    result, code = run_command("pretrain", pretrain, args)
+    if code:
+        return code
     if result["eval_loss"] is not None:
         print(f"\nheld-out MLM loss {result['eval_loss']:.4f} (perplexity {result['perplexity']:.1f})")
     print(f"{result['steps']} steps in {result['train_seconds']:.0f} s; saved to {result['output_dir']}")
