@@ -81,13 +81,16 @@ def training_arguments(
     logging_steps: int | None = None,
     **extra,
 ) -> TrainingArguments:
-    """TrainingArguments for a run of `epochs` (or `max_steps`) that evaluates `evaluations` times (0: only at the
-    end, done by the caller). `warmup` is a fraction of the steps (transformers 5 has no `warmup_ratio`)."""
+    """TrainingArguments for a run of `epochs` (or `max_steps`) that evaluates at most `evaluations` times: every
+    ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller). `warmup` is a
+    fraction of the steps (transformers 5 has no `warmup_ratio`)."""
     total_steps = max_steps
     if total_steps <= 0 and num_train_examples is not None:
         per_step = batch_size * world_size() * extra.get("gradient_accumulation_steps", 1)
         total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * epochs))
-    eval_steps = max(1, total_steps // evaluations) if evaluations > 0 and total_steps > 0 else None
+    # Rounded up so the last of the `evaluations` lands on the final step (the Trainer evaluates there when the step
+    # count is not a multiple of eval_steps); rounding down gave one evaluation too many.
+    eval_steps = max(1, math.ceil(total_steps / evaluations)) if evaluations > 0 and total_steps > 0 else None
     return TrainingArguments(
         output_dir=str(output_dir),
         per_device_train_batch_size=batch_size,

