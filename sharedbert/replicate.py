@@ -168,6 +168,12 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def torch_bincount(sequences: list[list[int]], size: int):
+    import torch
+
+    return torch.bincount(torch.tensor([i for ids in sequences for i in ids], dtype=torch.long), minlength=size)
+
+
 def recipe_hash(recipe: dict) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -214,8 +220,10 @@ class Study:
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
         with _locked(self.json_path.with_name(self.json_path.name + ".lock")):
-            on_disk = self._load()["cells"]
-            self.results["cells"] = {**on_disk, **self.results["cells"]}
+            on_disk = self._load()
+            self.results["cells"] = {**on_disk["cells"], **self.results["cells"]}
+            if "unigram_baseline" in on_disk:
+                self.results.setdefault("unigram_baseline", on_disk["unigram_baseline"])
             self.results["aggregate"] = aggregate(self.results)
             self.results["updated"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
             atomic_write_text(self.json_path, json.dumps(self.results, indent=2) + "\n")
@@ -251,6 +259,25 @@ class Study:
                 with atomic_directory(folder) as tmp:
                     tok.save_pretrained(str(tmp))
         return folder
+
+    def unigram_baseline(self) -> dict:
+        """The MLM loss of a model that knows only token frequencies: the entropy (nats) of the corpus's tokens under
+        the study's vocabulary. A pretrained model near it has not learned to use context yet. Computed once."""
+        if "unigram_baseline" in self.results:
+            return self.results["unigram_baseline"]
+        from transformers import AutoTokenizer
+
+        from . import data as data_module
+
+        tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_dir()))
+        units = data_module.corpus_units(data_module.corpus_files(self.corpus()))
+        ids = tokenizer(units["text"], add_special_tokens=False, verbose=False)["input_ids"]
+        counts = torch_bincount(ids, len(tokenizer))
+        p = counts[counts > 0].double() / counts.sum()
+        baseline = {"mlm_loss": float(-(p * p.log()).sum()), "tokens": int(counts.sum()),
+                    "distinct_tokens": int((counts > 0).sum())}
+        self.results["unigram_baseline"] = baseline
+        return baseline
 
     def noisy_glue(self) -> Path:
         root = self.work_dir / f"noisy-glue-{self.recipe['noise_rate']}-{self.recipe['noise_seed']}"
@@ -532,6 +559,12 @@ def render_markdown(results: dict, command: str = "") -> str:
               "STS-B mean of Pearson and Spearman (GLUE's convention); GLUE avg is their mean. Tokens/s is wall-clock "
               "pretraining throughput on a machine shared with other jobs (load averages are in the JSON), so speed "
               "differences are noisy.", ""]
+    baseline = results.get("unigram_baseline")
+    if baseline:
+        lines += [f"A unigram model (token frequencies alone, no context) of the pretraining corpus scores an MLM loss "
+                  f"of {baseline['mlm_loss']:.3f} nats ({baseline['tokens']:,} tokens, "
+                  f"{baseline['distinct_tokens']:,} distinct): a final MLM loss near it means the model has barely "
+                  "begun to use context.", ""]
     lines += ["## Published figures", "",
               "| source | standard | symmetric | pairwise | shared |", "|---|---|---|---|---|",
               f"| Courtois et al. 2024, GLUE dev avg (BERT-base) | {COURTOIS_GLUE['standard']} | "
@@ -598,6 +631,10 @@ def write_plots(results: dict, output_dir: Path) -> list[Path]:
                 ax.plot(steps, losses, color=colours[i % len(colours)], alpha=0.8, lw=1.2,
                         label=f"{variant} (n={agg[variant]['tokens_per_second']['n']})" if first else None)
                 first = False
+    baseline = results.get("unigram_baseline")
+    if baseline:
+        ax.axhline(baseline["mlm_loss"], color="grey", ls="--", lw=1,
+                   label=f"unigram model ({baseline['mlm_loss']:.2f}, no context)")
     ax.set_xlabel("pretraining step")
     ax.set_ylabel("MLM training loss")
     ax.set_title("MLM loss per variant (one line per seed)")
@@ -664,6 +701,8 @@ def run(args) -> int:
                                  * (1 + len(args.tasks) + ("sst2" in args.tasks))}
         if not args.report_only:
             study.run()
+        if (study.work_dir / f"tokenizer-{study.hash}" / "tokenizer_config.json").is_file():
+            study.unigram_baseline()  # needs the study's vocabulary, which a bare --report-only may not have
         study.save()
     except (DataError, ValueError, OSError) as error:
         print(f"sharedbert replicate: error: {error}", file=sys.stderr)

@@ -2,11 +2,15 @@
 resumes (computes nothing that already finished). Real data, tiny sizes; about 30 s of CPU on two variants."""
 
 import json
+import math
 import random
+from collections import Counter
 
 import pytest
 
-from sharedbert import replicate
+from transformers import AutoTokenizer
+
+from sharedbert import data, replicate
 from sharedbert.cli import build_parser
 
 
@@ -42,7 +46,18 @@ def test_quick_end_to_end_then_resume(tmp_path, glue_dir, mlm_text_dir):
     assert shared_all["parameters"] < results["cells"]["standard/seed0/pretrain"]["parameters"]
     agg = results["aggregate"]
     assert agg["standard"]["glue_average"]["n"] == 1 and agg["standard"]["glue_average"]["mean"] is not None
+    # The no-context reference: the entropy of the corpus's tokens under the study's vocabulary.
+    baseline = results["unigram_baseline"]
+    tokenizer = AutoTokenizer.from_pretrained(next((tmp_path / "work").glob("tokenizer-*")))
+    corpus = mlm_text_dir / replicate.QUICK["corpus"] if replicate.QUICK["corpus"] else mlm_text_dir
+    lines = data.corpus_units(data.corpus_files([str(corpus)]))["text"]
+    counts = Counter(i for line in lines for i in tokenizer(line, add_special_tokens=False, verbose=False)["input_ids"])
+    total = sum(counts.values())
+    assert baseline["tokens"] == total and baseline["distinct_tokens"] == len(counts)
+    assert baseline["mlm_loss"] == pytest.approx(-sum(c / total * math.log(c / total) for c in counts.values()))
+    assert 0 < baseline["mlm_loss"] < math.log(len(counts))
     report = (out / "replication.md").read_text()
+    assert f"MLM loss of {baseline['mlm_loss']:.3f} nats" in report
     assert "| standard |" in report and "(n=1)" in report and "78.74" in report
     assert "not judged" in report  # one seed: no verdicts are drawn
     for name in ("replication_mlm_loss.png", "replication_score_vs_params.png"):
