@@ -11,10 +11,12 @@ Usage (from the repository root):
         --model healed=runs/minilm-shared \
         --model on-the-fly=all-MiniLM-L6-v2
 
-A model is LABEL=SOURCE[:EXTRA FLAGS], SOURCE being what `sharedbert finetune --model` takes. The recipe defaults to
-the README's SST-2 recipe (8,000 examples, 1 epoch, length 64, batch 32, lr 1e-4, 4 evaluations). Every run is a real
-`python -m sharedbert finetune` process; its `eval_results.json` is cached in the results JSON (keyed by label, seed
-and recipe), so re-running only runs what is missing. Results: benchmarks/results/NAME.{json,md}.
+A model is LABEL=SOURCE[:EXTRA FLAGS], SOURCE being what `sharedbert finetune --model` takes; the first model (or
+--reference) is the reference of the paired differences. The recipe defaults to the README's SST-2 recipe (8,000
+examples, 1 epoch, length 64, batch 32, lr 1e-4, 4 evaluations). Every run is a real `python -m sharedbert finetune`
+process; its scores are kept in the results JSON (keyed by label, seed and recipe), so re-running only runs what is
+missing. Several processes (say one per core, each with its own --model and --threads 1) can share one results file.
+Results: benchmarks/results/NAME.{json,md}.
 """
 
 from __future__ import annotations
@@ -78,37 +80,71 @@ def main():
     parser.add_argument("--runs-dir", default="runs/finetune-seeds", help="where the fine-tuned models go")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default="finetune_seeds", help="results file prefix under benchmarks/results")
+    parser.add_argument("--reference", help="label the paired differences are taken against (default: the first "
+                        "--model)")
     args = parser.parse_args()
     models = [parse_model(m) for m in args.model]
 
     path = RESULTS / f"{args.name}.json"
-    results = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
-    results["recipe"] = args.recipe
     for label, source, extra in models:
         for seed in args.seeds:
             key = f"{label}/seed{seed}/{args.recipe}"
-            if key in results["runs"]:
+            if key in load(path)["runs"]:
                 continue
-            out_dir = Path(args.runs_dir) / f"{label}-seed{seed}"
-            metrics = run_one(source, extra, args.recipe, seed, out_dir, args.threads)
-            results["runs"][key] = {"label": label, "source": source, "extra": extra, "seed": seed,
-                                    "recipe": args.recipe, "metrics": metrics}
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(results, indent=1))
-            os.replace(tmp, path)
-
-    lines = [f"Recipe: `sharedbert finetune {args.recipe} --seed S` (seeds {', '.join(map(str, args.seeds))})", "",
-             "| model | source | best of the evaluations | final step | per seed (best) |", "|---|---|---|---|---|"]
-    for label, source, extra in models:
-        runs = [results["runs"].get(f"{label}/seed{seed}/{args.recipe}") for seed in args.seeds]
-        scores = [(r["metrics"]["best"], r["metrics"]["final"]) if r else (None, None) for r in runs]
-        per_seed = " / ".join("–" if b is None else f"{b:.3f}" for b, _ in scores)
-        lines.append(f"| {label} | `{source}{' ' + ' '.join(extra) if extra else ''}` | "
-                     f"{mean_std([b for b, _ in scores])} | {mean_std([f for _, f in scores])} | {per_seed} |")
-    table = "\n".join(lines) + "\n"
+            metrics = run_one(source, extra, args.recipe, seed, Path(args.runs_dir) / f"{label}-seed{seed}",
+                              args.threads)
+            record(path, key, {"label": label, "source": source, "extra": extra, "seed": seed,
+                               "recipe": args.recipe, "metrics": metrics})
+    table = report(load(path)["runs"], args.reference or models[0][0])
     (RESULTS / f"{args.name}.md").write_text(table)
     print(table)
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+
+
+def record(path: Path, key: str, entry: dict):
+    """Add one run to the results file: re-read and merged under a lock, so several processes (say one per core,
+    each with its own --model) can share one file; written atomically."""
+    from sharedbert.replicate import _locked
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".json.lock")):
+        results = load(path)
+        results["runs"][key] = entry
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        os.replace(tmp, path)
+
+
+def report(runs: dict, reference: str) -> str:
+    """One table per recipe, the reference model first; paired differences are taken against it."""
+    lines = []
+    for recipe in dict.fromkeys(run["recipe"] for run in runs.values()):
+        of_recipe = [run for run in runs.values() if run["recipe"] == recipe]
+        labels = sorted(dict.fromkeys(run["label"] for run in of_recipe), key=lambda label: label != reference)
+        best = {(run["label"], run["seed"]): run["metrics"]["best"] for run in of_recipe}
+        final = {(run["label"], run["seed"]): run["metrics"]["final"] for run in of_recipe}
+        metric = of_recipe[0]["metrics"]["metric"]
+        reference = labels[0]  # when the given reference has no run with this recipe
+        lines += [f"Recipe: `sharedbert finetune {recipe} --seed S`; dev {metric}, the best of the evaluations "
+                  "(selected on dev) and the final step's; mean ± std over seeds. Paired difference: the same seeds "
+                  f"against `{reference}`.", "",
+                  f"| model | source | seeds | best | final step | best − {reference} (paired) | per seed (best) |",
+                  "|---|---|---|---|---|---|---|"]
+        for label in labels:
+            run = next(r for r in of_recipe if r["label"] == label)
+            seeds = sorted(seed for (name, seed) in best if name == label)
+            paired = [best[label, seed] - best[reference, seed] for seed in seeds if (reference, seed) in best]
+            source = run["source"] + (" " + " ".join(run["extra"]) if run["extra"] else "")
+            lines.append(f"| {label} | `{source}` | {', '.join(map(str, seeds))} | "
+                         f"{mean_std([best[label, s] for s in seeds])} | "
+                         f"{mean_std([final[label, s] for s in seeds])} | "
+                         f"{'–' if label == reference else mean_std(paired)} | "
+                         f"{' / '.join(f'{best[label, s]:.3f}' for s in seeds)} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
