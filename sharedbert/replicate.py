@@ -168,7 +168,8 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def torch_bincount(sequences: list[list[int]], size: int):
+def _token_counts(sequences: list[list[int]], size: int):
+    """How often each id of a vocabulary of `size` occurs in `sequences`."""
     import torch
 
     return torch.bincount(torch.tensor([i for ids in sequences for i in ids], dtype=torch.long), minlength=size)
@@ -272,7 +273,7 @@ class Study:
         tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_dir()))
         units = data_module.corpus_units(data_module.corpus_files(self.corpus()))
         ids = tokenizer(units["text"], add_special_tokens=False, verbose=False)["input_ids"]
-        counts = torch_bincount(ids, len(tokenizer))
+        counts = _token_counts(ids, len(tokenizer))
         p = counts[counts > 0].double() / counts.sum()
         baseline = {"mlm_loss": float(-(p * p.log()).sum()), "tokens": int(counts.sum()),
                     "distinct_tokens": int((counts > 0).sum())}
