@@ -107,15 +107,13 @@ def load(path: Path) -> dict:
 def record(path: Path, key: str, entry: dict):
     """Add one run to the results file: re-read and merged under a lock, so several processes (say one per core,
     each with its own --model) can share one file; written atomically."""
-    from sharedbert.replicate import _locked
+    from sharedbert.atomic import atomic_write_text, file_lock
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_suffix(".json.lock")):
+    with file_lock(path.with_suffix(".json.lock")):
         results = load(path)
         results["runs"][key] = entry
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(results, indent=1))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(results, indent=1))
 
 
 def report(runs: dict, reference: str) -> str:

@@ -9,6 +9,7 @@ atomic), flushed to disk, then renamed into place:
   temporary folder is removed and `final_dir` is untouched.
 * `recover_directory(final_dir)`: after a crash, finish or undo an interrupted replacement and delete stale
   temporary siblings. Call it before reading a folder that a killed run may have been writing.
+* `file_lock(path)`: an exclusive advisory lock, for read-modify-write of a file several processes share.
 
 Sibling names, for a destination `name`: `.name.tmp-*` (being written, possibly incomplete), `.name.new-*` (complete,
 about to be renamed in), `.name.old-*` (the previous version, about to be deleted). A folder is only ever read under
@@ -25,7 +26,20 @@ import tempfile
 from pathlib import Path
 
 
-__all__ = ["atomic_directory", "atomic_write_bytes", "atomic_write_text", "recover_directory"]
+__all__ = ["atomic_directory", "atomic_write_bytes", "atomic_write_text", "file_lock", "recover_directory"]
+
+
+@contextlib.contextmanager
+def file_lock(path):
+    """An exclusive advisory lock (flock) on the file `path` (created if missing), held for the block."""
+    import fcntl
+
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def atomic_write_bytes(path, data: bytes) -> None:

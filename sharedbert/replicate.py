@@ -27,7 +27,6 @@ replication_mlm_loss.png, replication_score_vs_params.png.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
@@ -37,6 +36,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from .atomic import atomic_directory, atomic_write_bytes, atomic_write_text, file_lock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -124,7 +125,6 @@ def add_typos(text: str, rate: float, rng: random.Random) -> str:
 def write_noisy_sst2(glue_dir: Path, target_root: Path, rate: float, seed: int) -> Path:
     """A GLUE-layout folder whose SST-2/dev.tsv is SST-2 dev with typos (labels and layout untouched). Returns the
     root, usable as `data_dir` by `evaluate`."""
-    from .atomic import atomic_write_text
 
     source = Path(glue_dir) / "SST-2" / "dev.tsv"
     lines = source.read_text(encoding="utf-8").split("\n")
@@ -153,19 +153,6 @@ def recipe_of(args) -> dict:
     if args.finetune_samples is not None:
         recipe["finetune"]["max_train_samples"] = args.finetune_samples
     return recipe
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive advisory lock (flock) on `path`, held for the block."""
-    import fcntl
-
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _token_counts(sequences: list[list[int]], size: int):
@@ -217,10 +204,9 @@ class Study:
     def save(self) -> None:
         """Merge this run's cells into the JSON on disk and rewrite it, under a lock: several studies may share one
         output folder (e.g. one process per core, each with its own --variants or --seeds)."""
-        from .atomic import atomic_write_text
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        with _locked(self.json_path.with_name(self.json_path.name + ".lock")):
+        with file_lock(self.json_path.with_name(self.json_path.name + ".lock")):
             on_disk = self._load()
             self.results["cells"] = {**on_disk["cells"], **self.results["cells"]}
             if "unigram_baseline" in on_disk:
@@ -248,10 +234,9 @@ class Study:
         """The study's WordPiece vocabulary, trained once on the corpus (deterministic) and reused by every cell."""
         folder = self.work_dir / f"tokenizer-{self.hash}"
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        with _locked(self.work_dir / f".tokenizer-{self.hash}.lock"):  # studies sharing the work dir train it once
+        with file_lock(self.work_dir / f".tokenizer-{self.hash}.lock"):  # studies sharing the work dir train it once
             if not (folder / "tokenizer_config.json").is_file():
                 from . import data as data_module
-                from .atomic import atomic_directory
                 from .vocab import train_wordpiece
 
                 units = data_module.corpus_units(data_module.corpus_files(self.corpus()))
@@ -293,7 +278,6 @@ class Study:
     def run_pretrain(self, variant: str, seed: int) -> None:
         from .commands.pretrain import pretrain
         from .configuration_sharedbert import SharedBertConfig
-        from .atomic import atomic_write_text
 
         key = cell_key(variant, seed, "pretrain")
         out = self.model_dir(variant, seed, "pretrain")
@@ -608,7 +592,6 @@ def write_plots(results: dict, output_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .atomic import atomic_write_bytes
     import io
 
     cells, agg = results["cells"], results["aggregate"]
@@ -708,7 +691,6 @@ def run(args) -> int:
     except (DataError, ValueError, OSError) as error:
         print(f"sharedbert replicate: error: {error}", file=sys.stderr)
         return 2
-    from .atomic import atomic_write_text
 
     command = getattr(args, "command_line", "")
     atomic_write_text(study.output_dir / "replication.md", render_markdown(study.results, command))
