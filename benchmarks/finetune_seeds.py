@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from sharedbert.atomic import atomic_write_text, file_lock
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SST2_RECIPE = ("--task sst2 --max-train-samples 8000 --epochs 1 --max-length 64 --batch-size 32 "
@@ -64,7 +66,6 @@ def run_one(source, extra, recipe, seed, out_dir: Path, threads: int):
 
 
 def mean_std(values):
-    values = [v for v in values if v is not None]
     if not values:
         return "–"
     if len(values) == 1:
@@ -96,7 +97,7 @@ def main():
             record(path, key, {"label": label, "source": source, "extra": extra, "seed": seed,
                                "recipe": args.recipe, "metrics": metrics})
     table = report(load(path)["runs"], args.reference or models[0][0])
-    (RESULTS / f"{args.name}.md").write_text(table)
+    atomic_write_text(RESULTS / f"{args.name}.md", table)
     print(table)
 
 
@@ -107,8 +108,6 @@ def load(path: Path) -> dict:
 def record(path: Path, key: str, entry: dict):
     """Add one run to the results file: re-read and merged under a lock, so several processes (say one per core,
     each with its own --model) can share one file; written atomically."""
-    from sharedbert.atomic import atomic_write_text, file_lock
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".json.lock")):
         results = load(path)
@@ -122,24 +121,24 @@ def report(runs: dict, reference: str) -> str:
     for recipe in dict.fromkeys(run["recipe"] for run in runs.values()):
         of_recipe = [run for run in runs.values() if run["recipe"] == recipe]
         labels = sorted(dict.fromkeys(run["label"] for run in of_recipe), key=lambda label: label != reference)
+        ref = labels[0]  # the given reference, or the first model when it has no run with this recipe
         best = {(run["label"], run["seed"]): run["metrics"]["best"] for run in of_recipe}
         final = {(run["label"], run["seed"]): run["metrics"]["final"] for run in of_recipe}
         metric = of_recipe[0]["metrics"]["metric"]
-        reference = labels[0]  # when the given reference has no run with this recipe
         lines += [f"Recipe: `sharedbert finetune {recipe} --seed S`; dev {metric}, the best of the evaluations "
                   "(selected on dev) and the final step's; mean ± std over seeds. Paired difference: the same seeds "
-                  f"against `{reference}`.", "",
-                  f"| model | source | seeds | best | final step | best − {reference} (paired) | per seed (best) |",
+                  f"against `{ref}`.", "",
+                  f"| model | source | seeds | best | final step | best − {ref} (paired) | per seed (best) |",
                   "|---|---|---|---|---|---|---|"]
         for label in labels:
             run = next(r for r in of_recipe if r["label"] == label)
             seeds = sorted(seed for (name, seed) in best if name == label)
-            paired = [best[label, seed] - best[reference, seed] for seed in seeds if (reference, seed) in best]
+            paired = [best[label, seed] - best[ref, seed] for seed in seeds if (ref, seed) in best]
             source = run["source"] + (" " + " ".join(run["extra"]) if run["extra"] else "")
             lines.append(f"| {label} | `{source}` | {', '.join(map(str, seeds))} | "
                          f"{mean_std([best[label, s] for s in seeds])} | "
                          f"{mean_std([final[label, s] for s in seeds])} | "
-                         f"{'–' if label == reference else mean_std(paired)} | "
+                         f"{'–' if label == ref else mean_std(paired)} | "
                          f"{' / '.join(f'{best[label, s]:.3f}' for s in seeds)} |")
         lines.append("")
     return "\n".join(lines)
