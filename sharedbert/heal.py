@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, load_model, save_file
 
 from .atomic import atomic_directory
 from .checkpointing import (
@@ -242,14 +242,14 @@ def load_checkpoint(folder, student, optimizer, scheduler) -> dict:
     """Restore student weights, optimizer, scheduler and RNGs from `folder`; return the trainer state."""
     folder = Path(folder)
     state = json.loads((folder / STATE_FILE).read_text())
-    weights = load_file(str(folder / "model.safetensors"))
-    missing, unexpected = student.load_state_dict(weights, strict=False)
-    tied = {"cls.predictions.decoder.weight"}
-    if unexpected or [k for k in missing if k not in tied]:
+    try:  # safetensors' loader, as for the Trainer checkpoints: strict, yet a tied copy need not be in the file
+        load_model(student, str(folder / "model.safetensors"))
+    except RuntimeError as error:  # it lists every key: keep the start, on one line
+        detail = " ".join(str(error).split())
         raise ValueError(
-            f"Checkpoint {folder} does not match the student (missing {missing[:3]}, unexpected {unexpected[:3]}); "
+            f"Checkpoint {folder} does not match the student ({detail[:300]}{' ...' if len(detail) > 300 else ''}); "
             "resume with the same conversion options or start afresh (--no-resume / a new output folder)."
-        )
+        ) from error
     optimizer.load_state_dict(optimizer_from_files(load_file(str(folder / "optimizer.safetensors")),
                                                    state.pop("optimizer")))
     scheduler.load_state_dict(state.pop("scheduler"))

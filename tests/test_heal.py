@@ -91,6 +91,11 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     for (name, a), b in zip(straight.state_dict().items(), second.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
 
+    # A checkpoint of another attention type is refused, not loaded partially.
+    with pytest.raises(ValueError, match=r"does not match the student .*shared_proj.*--no-resume"):
+        heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "b", config,
+             resume=True)
+
 
 def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
     teacher, tokenizer = make_teacher(), make_tokenizer()
