@@ -125,7 +125,6 @@ def add_typos(text: str, rate: float, rng: random.Random) -> str:
 def write_noisy_sst2(glue_dir: Path, target_root: Path, rate: float, seed: int) -> Path:
     """A GLUE-layout folder whose SST-2/dev.tsv is SST-2 dev with typos (labels and layout untouched). Returns the
     root, usable as `data_dir` by `evaluate`."""
-
     source = Path(glue_dir) / "SST-2" / "dev.tsv"
     lines = source.read_text(encoding="utf-8").split("\n")
     rng = random.Random(seed)
@@ -204,7 +203,6 @@ class Study:
     def save(self) -> None:
         """Merge this run's cells into the JSON on disk and rewrite it, under a lock: several studies may share one
         output folder (e.g. one process per core, each with its own --variants or --seeds)."""
-
         self.output_dir.mkdir(parents=True, exist_ok=True)
         with file_lock(self.json_path.with_name(self.json_path.name + ".lock")):
             on_disk = self._load()
@@ -230,9 +228,13 @@ class Study:
         text = self.data_dir / "mlm-text"
         return [str(text / self.recipe["corpus"])] if self.recipe["corpus"] else [str(text)]
 
+    @property
+    def tokenizer_folder(self) -> Path:
+        return self.work_dir / f"tokenizer-{self.hash}"
+
     def tokenizer_dir(self) -> Path:
         """The study's WordPiece vocabulary, trained once on the corpus (deterministic) and reused by every cell."""
-        folder = self.work_dir / f"tokenizer-{self.hash}"
+        folder = self.tokenizer_folder
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with file_lock(self.work_dir / f".tokenizer-{self.hash}.lock"):  # studies sharing the work dir train it once
             if not (folder / "tokenizer_config.json").is_file():
@@ -685,7 +687,7 @@ def run(args) -> int:
                                  * (1 + len(args.tasks) + ("sst2" in args.tasks))}
         if not args.report_only:
             study.run()
-        if (study.work_dir / f"tokenizer-{study.hash}" / "tokenizer_config.json").is_file():
+        if (study.tokenizer_folder / "tokenizer_config.json").is_file():
             study.unigram_baseline()  # needs the study's vocabulary, which a bare --report-only may not have
         study.save()
     except (DataError, ValueError, OSError) as error:
