@@ -28,6 +28,12 @@ class ParameterCount:
     model: int
 
 
+def count_model_parameters(model: torch.nn.Module) -> int:
+    """Distinct parameters of a built model: a tensor shared across layers or tied between embedding and decoder
+    counts once (`parameters()` yields each stored tensor once)."""
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
 def count_parameters(config: SharedBertConfig) -> ParameterCount:
     with torch.device("meta"):
         model = SharedBertModel(config)
