@@ -257,3 +257,15 @@ def test_fixed_seed_gives_identical_results(attention_type):
     assert losses_a == losses_b
     assert all(torch.equal(state_a[key], state_b[key]) for key in state_a)
     assert losses_a != losses_c
+
+
+def test_id_checks_never_read_an_accelerator_tensor_back_to_the_host():
+    """On a GPU, `int(ids.max())` would force a device-to-host synchronisation at every forward. Off the CPU the
+    range check is queued on the device instead. A meta tensor has no values at all, so any host read would raise:
+    a forward on the meta device proves the check never reads one."""
+    config = tiny_config()
+    with torch.device("meta"):
+        model = SharedBertModel(config)
+    ids = torch.zeros(2, 8, dtype=torch.long, device="meta")
+    hidden = model(input_ids=ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state
+    assert hidden.shape == (2, 8, config.hidden_size) and hidden.device.type == "meta"
