@@ -57,6 +57,10 @@ class SharedBertConfig(PreTrainedConfig):
         converted_from (`str`, *optional*):
             The BERT checkpoint this model was converted from (set by `sharedbert.convert.from_bert`; model cards
             report it as the base model).
+        sparse_prediction (`bool`, defaults to `False`):
+            When training with masked-LM labels, run the vocabulary projection only at the labelled positions
+            (ModernBERT's sparse prediction): the same loss, a fraction of the head's cost. `logits` then holds one
+            row per labelled token. Inference (no labels, or eval mode) always returns logits at every position.
     """
 
     model_type = "sharedbert"
@@ -87,6 +91,7 @@ class SharedBertConfig(PreTrainedConfig):
     sharing_order: str = "sequence"
     tie_word_embeddings: bool = True
     converted_from: str | None = None
+    sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs):
         _reject_misspelled_fields(kwargs)
@@ -166,6 +171,8 @@ class SharedBertConfig(PreTrainedConfig):
             raise ValueError(
                 "`is_decoder` and `add_cross_attention` must be False: SharedBert is a bidirectional encoder."
             )
+        if not isinstance(self.sparse_prediction, bool):
+            raise ValueError(f"`sparse_prediction` must be True or False, got {self.sparse_prediction!r}.")
         if not isinstance(self.hidden_act, str):
             raise ValueError(f"`hidden_act` must be the name of an activation (e.g. 'gelu'), got {self.hidden_act!r}.")
         if self.hidden_act not in ACT2FN:

@@ -774,7 +774,13 @@ class SharedBertForMaskedLM(SharedBertPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        logits = self.cls(outputs.last_hidden_state)
+        sequence_output = outputs.last_hidden_state
+        if labels is not None and self.training and self.config.sparse_prediction:
+            # Only the labelled positions (~15%) are scored, so the vocabulary projection, which at small sizes
+            # costs more than the encoder, runs on those alone (as ModernBERT's sparse prediction). Same loss.
+            labelled = labels != -100
+            sequence_output, labels = sequence_output[labelled], labels[labelled]
+        logits = self.cls(sequence_output)
         loss = None
         if labels is not None:
             loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.view(-1))

@@ -159,6 +159,37 @@ def test_untied_decoder_is_its_own_tensor(tmp_path):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+def test_sparse_prediction_gives_the_dense_loss_and_gradients(attention_type):
+    torch.manual_seed(0)
+    dense = SharedBertForMaskedLM(tiny_config(attention_type=attention_type)).train()
+    sparse = SharedBertForMaskedLM(tiny_config(attention_type=attention_type, sparse_prediction=True)).train()
+    sparse.load_state_dict(dense.state_dict())
+    batch = inputs()
+    labels = torch.full_like(batch["input_ids"], -100)
+    labelled = torch.rand(labels.shape) < 0.3
+    labelled[0, 0] = True
+    labels[labelled] = batch["input_ids"][labelled]
+    dense_out, sparse_out = dense(**batch, labels=labels), sparse(**batch, labels=labels)
+    assert sparse_out.logits.shape == (int(labelled.sum()), 99)  # one row per labelled token
+    torch.testing.assert_close(sparse_out.logits, dense_out.logits[labelled], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sparse_out.loss, dense_out.loss, rtol=1e-5, atol=1e-5)
+    dense_out.loss.backward()
+    sparse_out.loss.backward()
+    for (name, a), (_, b) in zip(dense.named_parameters(), sparse.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_sparse_prediction_leaves_inference_dense():
+    model = SharedBertForMaskedLM(tiny_config(sparse_prediction=True))
+    batch = inputs()
+    labels = batch["input_ids"].masked_fill(torch.rand(batch["input_ids"].shape) < 0.5, -100)
+    model.eval()
+    assert model(**batch, labels=labels).logits.shape == (3, 9, 99)  # evaluation scores every position
+    model.train()
+    assert model(**batch).logits.shape == (3, 9, 99)  # no labels: nothing to be sparse about
+
+
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 def test_eager_and_sdpa_agree(attention_type):
     torch.manual_seed(0)
     eager = SharedBertModel(tiny_config(attention_type=attention_type, attn_implementation="eager")).eval()

@@ -189,7 +189,7 @@ def invalid_config(draw):
         st.sampled_from(
             [
                 "heads", "choice", "too many unique", "unique without sharing", "size", "probability",
-                "positive float", "activation", "pad token", "decoder",
+                "positive float", "activation", "pad token", "decoder", "flag",
             ]
         )
     )  # fmt: skip
@@ -236,6 +236,9 @@ def invalid_config(draw):
         vocab = kwargs["vocab_size"]
         kwargs["pad_token_id"] = draw(st.one_of(st.integers(-5, -1), st.integers(vocab, vocab + 5)))
         return kwargs, "pad_token_id"
+    if kind == "flag":
+        kwargs["sparse_prediction"] = draw(st.one_of(st.integers(0, 1), st.text(max_size=3), st.none()))
+        return kwargs, "sparse_prediction"
     kwargs[draw(st.sampled_from(["is_decoder", "add_cross_attention"]))] = True
     return kwargs, "is_decoder"
 
