@@ -80,8 +80,9 @@ def detect_task(model_dir: str | os.PathLike) -> str:
     return "sequence-classification" if any(a.endswith("ForSequenceClassification") for a in architectures) else "base"
 
 
-class _Encoder(torch.nn.Module):
-    """One tensor out, three named tensors in: the signature ONNX consumers expect."""
+class EncoderOutput(torch.nn.Module):
+    """One named output of a transformers model as a plain tensor, from three named inputs: the signature ONNX
+    consumers expect."""
 
     def __init__(self, model, output_name: str):
         super().__init__()
@@ -120,7 +121,7 @@ def _load(model_dir: Path, task: str):
     else:
         auto = AutoModelForSequenceClassification if task == "sequence-classification" else AutoModel
         model = auto.from_pretrained(model_dir).eval()
-        wrapper, tokenizer = _Encoder(model, OUTPUT_NAMES[task]), AutoTokenizer.from_pretrained(model_dir)
+        wrapper, tokenizer = EncoderOutput(model, OUTPUT_NAMES[task]), AutoTokenizer.from_pretrained(model_dir)
     if not isinstance(model, modeling_sharedbert.SharedBertPreTrainedModel):
         raise ExportError(f"{model_dir} holds a {type(model).__name__}, not a SharedBert: convert it first "
                           "(sharedbert convert).")
@@ -134,6 +135,17 @@ def _onnxruntime():
         raise ExportError('ONNX export needs the onnx extra: pip install "sharedbert[onnx]" '
                           "(onnx, onnxscript, onnxruntime)") from error
     return onnxruntime
+
+
+def trace_to_onnx(module: torch.nn.Module, inputs: dict, output_name: str, opset: int = 18):
+    """torch's dynamo exporter with dynamic batch and sequence axes on every input; returns the `ONNXProgram`.
+    `module(**inputs)` must return one tensor (the benchmarks export transformers' BERT through this too)."""
+    batch_dim, sequence_dim = torch.export.Dim("batch", min=1), torch.export.Dim("sequence", min=1)
+    with torch.no_grad():
+        return torch.onnx.export(
+            module, (), kwargs=inputs, dynamo=True, opset_version=opset, input_names=list(inputs),
+            output_names=[output_name], dynamic_shapes={name: {0: batch_dim, 1: sequence_dim} for name in inputs},
+        )
 
 
 def export_onnx(
@@ -160,15 +172,9 @@ def export_onnx(
     with torch.inference_mode():
         expected = wrapper(**inputs).float().numpy()  # the unfolded model is the reference
 
-    batch_dim, sequence_dim = torch.export.Dim("batch", min=1), torch.export.Dim("sequence", min=1)
-    dynamic_shapes = {name: {0: batch_dim, 1: sequence_dim} for name in INPUT_NAMES}
     model.fold_for_inference()
     try:
-        with torch.no_grad():
-            program = torch.onnx.export(
-                wrapper, (), kwargs=inputs, dynamo=True, dynamic_shapes=dynamic_shapes, opset_version=opset,
-                input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAMES[task]],
-            )
+        program = trace_to_onnx(wrapper, inputs, OUTPUT_NAMES[task], opset=opset)
     except Exception as error:  # the exporter raises many types; say which model and task failed
         raise ExportError(f"torch.onnx.export failed for {model_dir} (task {task}): {error}") from error
     finally:
