@@ -36,6 +36,7 @@ from .checkpointing import (
     sigint_stops,
 )
 from .embeddings import mean_pool
+from .hub.card import HealingSummary, write_conversion_card
 
 logger = logging.getLogger(__name__)
 
@@ -430,36 +431,13 @@ def heal(
 
 def write_model_card(folder, source: str, attention_type: str, layer_sharing: str, result: HealResult | None,
                      config: HealConfig | None, corpus=None, fit_report=None):
-    """A short README.md noting the base model, the conversion and the healing run."""
-    lines = [
-        "---",
-        "library_name: transformers",
-        "tags: [sharedbert, distillation]",
-        f"base_model: {source}",
-        "---",
-        "",
-        f"# SharedBert converted from `{source}`",
-        "",
-        f"Converted with `sharedbert convert` (attention_type `{attention_type}`, layer_sharing `{layer_sharing}`): "
-        "every weight without a counterpart change is copied from the base model; the attention projections are a "
-        "least-squares fit to the base model's.",
-    ]
-    if fit_report:
-        kept = ", ".join(f"{r.retained_energy:.3f}" for r in fit_report)
-        lines += ["", f"Share of the attention weight energy kept by the initial fit, per layer: {kept}."]
+    """A short README.md noting the base model, the conversion and the healing run (written by sharedbert.hub.card)."""
+    healing = None
     if result is not None and config is not None:
-        corpus_names = ", ".join(str(c) for c in (corpus or []))
-        lines += [
-            "",
-            f"Healed by distillation from the base model on {corpus_names}: {result.steps} steps of batch "
-            f"{config.batch_size} in {result.elapsed_seconds / 60:.1f} minutes of training, distillation loss "
-            f"{result.first_loss:.4f} → {result.last_loss:.4f} (layer-wise hidden states, attention outputs, "
-            "mean-pooled embedding cosine).",
-        ]
-    lines += [
-        "",
-        "Load with `AutoModel.from_pretrained(path, trust_remote_code=True)`; for sentence embeddings use mean pooling "
-        "and L2 normalisation (`sharedbert.embeddings.encode`).",
-        "",
-    ]
-    Path(folder, "README.md").write_text("\n".join(lines))
+        healing = HealingSummary(
+            corpus=[str(c) for c in (corpus or [])], steps=result.steps, batch_size=config.batch_size,
+            minutes=result.elapsed_seconds / 60, first_loss=result.first_loss, last_loss=result.last_loss,
+        )
+    retained_energy = [fit.retained_energy for fit in fit_report or []]
+    write_conversion_card(folder, source, attention_type, layer_sharing, retained_energy=retained_energy,
+                          healing=healing)

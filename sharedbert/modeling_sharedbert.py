@@ -605,7 +605,7 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         if (missing or unexpected or mismatched) and not want_info:
             checkpoint_keys = (set(model.state_dict()) - set(info["missing_keys"])) | set(info["unexpected_keys"])
             raise IncompatibleCheckpointError(
-                _describe_incompatible_checkpoint(
+                describe_incompatible_checkpoint(
                     pretrained_model_name_or_path, model.config, checkpoint_keys, missing, unexpected, mismatched
                 )
             )
@@ -649,7 +649,13 @@ ENCODER_KEY_PREFIXES = ("embeddings.", "encoder.", "sharedbert.embeddings.", "sh
 LAYER_KEY_PREFIXES = ("encoder.", "sharedbert.encoder.")
 
 
-def _describe_incompatible_checkpoint(path, config, checkpoint_keys, missing, unexpected, mismatched) -> str:
+def describe_incompatible_checkpoint(
+    path, config, checkpoint_keys, missing, unexpected, mismatched, advice: str | None = None
+) -> str:
+    """What does not fit between the checkpoint at `path` and `config`: the attention type its weights imply, the
+    `missing` and `unexpected` keys, the `mismatched` `(key, checkpoint shape, model shape)` entries. `advice`, when
+    given, replaces the closing advice (for callers, such as the Hub publisher, that judge head weights too)."""
+
     def attention_type_of(keys):
         # Each type's distinctive weight; symmetric has only query and value, so it is what remains.
         for attention_type, marker in (
@@ -670,15 +676,17 @@ def _describe_incompatible_checkpoint(path, config, checkpoint_keys, missing, un
             f"load it with attention_type={found!r} (or convert it with sharedbert.convert)."
         )
     if missing:
-        lines.append(f"Encoder weights missing from the checkpoint ({len(missing)}): {missing[:5]}")
+        lines.append(f"Weights missing from the checkpoint ({len(missing)}): {missing[:5]}")
     if unexpected:
-        lines.append(f"Encoder weights in the checkpoint that the model does not have ({len(unexpected)}): "
-                     f"{unexpected[:5]}")
+        lines.append(f"Weights in the checkpoint that the model does not have ({len(unexpected)}): {unexpected[:5]}")
     if mismatched:
         shapes = [f"{key}: checkpoint {tuple(saved)} vs model {tuple(wanted)}" for key, saved, wanted in mismatched]
         lines.append(f"Weights whose shapes differ ({len(mismatched)}): {shapes[:5]}")
-        if not all(key.startswith(ENCODER_KEY_PREFIXES) for key, _, _ in mismatched):
-            lines.append("To start a task head of a different size (e.g. num_labels), pass ignore_mismatched_sizes=True.")
+    if advice is not None:
+        lines.append(advice)
+        return "\n".join(lines)
+    if mismatched and not all(key.startswith(ENCODER_KEY_PREFIXES) for key, _, _ in mismatched):
+        lines.append("To start a task head of a different size (e.g. num_labels), pass ignore_mismatched_sizes=True.")
     lines.append("Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) matches the weights.")
     return "\n".join(lines)
 

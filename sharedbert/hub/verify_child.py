@@ -1,8 +1,10 @@
-"""Child half of `sharedbert.hub.verify_staged`: run by `hub.run_isolated` in a fresh interpreter where the sharedbert
-package cannot be imported. Loads a staged folder the way a Hub user does (Auto classes, trust_remote_code=True),
-encodes the fixed text and runs every model on the parent's inputs, and writes what it saw for the parent to compare.
+"""Child half of `sharedbert.hub.verify.verify_staged`: run by `run_isolated` in a fresh interpreter where the
+sharedbert package cannot be imported. Loads a staged folder the way a Hub user does (Auto classes,
+trust_remote_code=True), encodes the fixed text and runs every model on the parent's inputs, and writes what it saw
+for the parent to compare.
 
-Usage: python _verify_staged.py SPEC.json. It imports only torch, transformers and safetensors.
+Usage: python verify_child.py SPEC.json (run as a script, never imported). It imports only torch, transformers and
+safetensors.
 """
 
 import json

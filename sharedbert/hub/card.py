@@ -1,0 +1,390 @@
+"""Model cards: the README.md of a published SharedBert (`build_model_card`, rendered from `template.md`, which
+ships in this package) and the shorter one `sharedbert convert` writes beside a converted model
+(`write_conversion_card`)."""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import atomic_write_text
+from ..params import compare_with_standard_bert
+from .errors import HubError
+from .folder import CARD_FILE, LoadedModel
+from .metadata import (
+    GLUE_HUB_ID,
+    GLUE_TASKS,
+    hub_base_model,
+    looks_like_hub_id,
+    looks_like_local_path,
+    short_local_name,
+)
+
+DEFAULT_LICENSE = "apache-2.0"
+DEFAULT_LANGUAGE = ("en",)
+
+# Where the card template lives: package data, so that an installed wheel builds cards too.
+TEMPLATE_NAME = "template.md"
+
+# Architecture name -> the pipeline task of the card's metadata and usage example.
+PIPELINE_TAG_OF = {
+    "SharedBertModel": "feature-extraction",
+    "SharedBertForMaskedLM": "fill-mask",
+    "SharedBertForSequenceClassification": "text-classification",
+    "SharedBertForTokenClassification": "token-classification",
+    "SharedBertForQuestionAnswering": "question-answering",
+    "SharedBertForMultipleChoice": None,  # no pipeline for multiple choice
+}
+
+ATTENTION_DESCRIPTIONS = {
+    "shared": "one shared projection for queries, keys and values (S = XW + b, then Q, K and V are S scaled per "
+    "channel; arXiv 2412.00359)",
+    "standard": "BERT's separate query, key and value projections",
+    "symmetric": "symmetric attention (the keys reuse the query projection: K = Q)",
+    "pairwise": "pairwise attention (K = Q with a learned bilinear form per head)",
+}
+LANGUAGE_NAMES = {"en": "English", "fr": "French", "de": "German", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
+                  "nl": "Dutch", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ru": "Russian", "ar": "Arabic",
+                  "hi": "Hindi", "bn": "Bengali", "multilingual": "multilingual"}
+HEAD_DESCRIPTIONS = {
+    "SharedBertModel": "encoder (no task head) for sentence and token embeddings",
+    "SharedBertForMaskedLM": "masked-language model",
+    "SharedBertForSequenceClassification": "sequence classifier",
+    "SharedBertForTokenClassification": "token classifier",
+    "SharedBertForQuestionAnswering": "extractive question-answering model",
+    "SharedBertForMultipleChoice": "multiple-choice model",
+}
+INTENDED_USES = {
+    "SharedBertModel": "Sentence and token embeddings (feature extraction) for {languages} text, and a starting point "
+    "for fine-tuning on a downstream task.",
+    "SharedBertForMaskedLM": "Filling in masked tokens in {languages} text, and a starting point for fine-tuning on a "
+    "downstream task (load it with a task head such as AutoModelForSequenceClassification).",
+    "SharedBertForSequenceClassification": "Classifying {languages} sentences or sentence pairs into the labels it "
+    "was trained on{labels}.",
+    "SharedBertForTokenClassification": "Labelling each token of {languages} text with the labels it was trained "
+    "on{labels}.",
+    "SharedBertForQuestionAnswering": "Extracting the answer span to a question from a {languages} context passage.",
+    "SharedBertForMultipleChoice": "Choosing the best of several candidate continuations or answers for {languages} "
+    "text.",
+}
+CITATION = """@misc{kowsher2024selfattentionneedseparateweights,
+  title         = {Does Self-Attention Need Separate Weights in Transformers?},
+  author        = {Md Kowsher and Nusrat Jahan Prottasha and Chun-Nam Yu and Ozlem Ozmen Garibay and Niloofar Yousefi},
+  year          = {2024},
+  eprint        = {2412.00359},
+  archivePrefix = {arXiv},
+  primaryClass  = {cs.CL},
+  url           = {https://arxiv.org/abs/2412.00359}
+}"""
+# Training settings worth a line in the card, in this order, when the tool wrote a full TrainingArguments dump.
+HYPERPARAMETER_KEYS = (
+    "task", "dataset", "train_file", "train_examples", "train_samples", "num_train_examples", "max_seq_length",
+    "max_length", "learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "train_batch_size",
+    "gradient_accumulation_steps", "weight_decay", "warmup_steps", "warmup_ratio", "lr_scheduler_type", "optim",
+    "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "label_smoothing_factor", "fp16", "bf16", "seed",
+    "train_runtime",
+)
+# Never copied into a card: credentials, and local paths that say nothing to readers (and leak the author's disk).
+PRIVATE_KEY_PATTERN = re.compile(
+    r"token|secret|password|passwd|credential|auth|_key$|^key$|^hub_|push_to_hub|_dir$|_path$|^output|^logging|"
+    r"report_to|resume|cache|^device$|local_rank|deepspeed|fsdp",
+    re.IGNORECASE,
+)
+
+
+def _card_value(value):
+    """A scalar for the card (paths reduced to their last component), or None to leave the entry out."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str) and value:
+        return _cell(Path(value).name if looks_like_local_path(value) else value)
+    return None
+
+
+def _cell(text: str) -> str:
+    """`text` made safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _scalar_items(mapping: dict, keys=None, skip=()) -> list[tuple[str, Any]]:
+    items = []
+    for key in keys if keys is not None else mapping:
+        if key not in mapping or key in skip or PRIVATE_KEY_PATTERN.search(key):
+            continue
+        value = mapping[key]
+        if key == "max_steps" and value == -1:  # TrainingArguments' "not set"
+            continue
+        value = _card_value(value)
+        if value is not None:
+            items.append((key, value))
+    return items
+
+
+def _hyperparameters(training_args: dict) -> list[tuple[str, Any]]:
+    if "output_dir" in training_args:  # a TrainingArguments dump: only the settings that describe the run
+        return _scalar_items(training_args, HYPERPARAMETER_KEYS)
+    return _scalar_items(training_args)
+
+
+def _datasets_from(*values) -> list[str]:
+    found = []
+    for value in values:
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and item.lower() == "glue":
+                item = GLUE_HUB_ID
+            if looks_like_hub_id(item) and ("/" in str(item)) and item not in found:
+                found.append(item)
+    return found
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def read_template(template_path: str | os.PathLike | None = None) -> str:
+    """The text of the card template: `template_path`, or by default the `template.md` shipped in this package."""
+    if template_path is None:
+        return importlib.resources.files(__package__).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8")
+    template = Path(template_path)
+    if not template.is_file():
+        raise HubError(f"Model card template {template} not found; pass an existing file, or none for the default.")
+    return template.read_text(encoding="utf-8")
+
+
+def build_model_card(
+    loaded: LoadedModel,
+    repo_id: str,
+    *,
+    license: str | None = None,
+    language: list[str] | tuple[str, ...] | None = None,
+    base_model: str | None = None,
+    datasets: list[str] | None = None,
+    template_path: str | os.PathLike | None = None,
+):
+    """Render the model card (a `huggingface_hub.ModelCard`) for `loaded`, to be published as `repo_id`.
+
+    Arguments left as None come from `sharedbert_provenance.json` when it has them, else from the defaults
+    (license apache-2.0, language en)."""
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    config, provenance, training_args = loaded.config, loaded.provenance, loaded.training_args
+    architecture = loaded.architecture
+    license = license or provenance.get("license") or DEFAULT_LICENSE
+    language = list(language or _as_list(provenance.get("language")) or DEFAULT_LANGUAGE)
+    base_model = base_model or provenance.get("base_model")
+    base_model_on_hub = hub_base_model(base_model)
+    if base_model_on_hub:
+        base_model = base_model_on_hub
+    elif base_model:
+        base_model = short_local_name(base_model) if looks_like_local_path(base_model) else base_model
+    eval_results = loaded.eval_results
+    datasets = _datasets_from(
+        _as_list(datasets),
+        _as_list(provenance.get("datasets")),
+        [training_args.get(k) for k in ("dataset", "dataset_name", "train_dataset")],
+        [result["dataset"] for result in eval_results],
+    )
+    if any(r["dataset"] == GLUE_HUB_ID for r in eval_results) or re.sub(
+        r"[^a-z0-9]", "", str(training_args.get("task", "")).lower()
+    ) in GLUE_TASKS:
+        datasets = _datasets_from(datasets, [GLUE_HUB_ID])
+    pipeline_tag = PIPELINE_TAG_OF[architecture]
+    tags = ["sharedbert", "custom_code", "bert", f"{config.attention_type}-attention"]
+    if config.layer_sharing != "none":
+        tags.append("cross-layer-sharing")
+    model_index = [
+        EvalResult(
+            task_type=r["task_type"] or pipeline_tag or "text-classification",
+            task_name=r["task"],
+            dataset_type=r["dataset"],
+            dataset_name=r["dataset_name"] or r["dataset"],
+            dataset_config=r["dataset_config"],
+            dataset_split=r["split"],
+            metric_type=r["metric"],
+            metric_value=r["value"],
+        )
+        for r in eval_results
+        if r["dataset"]  # the Hub's model-index needs a dataset id; others are listed in the card body only
+    ]
+    card_data = ModelCardData(
+        license=license,
+        language=language,
+        library_name="transformers",
+        pipeline_tag=pipeline_tag,
+        tags=tags,
+        datasets=datasets or None,
+        base_model=base_model_on_hub,
+        model_name=repo_id.split("/")[-1] if model_index else None,
+        eval_results=model_index or None,
+    )
+
+    rows = compare_with_standard_bert(config, architecture)
+    labels = _labels(config) if architecture in ("SharedBertForSequenceClassification",
+                                                    "SharedBertForTokenClassification") else []
+    languages = ", ".join(LANGUAGE_NAMES.get(code, code) for code in language)
+    context = {
+        "repo_id": repo_id,
+        "title": repo_id.split("/")[-1],
+        "architecture": architecture,
+        "auto_class": loaded.auto_class,
+        "head_description": HEAD_DESCRIPTIONS[architecture],
+        "pipeline_task": pipeline_tag if pipeline_tag != "feature-extraction" else None,
+        "mask_token": getattr(loaded.tokenizer, "mask_token", None),
+        "attention_type": config.attention_type,
+        "attention_description": ATTENTION_DESCRIPTIONS[config.attention_type],
+        "sharing_description": _sharing_description(config),
+        "tied_embeddings": bool(config.tie_word_embeddings),
+        "config": config,
+        "vocab_size": f"{config.vocab_size:,}",
+        "tokenizer_class": type(loaded.tokenizer).__name__,
+        "lowercase": getattr(loaded.tokenizer, "do_lower_case", None),
+        "labels": labels,
+        "param_rows": [
+            {"group": row.group, "model": f"{row.model:,}", "bert": f"{row.bert:,}",
+             "change": _change(row.model, row.bert)}
+            for row in rows
+        ],
+        "param_summary": _param_summary(rows[-1].model, rows[-1].bert),
+        "base_model": base_model,
+        "base_model_on_hub": base_model_on_hub,
+        "conversion": _scalar_items(provenance, skip=("base_model", "license", "language", "datasets")),
+        "training_datasets": datasets,
+        "hyperparameters": _hyperparameters(training_args),
+        "eval_results": eval_results,
+        "intended_use": INTENDED_USES[architecture].format(
+            languages=languages, labels=f" ({', '.join(labels)})" if labels else ""
+        ),
+        "languages": languages,
+        "max_positions": config.max_position_embeddings,
+        "citation": CITATION,
+    }
+    card = ModelCard.from_template(card_data, template_str=read_template(template_path), **context)
+    card.text = _tidy_markdown(card.text)
+    return card
+
+
+def _labels(config) -> list[str]:
+    id2label = getattr(config, "id2label", None) or {}
+    labels = [_cell(id2label[i]) for i in sorted(id2label, key=int)]
+    # transformers' placeholders (LABEL_0, LABEL_1, ...) say nothing: leave them out of the card.
+    return [] if all(re.fullmatch(r"LABEL_\d+", label) for label in labels) else labels
+
+
+def _sharing_description(config) -> str:
+    if config.layer_sharing == "none":
+        return "none (every layer has its own weights)"
+    what = {"all": "attention and feed-forward blocks", "attention": "attention blocks", "ffn": "feed-forward blocks"}
+    return (
+        f"{what[config.layer_sharing]} shared across depth: {config.num_unique_layers} distinct set(s) for "
+        f"{config.num_hidden_layers} layers, '{config.sharing_order}' order"
+    )
+
+
+def _param_summary(ours: int, bert: int) -> str:
+    if ours == bert:
+        return f"{ours:,} parameters, as many as a standard BERT of the same dimensions"
+    relation = "fewer" if ours < bert else "more"
+    return (
+        f"{ours:,} parameters, {abs(bert - ours):,} ({abs(100.0 * (bert - ours) / bert):.1f}%) {relation} than a "
+        f"standard BERT of the same dimensions ({bert:,})"
+    )
+
+
+def _change(ours: int, bert: int) -> str:
+    """The change from a standard BERT's count to this model's, as the card's table shows it."""
+    if ours == bert:
+        return "same"
+    if bert == 0:
+        return "new"
+    percent = 100.0 * (ours - bert) / bert
+    return f"{percent:+.1f}%".replace("-", "−")
+
+
+def _tidy_markdown(text: str) -> str:
+    """Collapse the blank lines that Jinja's conditionals leave behind."""
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip() + "\n"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The card of a converted (and healed) model, written by `sharedbert convert` beside the model
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HealingSummary:
+    """What the card says about a healing run (distillation from the base model)."""
+
+    corpus: list[str]
+    steps: int
+    batch_size: int
+    minutes: float
+    first_loss: float
+    last_loss: float
+
+
+def conversion_card(
+    base_model: str,
+    attention_type: str,
+    layer_sharing: str,
+    *,
+    retained_energy: list[float] | tuple[float, ...] = (),
+    healing: HealingSummary | None = None,
+) -> str:
+    """A short README.md noting the base model, the conversion and the healing run. `retained_energy` is the share of
+    the attention weight energy the initial fit kept, per attention set."""
+    lines = [
+        "---",
+        "library_name: transformers",
+        "tags: [sharedbert, distillation]",
+        f"base_model: {base_model}",
+        "---",
+        "",
+        f"# SharedBert converted from `{base_model}`",
+        "",
+        f"Converted with `sharedbert convert` (attention_type `{attention_type}`, layer_sharing `{layer_sharing}`): "
+        "every weight without a counterpart change is copied from the base model; the attention projections are a "
+        "least-squares fit to the base model's.",
+    ]
+    if retained_energy:
+        kept = ", ".join(f"{energy:.3f}" for energy in retained_energy)
+        lines += ["", f"Share of the attention weight energy kept by the initial fit, per layer: {kept}."]
+    if healing is not None:
+        lines += [
+            "",
+            f"Healed by distillation from the base model on {', '.join(healing.corpus)}: {healing.steps} steps of "
+            f"batch {healing.batch_size} in {healing.minutes:.1f} minutes of training, distillation loss "
+            f"{healing.first_loss:.4f} → {healing.last_loss:.4f} (layer-wise hidden states, attention outputs, "
+            "mean-pooled embedding cosine).",
+        ]
+    lines += [
+        "",
+        "Load with `AutoModel.from_pretrained(path, trust_remote_code=True)`; for sentence embeddings use mean pooling "
+        "and L2 normalisation (`sharedbert.embeddings.encode`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_conversion_card(
+    folder: str | os.PathLike,
+    base_model: str,
+    attention_type: str,
+    layer_sharing: str,
+    *,
+    retained_energy: list[float] | tuple[float, ...] = (),
+    healing: HealingSummary | None = None,
+) -> Path:
+    """Write the `conversion_card` to `folder/README.md` (atomically); return its path."""
+    path = Path(folder) / CARD_FILE
+    text = conversion_card(base_model, attention_type, layer_sharing, retained_energy=retained_energy, healing=healing)
+    atomic_write_text(path, text)
+    return path

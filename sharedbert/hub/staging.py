@@ -1,0 +1,163 @@
+"""Staging: `stage_for_hub` writes a verified, Hub-ready copy of a model folder: `model.safetensors`, `config.json`
+with the full `auto_map`, the three code files copied from this package, the tokenizer files and a `README.md` model
+card. Nothing else is copied (no optimizer states, checkpoints, logs, `.env` files or tokens)."""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..atomic import atomic_directory
+from ..configuration_sharedbert import AUTO_MAP
+from .card import build_model_card
+from .errors import HubError
+from .folder import CARD_FILE, CODE_FILES, WEIGHTS_FILE, WEIGHTS_INDEX, LoadedModel, is_hub_file, load_for_hub
+from .metadata import hub_base_model, looks_like_local_path, short_local_name
+from .upload import check_repo_id
+from .verify import TOLERANCE, verify_staged
+
+
+@dataclass
+class StagedModel:
+    """A staged folder: where it is, the files in it, the model's class and Auto class, the verification report."""
+
+    path: Path
+    files: list[str]
+    architecture: str
+    auto_class: str
+    verification: dict | None
+
+
+def stage_for_hub(
+    model_dir: str | os.PathLike,
+    out_dir: str | os.PathLike | None = None,
+    *,
+    repo_id: str,
+    license: str | None = None,
+    language: list[str] | tuple[str, ...] | None = None,
+    base_model: str | None = None,
+    datasets: list[str] | None = None,
+    card: str | os.PathLike | None = None,
+    verify: bool = True,
+    log: Callable[[str], None] | None = None,
+    loaded: LoadedModel | None = None,
+) -> StagedModel:
+    """Write a verified, Hub-ready copy of `model_dir` to `out_dir` and return its description.
+
+    `out_dir` must not exist, be empty, or hold an earlier staged folder (which is replaced); with `out_dir=None` a new
+    temporary folder is used (the caller deletes it). The folder is assembled and verified beside `out_dir` and only
+    then renamed into place (sharedbert.atomic), so `out_dir` never holds a half-written or unverified folder.
+    `card` is an existing README.md to publish instead of the generated card; `log` receives progress lines (e.g.
+    `print`); `loaded` skips loading when the caller already has the result of `load_for_hub(model_dir)`."""
+    log = log or (lambda message: None)
+    check_repo_id(repo_id)
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        _check_out_dir(out_dir, Path(model_dir))
+    if loaded is None:
+        loaded = load_for_hub(model_dir)
+        log(
+            f"Loaded {loaded.architecture} from {model_dir} (attention_type={loaded.config.attention_type}, "
+            f"layer_sharing={loaded.config.layer_sharing}, {loaded.config.num_hidden_layers} layers) with "
+            f"{type(loaded.tokenizer).__name__} ({len(loaded.tokenizer)} tokens)."
+        )
+    source = base_model or loaded.provenance.get("base_model")
+    if source and not hub_base_model(source):
+        log(f"Note: the base model {source} is not a Hub id, so the card names it without linking it; pass "
+            "base_model='owner/name' (upload.py / sharedbert upload --base-model) to link it.")
+    if card is not None and not Path(card).is_file():
+        raise HubError(f"Model card {card} not found.")
+
+    final = out_dir if out_dir is not None else Path(tempfile.mkdtemp(prefix="sharedbert-hub-"))
+    # Assembled and verified in a temporary sibling of `final`, which replaces `final` only once verified.
+    with atomic_directory(final) as staged:
+        files = _assemble(loaded, staged, repo_id, license, language, base_model, datasets, card)
+        log(f"Staged {len(files)} files: {', '.join(files)}.")
+        report = None
+        if verify:
+            log("Verifying in a fresh Python process without the sharedbert package (trust_remote_code=True) ...")
+            report = verify_staged(staged, loaded)
+            log(
+                f"Verified: {', '.join(report['loaded'])} load from the staged files; outputs match the source model "
+                f"(max |difference| {report['max_abs_diff']:.1e} <= {TOLERANCE:.0e})."
+            )
+    return StagedModel(final, files, loaded.architecture, loaded.auto_class, report)
+
+
+def _check_out_dir(out_dir: Path, model_dir: Path) -> None:
+    if model_dir.exists() and out_dir.exists() and out_dir.resolve() == model_dir.resolve():
+        raise HubError(f"The output folder {out_dir} is the model folder itself; pick a new folder for the copy.")
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise HubError(f"{out_dir} exists and is a file; pick a new folder for the staged copy.")
+        others = sorted(p.name for p in out_dir.iterdir() if not (p.is_file() and is_hub_file(p.name)))
+        if others:
+            raise HubError(
+                f"{out_dir} exists and holds other files ({', '.join(others[:5])}); pick a new or empty folder, or an "
+                "earlier staged folder (which is replaced)."
+            )
+
+
+# Loading arguments that must not be saved into a published tokenizer_config.json.
+LOADER_ARGUMENTS = ("is_local", "local_files_only", "cache_dir", "token", "use_auth_token", "_commit_hash",
+                    "trust_remote_code", "force_download", "proxies", "subfolder")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _assemble(loaded, staged: Path, repo_id, license, language, base_model, datasets, card) -> list[str]:
+    """Write the Hub files into the empty folder `staged` and return their names."""
+    model = loaded.model
+    # Every Auto class in the auto_map, whatever the source config held, so any head loads from the repository.
+    model.config.auto_map = dict(AUTO_MAP)
+    with tempfile.TemporaryDirectory(prefix="sharedbert-save-") as scratch:
+        model.save_pretrained(scratch)
+        loaded.tokenizer.save_pretrained(scratch)
+        for path in sorted(Path(scratch).iterdir()):
+            if path.name in CODE_FILES or not is_hub_file(path.name):
+                continue  # the code files are copied from the package below; anything unexpected stays behind
+            shutil.move(path, staged / path.name)
+    package = importlib.resources.files("sharedbert")
+    for name in CODE_FILES:
+        (staged / name).write_bytes(package.joinpath(name).read_bytes())
+    config_json = json.loads((staged / "config.json").read_text(encoding="utf-8"))
+    source = config_json.get("converted_from")
+    if isinstance(source, str) and looks_like_local_path(source):
+        # A path on the author's disk means nothing on the Hub (and tells the world where their files are).
+        config_json["converted_from"] = (hub_base_model(base_model) or hub_base_model(source)
+                                         or short_local_name(source))
+    config_json["auto_map"] = dict(AUTO_MAP)
+    _write_json(staged / "config.json", config_json)
+    tokenizer_config_path = staged / "tokenizer_config.json"
+    if tokenizer_config_path.is_file():
+        # transformers 5 saves some of the arguments the tokenizer was *loaded* with (is_local, local_files_only,
+        # and a token if one was passed): they describe the author's machine, not the tokenizer.
+        tokenizer_config = json.loads(tokenizer_config_path.read_text(encoding="utf-8"))
+        if any(key in tokenizer_config for key in LOADER_ARGUMENTS):
+            for key in LOADER_ARGUMENTS:
+                tokenizer_config.pop(key, None)
+            _write_json(tokenizer_config_path, tokenizer_config)
+    if card is not None:
+        from huggingface_hub import ModelCard
+
+        text = Path(card).read_text(encoding="utf-8")
+        try:
+            ModelCard(text)  # parses the YAML metadata block
+        except ValueError as error:
+            raise HubError(f"The model card {card} has malformed metadata: {error}") from None
+    else:
+        text = str(build_model_card(loaded, repo_id, license=license, language=language, base_model=base_model,
+                                    datasets=datasets))
+    (staged / CARD_FILE).write_text(text, encoding="utf-8")
+    files = sorted(p.name for p in staged.iterdir())
+    if WEIGHTS_FILE not in files and WEIGHTS_INDEX not in files:
+        raise HubError(f"save_pretrained wrote no {WEIGHTS_FILE} (files: {files}).")
+    return files
