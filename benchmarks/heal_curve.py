@@ -28,8 +28,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-STS_DEV = ROOT.parent / "shared" / "data" / "glue" / "STS-B" / "dev.tsv"
-CORPUS = ROOT.parent / "shared" / "data" / "mlm-text"
+STS_DEV = "glue/STS-B/dev.tsv"  # in the shared data folder (sharedbert.training.data.shared_data_dir)
+CORPUS = "mlm-text"
+
+
+def in_shared_data(relative: str, option: str) -> str:
+    """`relative` inside the shared data folder; exits naming `option` when there is none."""
+    from sharedbert.training.data import SHARED_DATA_PLACES, shared_data_dir
+
+    folder = shared_data_dir(relative)
+    if folder is None:
+        raise SystemExit(f"{relative} not found in {SHARED_DATA_PLACES}: pass {option}")
+    return str(folder / relative)
 
 
 def heal_runs(args):
@@ -68,11 +78,14 @@ def main():
     parser.add_argument("--snapshots", type=float, nargs="*", default=[2, 5, 10])
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a busy machine (OpenMP spin-waits)")
-    parser.add_argument("--corpus", default=str(CORPUS))
-    parser.add_argument("--sts", default=str(STS_DEV))
+    parser.add_argument("--corpus", help=f"default: {CORPUS} in the shared data folder")
+    parser.add_argument("--sts", help=f"default: {STS_DEV} in the shared data folder")
     parser.add_argument("--name", default="heal_curve", help="results file prefix under benchmarks/results")
     parser.add_argument("--machine", default="2 shared CPU cores", help="how the runs were made, for the plot")
     args = parser.parse_args()
+    if args.heal:
+        args.corpus = args.corpus or in_shared_data(CORPUS, "--corpus")
+    args.sts = args.sts or in_shared_data(STS_DEV, "--sts")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.heal:
         heal_runs(args)

@@ -28,15 +28,16 @@ import torch
 from safetensors.torch import load_file, load_model, save_file
 
 from .atomic import atomic_directory
-from .checkpointing import (
+from .embeddings import mean_pool
+from .training.checkpointing import (
     optimizer_from_files,
     optimizer_to_files,
     rng_from_files,
     rng_to_files,
     sigint_stops,
 )
-from .embeddings import mean_pool
 from .hub.card import HealingSummary, write_conversion_card
+from .training.data import corpus_files
 
 logger = logging.getLogger(__name__)
 
@@ -91,27 +92,6 @@ class HealResult:
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
-def find_text_files(paths) -> list[Path]:
-    """Expand files and folders (recursively: *.txt, *.raw, *.text) into a sorted list of text files."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    files = []
-    for item in paths:
-        path = Path(item)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".txt", ".raw", ".text"))
-            if not found:
-                raise ValueError(f"Corpus folder {path} holds no .txt/.raw/.text files; pass text files or a folder of them.")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"Corpus path {path} does not exist; pass existing text files or folders (--corpus).")
-    if not files:
-        raise ValueError("No corpus given: pass one or more text files or folders (--corpus PATHS).")
-    return files
-
-
 class TextPieces:
     """Raw text cut into pieces of random word length, in a reproducible shuffled order.
 
@@ -121,7 +101,7 @@ class TextPieces:
     """
 
     def __init__(self, paths, min_words: int, max_words: int, seed: int):
-        self.files = find_text_files(paths)
+        self.files = corpus_files(paths)
         words = []
         for path in self.files:
             words.extend(path.read_bytes().decode("utf-8", errors="replace").split())

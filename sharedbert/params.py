@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 
 import torch
 
@@ -143,3 +144,39 @@ def compare_with_standard_bert(
         for group in (*PARAMETER_GROUPS, "Total")
         if ours[group] or bert[group]
     ]
+
+
+def parameter_report(preset_or_json: str = "bert-base", num_unique_layers: int = 1, as_json: bool = False) -> str:
+    """The `sharedbert params` report: `parameter_table` at the dims of a preset or config JSON (its attention and
+    sharing settings are ignored: every combination is counted), as a table with reductions against standard
+    attention without sharing, or as JSON."""
+    from .training.presets import config_values
+
+    values = config_values(preset_or_json)
+    for key in ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order"):
+        values.pop(key, None)
+    values["num_unique_layers"] = num_unique_layers
+    rows = parameter_table(values)
+    if as_json:
+        return json.dumps([dataclasses.asdict(row) for row in rows], indent=2)
+    baseline = next(r for r in rows if r.attention_type == "standard" and r.layer_sharing == "none")
+    header = f"{'attention':<10} {'sharing':<10} {'QKV/layer':>11} {'vs std':>8} {'model':>13} {'vs BERT':>8}"
+    lines = [
+        f"Parameters of {preset_or_json} (QKV = one layer's self-attention projections; model = encoder + pooler)",
+        "",
+        header,
+        "-" * len(header),
+    ]
+    for row in rows:
+        lines.append(
+            f"{row.attention_type:<10} {row.layer_sharing:<10} {row.qkv_per_layer:>11,} "
+            f"{reduction(row.qkv_per_layer, baseline.qkv_per_layer):>7.2f}% {row.model:>13,} "
+            f"{reduction(row.model, baseline.model):>7.2f}%"
+        )
+    lines += [
+        "",
+        f"'vs std' / 'vs BERT': reduction relative to standard attention without sharing "
+        f"(QKV {baseline.qkv_per_layer:,} per layer, model {baseline.model:,}). Shared sublayers use "
+        f"{num_unique_layers} distinct set(s).",
+    ]
+    return "\n".join(lines)

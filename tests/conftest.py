@@ -1,7 +1,9 @@
 """Shared fixtures. Real data lives in ../shared/data (never copied into the project); tests that need it skip with
 a clear reason where it is absent."""
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,19 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 GLUE_DIR = SHARED_DATA / "glue"
 MLM_TEXT_DIR = SHARED_DATA / "mlm-text"
+BENCHMARKS_DIR = REPO_ROOT / "benchmarks"
+
+
+def benchmark_script(name: str):
+    """The script benchmarks/NAME.py as a module (the experiments are not part of the installed package). Registered
+    in sys.modules under a name of its own, so the tests of one worker share it and it shadows no installed package."""
+    module_name = f"_sharedbert_benchmarks_{name}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, BENCHMARKS_DIR / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # dataclasses look their module up while the script runs
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
 
 
 def tiny_config(**overrides) -> sharedbert.SharedBertConfig:
@@ -64,3 +79,20 @@ def minilm_path() -> Path:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test module that draws a random `KILL_SEED` (test_resume: where a run is killed) gets the seed written into
+    every failure report of its tests, with the way to replay it. Each xdist worker imports the module itself and
+    draws its own seed, so the report is the only place that knows the seed of the run that failed."""
+    outcome = yield
+    report = outcome.get_result()
+    seed = getattr(getattr(item, "module", None), "KILL_SEED", None)
+    if report.failed and seed is not None:
+        note = (f"This run drew kill seed {seed}. Replay it with SHAREDBERT_KILL_SEED={seed} "
+                f"python -m pytest {item.nodeid}")
+        if hasattr(report.longrepr, "addsection"):
+            report.longrepr.addsection("kill seed", note)  # shown with the traceback, whatever --show-capture says
+        else:
+            report.sections.append(("kill seed", note))

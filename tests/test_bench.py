@@ -1,11 +1,13 @@
-"""The benchmark script: a tiny `--quick` run writes the JSON, chart and table it promises. (Timings are not asserted:
-the figures are whatever the machine gives; only their presence, consistency and the exact quantities are.)"""
+"""The benchmark script benchmarks/bench.py: a tiny `--quick` run writes the JSON, chart and table it promises.
+(Timings are not asserted: the figures are whatever the machine gives; only their presence, consistency and the exact
+quantities are.)"""
 
 import json
 
 import pytest
+from conftest import benchmark_script
 
-from sharedbert import bench, cli
+bench = benchmark_script("bench")
 
 
 def test_quick_run_writes_every_field(tmp_path, capsys):
@@ -66,9 +68,9 @@ def test_bad_options_are_refused_with_the_fix(capsys):
     assert "--max-resident-gb" in capsys.readouterr().err
 
 
-def test_cli_has_the_bench_command():
-    args = cli.build_parser().parse_args(["bench", "--quick", "--variants", "shared", "pairwise:all"])
-    assert args.run is not None and args.quick
+def test_the_script_reads_variants():
+    args = bench.build_parser().parse_args(["--quick", "--variants", "shared", "pairwise:all"])
+    assert args.quick
     assert [v.name for v in args.variants] == ["shared", "pairwise:all"]
 
 

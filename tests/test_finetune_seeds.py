@@ -1,20 +1,14 @@
 """benchmarks/finetune_seeds.py: model specs, the shared results file, and the paired comparison it reports."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "finetune_seeds.py"
+from conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("finetune_seeds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("finetune_seeds")
 
 
 def test_model_specs(script):

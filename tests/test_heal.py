@@ -4,6 +4,8 @@ and the sentence-embedding helper."""
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 from sharedbert.convert import from_bert
 from sharedbert.embeddings import encode, sts_spearman
 from sharedbert.heal import HealConfig, TextPieces, heal
+from sharedbert.training.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
          "quickly slowly and or but with on in under over near house tree car book song day night sun moon").split()
@@ -97,7 +100,19 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
              resume=True)
 
 
-def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
+@pytest.fixture
+def ctrl_c_reaches_this_process():
+    """SIGINT handled as in an interactive session for the test, and the handler this process had put back after:
+    a suite started in the background by a non-interactive shell (`make test &`) begins with SIGINT ignored, and then
+    Ctrl-C is left ignored on purpose (see the next tests)."""
+    found = signal.getsignal(signal.SIGINT)
+    if found is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, found)
+
+
+def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path, ctrl_c_reaches_this_process):
     teacher, tokenizer = make_teacher(), make_tokenizer()
     student = from_bert(teacher, attention_type="symmetric")
 
@@ -109,19 +124,62 @@ def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
     assert result.interrupted and result.steps in (2, 3)  # the step in flight finishes
     state = json.loads((tmp_path / "ck" / "latest" / "trainer_state.json").read_text())
     assert state["step"] == result.steps
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is ctrl_c_reaches_this_process  # the handler found is put back
+
+
+# A process started with SIGINT ignored (as a background job is): Ctrl-C handling must leave it ignored, so a SIGINT
+# neither stops training nor kills the process, and nothing else is installed on the way.
+SIGINT_IGNORED_CHILD = """
+import os, signal
+from sharedbert.training.checkpointing import sigint_stops
+
+assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN, "the child should start with SIGINT ignored"
+with sigint_stops({}) as flag:
+    inside = signal.getsignal(signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C would abort if a handler had been installed
+print(inside is signal.SIG_IGN, bool(flag.get("stop")), signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+"""
+
+
+def test_ctrl_c_stays_ignored_in_a_process_that_started_with_it_ignored():
+    completed = subprocess.run(
+        [sys.executable, "-c", SIGINT_IGNORED_CHILD], capture_output=True, text=True, timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # inherited through exec, as with `cmd &`
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    # Ignored while active (no handler installed), no stop requested, still ignored afterwards.
+    assert completed.stdout.split() == ["True", "False", "True"]
+
+
+def test_healing_runs_to_its_budget_when_ctrl_c_is_ignored(corpus, tmp_path):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    student = from_bert(teacher, attention_type="shared")
+    found = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        def interrupt(step, loss):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            if step == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        result = heal(student, teacher, tokenizer, corpus, tmp_path / "ck", small_config(max_steps=5), resume=False,
+                      on_step=interrupt)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, found)
+    assert result.steps == 5 and not result.interrupted
 
 
 def test_bad_corpus_and_budget_give_clear_errors(tmp_path):
     teacher, tokenizer = make_teacher(), make_tokenizer()
     student = from_bert(teacher, attention_type="shared")
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(DataError, match="no such file or folder"):
         heal(student, teacher, tokenizer, tmp_path / "missing.txt", tmp_path / "ck", small_config())
     (tmp_path / "empty.txt").write_text("  \n\r\n")
     with pytest.raises(ValueError, match="holds 0 words"):
         heal(student, teacher, tokenizer, tmp_path / "empty.txt", tmp_path / "ck", small_config())
     (tmp_path / "no-text").mkdir()
-    with pytest.raises(ValueError, match="no .txt"):
+    with pytest.raises(DataError, match=r"no text files \(\.txt"):
         heal(student, teacher, tokenizer, tmp_path / "no-text", tmp_path / "ck", small_config())
     with pytest.raises(ValueError, match="budget"):
         HealConfig()
@@ -144,8 +202,10 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert (out / "tokenizer.json").is_file() and (tmp_path / "out-checkpoints" / "latest").is_dir()
     with pytest.raises(SystemExit, match="--corpus"):
         main(["convert", str(tmp_path / "bert"), str(out), "--heal", "--steps", "2"])
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        main(["convert", str(tmp_path / "bert"), str(out), "--heal", "--corpus", str(tmp_path / "nope"), "--steps", "2"])
+    assert main(["convert", str(tmp_path / "bert"), str(out), "--heal", "--corpus", str(tmp_path / "nope"),
+                 "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "sharedbert convert: error:" in err and "no such file or folder" in err
 
 
 def test_encode_pools_normalises_and_keeps_order(tmp_path):

@@ -1,4 +1,4 @@
-"""`sharedbert replicate --quick`: every cell produces numbers, the report and plots are written, and a re-run
+"""`python benchmarks/replicate.py --quick`: every cell produces numbers, the report and plots are written, and a re-run
 resumes (computes nothing that already finished). Real data, tiny sizes; about 30 s of CPU on two variants."""
 
 import json
@@ -7,16 +7,17 @@ import random
 from collections import Counter
 
 import pytest
-
+from conftest import benchmark_script
 from transformers import AutoTokenizer
 
-from sharedbert import data, replicate
-from sharedbert.cli import build_parser
+from sharedbert.training import data
+
+replicate = benchmark_script("replicate")
 
 
 def _args(tmp_path, data_dir, *extra):
-    return build_parser().parse_args([
-        "replicate", "--quick", "--seeds", "0", "--variants", "standard", "shared-all-layers",
+    return replicate.build_parser().parse_args([
+        "--quick", "--seeds", "0", "--variants", "standard", "shared-all-layers",
         "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"), "--data-dir", str(data_dir),
         "--threads", "1", *extra,
     ])
@@ -26,7 +27,7 @@ def _args(tmp_path, data_dir, *extra):
 def test_quick_end_to_end_then_resume(tmp_path, glue_dir, mlm_text_dir):
     data_dir = glue_dir.parent
     args = _args(tmp_path, data_dir)
-    assert args.run(args) == 0
+    assert replicate.run(args) == 0
 
     stages = ["pretrain"] + [f"finetune-{t}" for t in replicate.TASKS] + ["robustness"]
     expected = {f"{v}/seed0/{s}" for v in ("standard", "shared-all-layers") for s in stages}
@@ -66,14 +67,14 @@ def test_quick_end_to_end_then_resume(tmp_path, glue_dir, mlm_text_dir):
     # Resume: nothing left to compute, finished cells untouched.
     before = {k: v["finished"] for k, v in results["cells"].items()}
     again = _args(tmp_path, data_dir)
-    assert again.run(again) == 0
+    assert replicate.run(again) == 0
     assert again.executed == []
     after = json.loads((out / "replication.json").read_text())["cells"]
     assert {k: v["finished"] for k, v in after.items()} == before
 
     # Another recipe must not mix with these results.
     other = _args(tmp_path, data_dir, "--pretrain-steps", "4")
-    assert other.run(other) == 2
+    assert replicate.run(other) == 2
 
 
 def test_typos_are_seeded_and_at_the_rate():
@@ -134,8 +135,8 @@ def test_studies_sharing_an_output_folder_keep_each_others_cells(tmp_path):
     (data / "glue" / "SST-2").mkdir(parents=True)
     (data / "glue" / "SST-2" / "dev.tsv").write_text("sentence\tlabel\n")
     (data / "mlm-text").mkdir()
-    first, second = (replicate.Study(build_parser().parse_args([
-        "replicate", "--quick", "--variants", variant, "--output-dir", str(tmp_path / "out"),
+    first, second = (replicate.Study(replicate.build_parser().parse_args([
+        "--quick", "--variants", variant, "--output-dir", str(tmp_path / "out"),
         "--work-dir", str(tmp_path / "work"), "--data-dir", str(data)])) for variant in ("standard", "shared"))
     first.record("standard/seed0/finetune-sst2", {"score": 60.0})
     second.record("shared/seed0/finetune-sst2", {"score": 61.0})  # loaded before the first record

@@ -25,7 +25,8 @@ WORDS = ("the a film story actor plot scene music light dark slow quick long sho
 GOOD, BAD = ("great", "wonderful", "lovely", "brilliant"), ("awful", "boring", "dreadful", "terrible")
 TINY_MODEL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                   max_position_embeddings=64, attention_type="shared", layer_sharing="attention")
-# A kill can land anywhere from the first checkpoint to near the end of the run.
+# A kill can land anywhere from the first checkpoint to near the end of the run. Every failure report of this module
+# names the seed (tests/conftest.py), and SHAREDBERT_KILL_SEED replays it.
 KILL_SEED = int(os.environ.get("SHAREDBERT_KILL_SEED", random.randrange(10**6)))
 
 
@@ -116,7 +117,7 @@ def corpus(tmp_path_factory):
     config.write_text(json.dumps(TINY_MODEL))
     # One vocabulary for every run compared here: WordPiece training breaks ties in hash order, so two trainings can
     # differ (how a resumed run keeps its own is tested separately).
-    from sharedbert.vocab import train_wordpiece
+    from sharedbert.training.vocab import train_wordpiece
 
     train_wordpiece(lines, vocab_size=120).save_pretrained(folder / "tokenizer")
     return folder
@@ -203,7 +204,7 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
 def classification_data(tmp_path_factory, corpus):
     """A tiny SharedBert (with a tokenizer trained on the words used) and a labelled CSV train/validation pair."""
     from sharedbert import SharedBertConfig, SharedBertForMaskedLM
-    from sharedbert.vocab import train_wordpiece
+    from sharedbert.training.vocab import train_wordpiece
 
     folder = tmp_path_factory.mktemp("classify")
     rng = random.Random(1)
@@ -384,3 +385,18 @@ def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, c
     report = json.loads((output / "conversion_report.json").read_text())["heal"]
     assert report["steps"] == 80 and report["last_loss"] == pytest.approx(
         json.loads((reference / "conversion_report.json").read_text())["heal"]["last_loss"], rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reproducing a failure
+
+
+def test_a_failure_names_the_kill_seed_and_how_to_replay_it(tmp_path):
+    """Any failing test of a module with a KILL_SEED, not only the asserts that mention it, reports the seed."""
+    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
+    (tmp_path / "test_kill.py").write_text("KILL_SEED = 4321\n\n\ndef test_weights_differ():\n    assert 1 == 2\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "test_kill.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "kill seed 4321" in done.stdout
+    assert "SHAREDBERT_KILL_SEED=4321 python -m pytest test_kill.py::test_weights_differ" in done.stdout

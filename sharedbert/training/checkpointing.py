@@ -1,4 +1,4 @@
-"""Resumable training state without pickle, shared by `heal` and the Trainer-based commands.
+"""Resumable training state without pickle, shared by `sharedbert.heal` and the Trainer-based runs.
 
 An optimizer's moments and the random generators' states are split into tensors (written with safetensors) and a
 JSON-able rest, so a checkpoint never needs `torch.load` (whose pickle format can run code). `sigint_stops` turns the
@@ -12,10 +12,21 @@ import logging
 import random
 import signal
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
 logger = logging.getLogger(__name__)
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on Ctrl-C after saving a resumable checkpoint (`checkpoint` is its folder)."""
+
+    def __init__(self, step: int, checkpoint: Path):
+        super().__init__(f"interrupted at step {step}; a checkpoint is in {checkpoint}")
+        self.step = step
+        self.checkpoint = checkpoint
 
 
 def optimizer_to_files(optimizer) -> tuple[dict, dict]:
@@ -64,7 +75,13 @@ def rng_from_files(tensors: dict, meta: dict) -> None:
 @contextlib.contextmanager
 def sigint_stops(flag: dict):
     """While active, Ctrl-C only sets `flag["stop"]` (the training loop then saves a checkpoint and stops); a second
-    Ctrl-C aborts at once. Outside the main thread signals cannot be caught, and Ctrl-C is left alone."""
+    Ctrl-C aborts at once. On exit the handler found on entry is put back.
+
+    Ctrl-C is left alone where it cannot or should not be caught:
+    * outside the main thread (Python only delivers signals there);
+    * when SIGINT is ignored on entry, as for a job started in the background by a non-interactive shell
+      (`make test &`): whoever started the process chose that Ctrl-C must not reach it, so it stays ignored and
+      training runs to its budget (stop such a job with SIGTERM or SIGKILL; checkpoints still allow resuming)."""
 
     def handler(signum, frame):
         if flag.get("stop"):
@@ -72,12 +89,18 @@ def sigint_stops(flag: dict):
         flag["stop"] = True
         logger.warning("Interrupted: finishing this step, saving a checkpoint, then stopping (Ctrl-C again aborts).")
 
-    try:
-        previous = signal.signal(signal.SIGINT, handler)
-    except ValueError:  # not the main thread
-        previous = None
+    previous = signal.getsignal(signal.SIGINT)
+    installed = False
+    if previous is not signal.SIG_IGN:
+        try:
+            signal.signal(signal.SIGINT, handler)
+            installed = True
+        except ValueError:  # not the main thread
+            pass
     try:
         yield flag
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if installed:
+            # None: the previous handler was not installed from Python; the default action is the closest we can put
+            # back.
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)

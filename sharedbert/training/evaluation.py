@@ -1,58 +1,16 @@
-"""`sharedbert evaluate`: score a saved sequence classifier on a task's validation file, or write its predictions for
-an unlabelled test file. Prints the metrics as JSON (the same shape as fine-tuning's eval_results.json)."""
+"""Scoring a saved sequence classifier on a task's validation file, or writing its predictions for an unlabelled
+test file (`sharedbert evaluate`). The results have the shape of fine-tuning's eval_results.json."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 
-from .finetune import add_data_arguments
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
-
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "evaluate",
-        help="Evaluate a saved classifier on a GLUE task or your own file; metrics as JSON.",
-        description=__doc__,
-    )
-    parser.add_argument("--model", required=True, help="A fine-tuned model folder (SharedBert or BERT) or Hub id.")
-    add_data_arguments(parser)
-    parser.add_argument("--split", choices=("validation", "dev", "test", "train"), default="validation",
-                        help="Which GLUE file to use (default validation = dev.tsv; test writes predictions).")
-    parser.add_argument("--file", help="Your own labelled file to evaluate on (instead of a GLUE task).")
-    parser.add_argument("--max-eval-samples", type=int, help="Only the first N examples.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Default 64.")
-    parser.add_argument("--output", help="Also write the results JSON here.")
-    parser.add_argument("--predictions", help="Write one prediction per example to this TSV (index, prediction).")
-    parser.set_defaults(run=run)
-    return parser
-
-
-def run(args) -> int:
-    from ..data import DataError
-
-    if args.train_file or args.validation_file:
-        print("sharedbert evaluate: error: use --file for your own data.", file=sys.stderr)
-        return 2
-    try:
-        result = evaluate(
-            model=args.model, task=args.task, data_dir=args.data_dir, dataset=args.dataset, file=args.file,
-            text_columns=args.text_columns, label_column=args.label_column, regression=args.regression,
-            split=args.split, max_length=args.max_length, max_eval_samples=args.max_eval_samples,
-            batch_size=args.batch_size, predictions_path=args.predictions, cache_dir=args.cache_dir,
-        )
-    except (DataError, ValueError, OSError) as error:
-        print(f"sharedbert evaluate: error: {error}", file=sys.stderr)
-        return 2
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.output:
-        from ..training import atomic_write_json
-
-        atomic_write_json(args.output, result)
-    return 0
+from ..atomic import atomic_write_text
+from . import data as data_module
+from .models import load_tokenizer
+from .trainer import atomic_write_json, output_folder, training_arguments
 
 
 def evaluate(
@@ -70,14 +28,13 @@ def evaluate(
     batch_size: int = 64,
     predictions_path: str | None = None,
     cache_dir: str | None = None,
+    results_path: str | None = None,
 ) -> dict:
-    import tempfile
+    """Score `model` (a fine-tuned SharedBert or BERT folder, or Hub id) on `split` of a GLUE task (`task` with
+    `data_dir` or `dataset`) or of your own `file`; returns the results (metrics, sizes, sources).
 
-    from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
-
-    from .. import data as data_module
-    from ..training import atomic_write_text, load_tokenizer, training_arguments
-
+    `split="test"` computes no metrics; `predictions_path` writes one prediction per example (TSV: index, prediction)
+    and `results_path` the returned results as JSON, both atomically. Raises DataError/ValueError on bad input."""
     started = time.time()
     split = "validation" if split == "dev" else split
     try:
@@ -109,7 +66,7 @@ def evaluate(
     eval_set = data_module.tokenize(eval_raw, tok, max_length)
     labelled = split != "test"
 
-    with tempfile.TemporaryDirectory(prefix="sharedbert-eval-") as workdir:
+    with output_folder() as workdir:  # the Trainer needs a folder; nothing is kept
         args = training_arguments(workdir, eval_batch_size=batch_size, evaluations=0)
         trainer = Trainer(model=classifier, args=args, processing_class=tok, data_collator=DataCollatorWithPadding(tok))
         output = trainer.predict(eval_set if labelled else eval_set.remove_columns("label"))
@@ -121,7 +78,7 @@ def evaluate(
             for i, p in enumerate(predictions)
         ]
         atomic_write_text(predictions_path, "\n".join(lines) + "\n")
-    return {
+    result = {
         "task": spec.name,
         "dataset": spec.dataset_name,
         "split": split,
@@ -132,3 +89,9 @@ def evaluate(
         "predictions": str(predictions_path) if predictions_path else None,
         "seconds": time.time() - started,
     }
+    if results_path:
+        atomic_write_json(results_path, result)
+    return result
+
+
+__all__ = ["evaluate"]

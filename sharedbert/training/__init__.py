@@ -1,0 +1,83 @@
+"""Training SharedBert: the jobs behind `sharedbert pretrain`, `finetune`, `evaluate`, `convert` and `demo`, as
+functions, and the pieces they are built from.
+
+    from sharedbert.training import pretrain, finetune, evaluate
+
+    pretrain(corpus=["../shared/data/mlm-text"], config="bert-mini", output_dir="runs/mlm", max_steps=200)
+    finetune(task="sst2", model="runs/mlm", output_dir="runs/sst2")
+    evaluate(model="runs/sst2", task="sst2")
+
+One module per job:
+
+* `pretraining.pretrain`: masked-LM pretraining from raw text;
+* `finetuning.finetune`: a sequence classifier on a GLUE task or your own files;
+* `evaluation.evaluate`: scores or predictions of a saved classifier;
+* `conversion.convert_checkpoint`: a BERT checkpoint converted (and healed) into a saved SharedBert folder;
+* `demo.run_demo`: conversion, fine-tuning, comparison with BERT and Hub staging, in a few minutes;
+* `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`) and resumable, pickle-free checkpoints
+  (`ResumableTrainer`, `RunCheckpoints`);
+* `checkpointing`: optimizer and RNG state as safetensors + JSON, and Ctrl-C as "save and stop" (`sigint_stops`,
+  `TrainingInterrupted`);
+* `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers and tokenizers;
+* `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text for MLM (`corpus_files`,
+  `shared_data_dir`);
+* `vocab`: a new WordPiece vocabulary; `presets`: named model sizes.
+
+Names are imported on first use, so `import sharedbert.training` (or `sharedbert.heal`, which uses `checkpointing`
+and `data`) does not load `transformers.Trainer` and its training dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# public name -> the module of this package that defines it
+_EXPORTS = {
+    "pretrain": "pretraining",
+    "finetune": "finetuning",
+    "evaluate": "evaluation",
+    "convert_checkpoint": "conversion",
+    "run_demo": "demo",
+    "BatchSeededCollator": "trainer",
+    "CheckpointCallback": "trainer",
+    "EpochSeededSampler": "trainer",
+    "KeepBestCallback": "trainer",
+    "ResumableTrainer": "trainer",
+    "RunCheckpoints": "trainer",
+    "TrainingInterrupted": "checkpointing",
+    "atomic_write_json": "trainer",
+    "check_output_dir": "trainer",
+    "is_main_process": "trainer",
+    "latest_checkpoint": "trainer",
+    "output_folder": "trainer",
+    "save_model": "trainer",
+    "training_arguments": "trainer",
+    "sigint_stops": "checkpointing",
+    "HUB_BASE_MODEL": "models",
+    "default_base_model": "models",
+    "load_classifier": "models",
+    "load_tokenizer": "models",
+    "resolve_source": "models",
+    "DataError": "data",
+    "corpus_files": "data",
+    "find_glue_dir": "data",
+    "load_task": "data",
+    "shared_data_dir": "data",
+    "train_wordpiece": "vocab",
+    "PRESETS": "presets",
+    "config_values": "presets",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
