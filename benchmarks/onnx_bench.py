@@ -22,18 +22,18 @@ import torch
 from transformers import AutoTokenizer, BertModel
 
 from sharedbert.atomic import atomic_write_text
-from sharedbert.commands.convert import resolve_source  # moves to the library with the restructure
 from sharedbert.convert import from_bert
 from sharedbert.export import CHECK_SENTENCES, EncoderOutput, trace_to_onnx
 from sharedbert.params import count_model_parameters
+from sharedbert.training import resolve_source, shared_data_dir
 
 RESULTS = Path(__file__).resolve().parent / "results" / "onnx_bench.json"
-GLUE_SST2_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "glue" / "SST-2" / "dev.tsv"
 
 
 def sentences(limit: int = 256) -> tuple[list[str], str]:
-    if GLUE_SST2_DEV.is_file():
-        rows = GLUE_SST2_DEV.read_text(encoding="utf-8").splitlines()[1:]
+    data = shared_data_dir("glue/SST-2/dev.tsv")
+    if data is not None:
+        rows = (data / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
         return [row.split("\t")[0].strip() for row in rows][:limit], "SST-2 dev"
     return list(CHECK_SENTENCES) * (limit // len(CHECK_SENTENCES)), "built-in sentences (GLUE data not found)"
 
@@ -62,7 +62,7 @@ def main() -> None:
     source = resolve_source(args.model)
     tokenizer = AutoTokenizer.from_pretrained(source)
     texts, text_source = sentences()
-    bert = BertModel.from_pretrained(source, add_pooling_layer=False).eval()
+    bert = BertModel.from_pretrained(source).eval()
     shared = from_bert(source, attention_type="shared").eval()
     shared.fold_for_inference()
     sample = tokenizer(texts[:8], padding=True, truncation=True, max_length=args.max_length, return_tensors="pt")

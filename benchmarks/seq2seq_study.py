@@ -1,0 +1,416 @@
+"""Sequence-to-sequence study: BERT2BERT against SharedBert2SharedBert and the fully shared SharedBert seq2seq model,
+all warm-started from all-MiniLM-L6-v2 (Rothe et al. 2020), on sentence denoising.
+
+The task (BART's text infilling, at the word level): a sentence from ../shared/data/mlm-text with about 30% of its
+words removed in spans (Poisson lengths, mean 3), each span replaced by one [MASK]; the model writes the original
+sentence. Source and target share all-MiniLM-L6-v2's vocabulary, so three-way embedding tying applies. The sentences
+are split once (a fixed seed, independent of the model seed) into training and held-out test sentences.
+
+Variants (one recipe for all):
+* ``bert2bert``: transformers' own `EncoderDecoderModel.from_encoder_decoder_pretrained(minilm, minilm)`;
+* ``shared2shared``: `SharedBertForConditionalGeneration`, shared-projection attention on both sides, converted from
+  the same checkpoint, nothing shared between encoder and decoder (as BERT2BERT);
+* ``shared-all``: the same with every layer weight shared between encoder and decoder (T5 / BERTShare: only
+  cross-attention is the decoder's own) and the embeddings tied three ways (Vaswani et al. §3.4).
+
+Scores on the held-out sentences: chrF and BLEU (sacrebleu) and exact match, with greedy decoding through
+`Seq2SeqTrainer.predict(predict_with_generate=True)`. Both sides are compared after the tokenizer's round trip
+(lower-cased, WordPiece-detokenised), so only the model's errors count. Speed is measured separately, side by side in
+one process (`--speed`): training tokens/s and generation tokens/s of the three models alternating round-robin,
+beside the FLOP bound of a decoding step.
+
+    python benchmarks/seq2seq_study.py --quick                              # tiny budget, a minute (the test runs it)
+    python benchmarks/seq2seq_study.py --threads 1 --variants bert2bert shared2shared &   # one process per core;
+    python benchmarks/seq2seq_study.py --threads 1 --variants shared-all                  # re-run to resume
+    python benchmarks/seq2seq_study.py --speed --threads 2                  # the side-by-side speed run
+    python benchmarks/seq2seq_study.py --report-only
+
+Every (variant, seed) result is merged into benchmarks/results/seq2seq.json under a file lock as it finishes; a
+re-run skips finished cells and refuses to mix in another recipe. The report is benchmarks/results/seq2seq.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+VARIANTS = ("bert2bert", "shared2shared", "shared-all")
+BASELINE = "bert2bert"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    train_sentences: int = 40_000
+    test_sentences: int = 500
+    steps: int = 1_500
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup: float = 0.1
+    max_length: int = 64
+    mask_ratio: float = 0.3
+    span_mean: float = 3.0
+    bf16: bool = True
+
+
+QUICK = Recipe(train_sentences=256, test_sentences=16, steps=6, batch_size=8, max_length=32)
+
+
+# ---------------------------------------------------------------------------------------------------------- data
+def read_sentences(corpus_dir: Path, min_words: int = 6, max_words: int = 30) -> list[str]:
+    """Sentences of `min_words`..`max_words` words from every text file under `corpus_dir`, deduplicated, in a
+    stable order (files sorted, sentences in file order)."""
+    from sharedbert.training.data import corpus_files, read_text
+
+    seen, sentences = set(), []
+    for text in map(read_text, corpus_files([corpus_dir])):
+        text = re.sub(r"\s+", " ", text.replace("@-@", "-").replace(" @,@ ", ",").replace(" @.@ ", "."))
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z\"'])", text):
+            sentence = sentence.strip()
+            words = sentence.split()
+            if min_words <= len(words) <= max_words and sentence not in seen and not sentence.startswith("="):
+                seen.add(sentence)
+                sentences.append(sentence)
+    return sentences
+
+
+def corrupt(sentence: str, rng: random.Random, mask_ratio: float, span_mean: float, mask: str = "[MASK]") -> str:
+    """Remove about `mask_ratio` of the words in spans of Poisson(`span_mean`) length (at least 1), each span
+    replaced by one `mask` token (BART's text infilling)."""
+    words = sentence.split()
+    budget = max(1, round(mask_ratio * len(words)))
+    masked = [False] * len(words)
+    while budget > 0:
+        length = min(budget, max(1, _poisson(rng, span_mean)))
+        start = rng.randrange(0, max(1, len(words) - length + 1))
+        for i in range(start, min(len(words), start + length)):
+            if not masked[i]:
+                masked[i] = True
+                budget -= 1
+    out = []
+    for word, hidden in zip(words, masked):
+        if not hidden:
+            out.append(word)
+        elif not out or out[-1] != mask:
+            out.append(mask)
+    return " ".join(out)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    limit, k, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        k += 1
+        product *= rng.random()
+    return k
+
+
+def make_pairs(sentences: list[str], recipe: Recipe) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(train, test) lists of (corrupted, original), split and corrupted with a fixed seed of their own."""
+    rng = random.Random(20261123)
+    order = sentences[:]
+    rng.shuffle(order)
+    needed = recipe.test_sentences + recipe.train_sentences
+    if len(order) < recipe.test_sentences + 10:
+        raise SystemExit(f"The corpus gave {len(order)} usable sentences, too few for {recipe.test_sentences} test "
+                         "sentences.")
+    test, train = order[: recipe.test_sentences], order[recipe.test_sentences:needed]
+    pair = lambda s: (corrupt(s, rng, recipe.mask_ratio, recipe.span_mean), s)  # noqa: E731
+    return [pair(s) for s in train], [pair(s) for s in test]
+
+
+def tokenize_pairs(tokenizer, pairs, max_length):
+    from datasets import Dataset
+
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    encoded = tokenizer(sources, truncation=True, max_length=max_length)
+    # The decoder starts from [CLS] (decoder_start_token_id): labels are the target without it, ending in [SEP].
+    labels = [ids[1:] for ids in tokenizer(targets, truncation=True, max_length=max_length)["input_ids"]]
+    return Dataset.from_dict({"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"],
+                              "labels": labels})
+
+
+def normalise(tokenizer, texts: list[str]) -> list[str]:
+    """What the tokenizer can reproduce of a text (lower case, WordPiece spacing)."""
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+
+
+# -------------------------------------------------------------------------------------------------------- models
+def build_model(variant: str, source: str, tokenizer):
+    """A warm-started model of `variant` (see the module docstring), with generation settings for [CLS]...[SEP]."""
+    if variant == "bert2bert":
+        from transformers import EncoderDecoderModel
+
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(source, source)
+    elif variant in ("shared2shared", "shared-all"):
+        from sharedbert.convert import warm_start_seq2seq
+
+        everything = variant == "shared-all"
+        model = warm_start_seq2seq(source, tokenizer, attention_type="shared",
+                                   share_encoder_decoder_layers=everything, share_encoder_decoder_embeddings=everything)
+    else:
+        raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+    for config in (model.config, model.generation_config):
+        config.decoder_start_token_id = tokenizer.cls_token_id
+        config.bos_token_id = tokenizer.cls_token_id
+        config.eos_token_id = tokenizer.sep_token_id
+        config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def decoder_step_flops(variant: str, hidden: int, ffn: int, layers: int, vocab: int, source_len: float,
+                       target_len: float) -> float:
+    """Multiply-adds of one cached decoding step for one sequence: per layer the self-attention projections (4·d²
+    standard Q, K, V, O; 2·d² shared Ws, O), cross-attention's query and output projections (2·d² either way; its
+    keys and values are cached), attention over the cache, the feed-forward (2·d·ffn); then the LM head's transform
+    (d²) and vocabulary projection (d·V)."""
+    self_projections = (4 if variant == "bert2bert" else 2) * hidden * hidden
+    cross_projections = 2 * hidden * hidden
+    attention = 2 * hidden * (target_len / 2 + source_len)
+    per_layer = self_projections + cross_projections + attention + 2 * hidden * ffn
+    return layers * per_layer + hidden * hidden + hidden * vocab
+
+
+# ----------------------------------------------------------------------------------------------------- the study
+def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Path, threads: int) -> dict:
+    import sacrebleu
+    import torch
+    from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    from sharedbert.params import count_model_parameters
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    train_pairs, test_pairs = make_pairs(read_sentences(corpus_dir()), recipe)
+    train_set = tokenize_pairs(tokenizer, train_pairs, recipe.max_length)
+    test_set = tokenize_pairs(tokenizer, test_pairs, recipe.max_length)
+    model = build_model(variant, source, tokenizer)
+    arguments = Seq2SeqTrainingArguments(
+        output_dir=str(work_dir / f"{variant}-seed{seed}"), max_steps=recipe.steps,
+        per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=64,
+        learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup, weight_decay=0.01, seed=seed,
+        bf16=recipe.bf16, use_cpu=True, save_strategy="no", report_to=[], logging_steps=max(1, recipe.steps // 10),
+        predict_with_generate=True, generation_max_length=recipe.max_length, generation_num_beams=1,
+        disable_tqdm=True, dataloader_num_workers=0,
+    )
+    trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train_set,
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+                             processing_class=tokenizer)
+    started = time.perf_counter()
+    trainer.train()
+    train_seconds = time.perf_counter() - started
+    tokens = sum(len(row["input_ids"]) + len(row["labels"]) for row in train_set.select(range(
+        min(len(train_set), recipe.steps * recipe.batch_size))))
+    prediction = trainer.predict(test_set)
+    generated = prediction.predictions
+    generated = [[int(t) for t in row if t >= 0] for row in generated]
+    hypotheses = [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+    references = normalise(tokenizer, [target for _, target in test_pairs])
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    return {
+        "variant": variant, "seed": seed, "parameters": count_model_parameters(model),
+        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+        "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
+        "exact_match": 100.0 * sum(h == r for h, r in zip(hypotheses, references)) / len(references),
+        "final_train_loss": losses[-1] if losses else None,
+        "train_tokens_per_second_unshared_machine": tokens / train_seconds,
+        "train_minutes": train_seconds / 60,
+        "examples": [{"source": s, "reference": r, "output": h}
+                     for (s, _), r, h in list(zip(test_pairs, references, hypotheses))[:5]],
+    }
+
+
+def corpus_dir() -> Path:
+    from sharedbert.training import shared_data_dir
+
+    data = shared_data_dir("mlm-text")
+    if data is None:
+        raise SystemExit("The raw text (shared/data/mlm-text) was not found beside the repository or here.")
+    return data / "mlm-text"
+
+
+def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dict:
+    """Training-step and generation tokens/s of the three variants, alternating round-robin in this process."""
+    import torch
+    from transformers import AutoTokenizer, DataCollatorForSeq2Seq
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    train_pairs, test_pairs = make_pairs(read_sentences(corpus_dir()), Recipe(train_sentences=512, test_sentences=64))
+    models = {variant: build_model(variant, source, tokenizer) for variant in VARIANTS}
+    collator = DataCollatorForSeq2Seq(tokenizer, model=models[BASELINE], label_pad_token_id=-100)
+    rows = [dict(row) for row in tokenize_pairs(tokenizer, train_pairs[: recipe.batch_size], recipe.max_length)]
+    batch = collator(rows)
+    train_tokens = int((batch["attention_mask"].sum() + (batch["labels"] >= 0).sum()))
+    sources = tokenizer([s for s, _ in test_pairs], padding=True, truncation=True, max_length=recipe.max_length,
+                        return_tensors="pt")
+    optimizers = {v: torch.optim.AdamW(m.parameters(), lr=1e-5) for v, m in models.items()}
+    times = {v: {"train": [], "generate": []} for v in VARIANTS}
+    generated_tokens = {}
+    for round_index in range(rounds + 1):  # round 0 warms up
+        for variant, model in models.items():
+            model.train()
+            start = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.bf16):
+                loss = model(**batch).loss
+            loss.backward()
+            optimizers[variant].step()
+            optimizers[variant].zero_grad()
+            train_time = time.perf_counter() - start
+            model.eval()
+            start = time.perf_counter()
+            with torch.inference_mode():
+                output = model.generate(**sources, max_new_tokens=recipe.max_length, num_beams=1,
+                                        min_new_tokens=recipe.max_length // 2)
+            generate_time = time.perf_counter() - start
+            generated_tokens[variant] = int(output.shape[0] * (output.shape[1] - 1))
+            if round_index:
+                times[variant]["train"].append(train_time)
+                times[variant]["generate"].append(generate_time)
+    config = models["shared2shared"].config
+    source_len = float(sources["attention_mask"].sum(1).float().mean())
+    flops = {v: decoder_step_flops(v, config.hidden_size, config.intermediate_size, config.num_hidden_layers,
+                                   config.vocab_size, source_len, recipe.max_length) for v in VARIANTS}
+    from sharedbert.params import count_model_parameters
+
+    result = {"threads": threads, "rounds": rounds, "bf16_training": recipe.bf16, "variants": {}}
+    for variant in VARIANTS:
+        train_median = statistics.median(times[variant]["train"])
+        generate_median = statistics.median(times[variant]["generate"])
+        result["variants"][variant] = {
+            "parameters": count_model_parameters(models[variant]),
+            "train_tokens_per_second": train_tokens / train_median,
+            "generation_tokens_per_second": generated_tokens[variant] / generate_median,
+            "train_ratio": statistics.median(times[BASELINE]["train"]) / train_median,
+            "generation_ratio": statistics.median(times[BASELINE]["generate"]) / generate_median,
+            "generation_flop_bound": flops[BASELINE] / flops[variant],
+        }
+    return result
+
+
+# --------------------------------------------------------------------------------------------------- bookkeeping
+def results_path(output_dir: Path) -> Path:
+    return output_dir / "seq2seq.json"
+
+
+def load_results(output_dir: Path) -> dict:
+    path = results_path(output_dir)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def merge_result(output_dir: Path, recipe: Recipe, key: str, value) -> None:
+    from sharedbert.atomic import atomic_write_text, file_lock
+
+    with file_lock(results_path(output_dir).with_suffix(".lock")):
+        data = load_results(output_dir)
+        if data.get("recipe", asdict(recipe)) != asdict(recipe):
+            raise SystemExit(f"{results_path(output_dir)} holds results of another recipe ({data['recipe']}); "
+                             "use another --output-dir.")
+        data["recipe"] = asdict(recipe)
+        data.setdefault("cells", {})
+        if key == "speed":
+            data["speed"] = value
+        else:
+            data["cells"][key] = value
+        atomic_write_text(results_path(output_dir), json.dumps(data, indent=1) + "\n")
+
+
+def report(output_dir: Path) -> str:
+    data = load_results(output_dir)
+    cells = data.get("cells", {})
+    lines = ["# Sequence-to-sequence study: sentence denoising, warm-started from all-MiniLM-L6-v2", ""]
+    if "recipe" in data:
+        lines += [f"Recipe: {data['recipe']}", ""]
+    lines += ["| variant | parameters | × BERT2BERT | chrF | BLEU | exact match | seeds |", "|---|---|---|---|---|---|---|"]
+    by_variant = {v: [c for c in cells.values() if c["variant"] == v] for v in VARIANTS}
+    base_params = by_variant[BASELINE][0]["parameters"] if by_variant[BASELINE] else None
+
+    def spread(values):
+        return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}" if len(values) > 1 else (
+            f"{values[0]:.1f}" if values else "–")
+
+    for variant, rows in by_variant.items():
+        if not rows:
+            continue
+        params = rows[0]["parameters"]
+        lines.append(f"| {variant} | {params:,} | {params / base_params:.3f} |" if base_params else
+                     f"| {variant} | {params:,} | – |")
+        lines[-1] += (f" {spread([r['chrf'] for r in rows])} | {spread([r['bleu'] for r in rows])} | "
+                      f"{spread([r['exact_match'] for r in rows])} | {len(rows)} |")
+    if by_variant[BASELINE]:
+        lines += ["", "Paired chrF differences against BERT2BERT (same seeds; mean ± standard error):"]
+        base = {r["seed"]: r["chrf"] for r in by_variant[BASELINE]}
+        for variant in VARIANTS[1:]:
+            diffs = [r["chrf"] - base[r["seed"]] for r in by_variant[variant] if r["seed"] in base]
+            if diffs:
+                error = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+                lines.append(f"- {variant}: {statistics.mean(diffs):+.2f} ± {error:.2f} (n={len(diffs)})")
+    speed = data.get("speed")
+    if speed:
+        lines += ["", f"Speed, side by side in one process ({speed['threads']} threads, {speed['rounds']} rounds, "
+                      f"training in {'bf16 autocast' if speed['bf16_training'] else 'fp32'}):", "",
+                  "| variant | training tokens/s | × BERT2BERT | generation tokens/s | × BERT2BERT | FLOP bound | "
+                  "share of bound |", "|---|---|---|---|---|---|---|"]
+        for variant, row in speed["variants"].items():
+            lines.append(f"| {variant} | {row['train_tokens_per_second']:,.0f} | {row['train_ratio']:.3f} | "
+                         f"{row['generation_tokens_per_second']:,.0f} | {row['generation_ratio']:.3f} | "
+                         f"{row['generation_flop_bound']:.3f} | "
+                         f"{100 * row['generation_ratio'] / row['generation_flop_bound']:.0f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--model", default="all-MiniLM-L6-v2", help="the BERT both sides start from")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--work-dir", type=Path, default=Path("runs/seq2seq"))
+    parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (for the test); results go to --output-dir")
+    parser.add_argument("--speed", action="store_true", help="measure speed side by side instead of the study")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the speed measurement")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import sharedbert  # noqa: F401  (registers the Auto classes)
+    from sharedbert.training import resolve_source
+
+    recipe = QUICK if args.quick else Recipe()
+    source = resolve_source(args.model)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    if args.speed:
+        merge_result(args.output_dir, recipe, "speed", measure_speed(recipe, source, args.threads, args.rounds))
+    elif not args.report_only:
+        done = load_results(args.output_dir).get("cells", {})
+        for seed in args.seeds:
+            for variant in args.variants:
+                key = f"{variant}/seed{seed}"
+                if key in done:
+                    print(f"{key}: done, skipped")
+                    continue
+                print(f"{key}: training", flush=True)
+                cell = run_cell(variant, seed, recipe, source, args.work_dir, args.threads)
+                merge_result(args.output_dir, recipe, key, cell)
+                print(f"{key}: chrF {cell['chrf']:.1f}, exact match {cell['exact_match']:.1f}%", flush=True)
+    from sharedbert.atomic import atomic_write_text
+
+    text = report(args.output_dir)
+    atomic_write_text(args.output_dir / "seq2seq.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
