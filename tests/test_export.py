@@ -117,3 +117,13 @@ def test_bad_task_and_failed_check_leave_nothing(tmp_path):
         export_onnx(folder, tmp_path / "onnx", atol=-1.0)  # no export can pass: the check must refuse it
     assert not (tmp_path / "onnx").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left behind either
+
+
+def test_export_command(tmp_path):
+    from sharedbert.cli import main
+
+    folder = save(SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB))).eval(), tmp_path / "model")
+    assert main(["export", str(folder), str(tmp_path / "onnx")]) == 0
+    assert json.loads((tmp_path / "onnx" / "onnx_export.json").read_text())["task"] == "sequence-classification"
+    assert main(["export", str(tmp_path / "missing"), str(tmp_path / "other")]) != 0
+    assert not (tmp_path / "other").exists()

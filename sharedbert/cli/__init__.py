@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("params", "convert", "pretrain", "finetune", "evaluate", "demo", "upload")
+COMMANDS = ("params", "convert", "pretrain", "finetune", "evaluate", "demo", "upload", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
