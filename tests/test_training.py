@@ -11,7 +11,6 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 
 import sharedbert
 from sharedbert import cli
-from sharedbert.atomic import atomic_directory
 from sharedbert.params import count_model_parameters
 from sharedbert.training import (
     KeepBestCallback,
@@ -71,20 +70,6 @@ def test_keep_best_callback_restores_the_best_weights():
     assert callback.restore(model)
     assert torch.equal(model.classifier.weight, snapshots[2])
     assert KeepBestCallback("loss", greater_is_better=False).is_better(float("nan")) is False
-
-
-def test_atomic_directory_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_path):
-    final = tmp_path / "model"
-    with atomic_directory(final) as work:
-        (work / "a.txt").write_text("first")
-        assert not final.exists()  # nothing visible until the block succeeds
-    assert (final / "a.txt").read_text() == "first"
-    with pytest.raises(RuntimeError):
-        with atomic_directory(final) as work:
-            (work / "a.txt").write_text("half-written")
-            raise RuntimeError("training crashed")
-    assert (final / "a.txt").read_text() == "first"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folders left behind
 
 
 def test_presets_build_valid_configs(tmp_path):

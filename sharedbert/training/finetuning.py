@@ -8,12 +8,12 @@ tokenizer and `eval_results.json` into the output folder, atomically.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from transformers import DataCollatorWithPadding, set_seed
 
+from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
 from . import data as data_module
 from .models import (
@@ -35,16 +35,6 @@ from .trainer import (
     save_run,
     training_arguments,
 )
-
-
-def _source_provenance(model) -> dict:
-    """The starting model's sharedbert_provenance.json, if it has one (a SharedBert fine-tuned further keeps it)."""
-    path = Path(str(model)) / "sharedbert_provenance.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def finetune(
@@ -226,7 +216,8 @@ def finetune(
                 "warmup_fraction": warmup, "weight_decay": weight_decay, "seed": seed, "optimizer": args.optim,
                 "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
             })
-            provenance = _source_provenance(model)
+            # A SharedBert fine-tuned further keeps its starting model's provenance (hub.metadata owns the file).
+            provenance = read_provenance(model) if Path(str(model)).is_dir() else {}
             if spec.hub_dataset:
                 provenance["datasets"] = sorted(set(provenance.get("datasets", [])) | {spec.hub_dataset})
             if config.model_type == "sharedbert" and is_packaged_minilm(model):
