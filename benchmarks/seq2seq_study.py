@@ -59,7 +59,7 @@ class Recipe:
     max_length: int = 64
     mask_ratio: float = 0.3
     span_mean: float = 3.0
-    bf16: bool = True
+    precision: str = "auto"  # bf16 autocast where the hardware has native bf16 (sharedbert.training.precision)
 
 
 QUICK = Recipe(train_sentences=256, test_sentences=16, steps=6, batch_size=8, max_length=32)
@@ -187,6 +187,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     from sharedbert.params import count_model_parameters
+    from sharedbert.training import resolve_precision
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -199,7 +200,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
         output_dir=str(work_dir / f"{variant}-seed{seed}"), max_steps=recipe.steps,
         per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=64,
         learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup, weight_decay=0.01, seed=seed,
-        bf16=recipe.bf16, use_cpu=True, save_strategy="no", report_to=[], logging_steps=max(1, recipe.steps // 10),
+        bf16=resolve_precision(recipe.precision) == "bf16", use_cpu=True, save_strategy="no", report_to=[], logging_steps=max(1, recipe.steps // 10),
         predict_with_generate=True, generation_max_length=recipe.max_length, generation_num_beams=1,
         disable_tqdm=True, dataloader_num_workers=0,
     )
@@ -225,6 +226,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
         "final_train_loss": losses[-1] if losses else None,
         "train_tokens_per_second_unshared_machine": tokens / train_seconds,
         "train_minutes": train_seconds / 60,
+        "precision": resolve_precision(recipe.precision),
         "examples": [{"source": s, "reference": r, "output": h}
                      for (s, _), r, h in list(zip(test_pairs, references, hypotheses))[:5]],
     }
@@ -244,6 +246,9 @@ def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dic
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
+    from sharedbert.training import resolve_precision
+
+    bf16 = resolve_precision(recipe.precision) == "bf16"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -262,7 +267,7 @@ def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dic
         for variant, model in models.items():
             model.train()
             start = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.bf16):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 loss = model(**batch).loss
             loss.backward()
             optimizers[variant].step()
@@ -284,7 +289,7 @@ def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dic
                                    config.vocab_size, source_len, recipe.max_length) for v in VARIANTS}
     from sharedbert.params import count_model_parameters
 
-    result = {"threads": threads, "rounds": rounds, "bf16_training": recipe.bf16, "variants": {}}
+    result = {"threads": threads, "rounds": rounds, "bf16_training": bf16, "variants": {}}
     for variant in VARIANTS:
         train_median = statistics.median(times[variant]["train"])
         generate_median = statistics.median(times[variant]["generate"])
