@@ -200,7 +200,8 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
         output_dir=str(work_dir / f"{variant}-seed{seed}"), max_steps=recipe.steps,
         per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=64,
         learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup, weight_decay=0.01, seed=seed,
-        bf16=resolve_precision(recipe.precision) == "bf16", use_cpu=True, save_strategy="no", report_to=[], logging_steps=max(1, recipe.steps // 10),
+        bf16=resolve_precision(recipe.precision) == "bf16", use_cpu=True, save_strategy="no", report_to=[],
+        logging_steps=max(1, recipe.steps // 10),
         predict_with_generate=True, generation_max_length=recipe.max_length, generation_num_beams=1,
         disable_tqdm=True, dataloader_num_workers=0,
     )
