@@ -6,8 +6,11 @@ Importing the package registers every class with transformers' Auto classes unde
 from transformers import (
     AutoConfig,
     AutoModel,
+    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForMultipleChoice,
+    AutoModelForNextSentencePrediction,
+    AutoModelForPreTraining,
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
@@ -18,6 +21,9 @@ from .configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHAR
 from .modeling_sharedbert import (
     SharedBertForMaskedLM,
     SharedBertForMultipleChoice,
+    SharedBertForNextSentencePrediction,
+    SharedBertForPreTraining,
+    SharedBertLMHeadModel,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
     SharedBertForTokenClassification,
@@ -37,6 +43,9 @@ for _auto, _model in (
     (AutoModelForTokenClassification, SharedBertForTokenClassification),
     (AutoModelForQuestionAnswering, SharedBertForQuestionAnswering),
     (AutoModelForMultipleChoice, SharedBertForMultipleChoice),
+    (AutoModelForCausalLM, SharedBertLMHeadModel),
+    (AutoModelForPreTraining, SharedBertForPreTraining),
+    (AutoModelForNextSentencePrediction, SharedBertForNextSentencePrediction),
 ):
     _auto.register(SharedBertConfig, _model, exist_ok=True)
 AutoTokenizer.register(SharedBertConfig, fast_tokenizer_class=SharedBertTokenizer, exist_ok=True)
@@ -48,9 +57,12 @@ __all__ = [
     "SharedBertConfig",
     "SharedBertForMaskedLM",
     "SharedBertForMultipleChoice",
+    "SharedBertForNextSentencePrediction",
+    "SharedBertForPreTraining",
     "SharedBertForQuestionAnswering",
     "SharedBertForSequenceClassification",
     "SharedBertForTokenClassification",
+    "SharedBertLMHeadModel",
     "SharedBertModel",
     "SharedBertPreTrainedModel",
     "SharedBertTokenizer",

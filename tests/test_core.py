@@ -50,7 +50,11 @@ def inputs(batch=3, seq=9, vocab=99, pad_last=True):
         ({"vocab_size": -3}, "vocab_size"),
         ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
         ({"hidden_act": "swishy"}, "hidden_act"),
-        ({"is_decoder": True}, "is_decoder"),
+        ({"add_cross_attention": True}, "is_decoder"),
+        ({"is_encoder_decoder": True, "is_decoder": True}, "is_encoder_decoder"),
+        ({"share_encoder_decoder_layers": True}, "is_encoder_decoder"),
+        ({"is_encoder_decoder": True, "share_encoder_decoder_embeddings": True, "decoder_vocab_size": 50},
+         "decoder_vocab_size"),
         ({"atention_type": "shared"}, "attention_type"),
     ],
 )
