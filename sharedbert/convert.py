@@ -15,6 +15,9 @@ form QᵀK and value path O·V, which per-head transforms leave unchanged; see `
 projection. The default, "auto", picks per attention type the fit that measured better (`AUTO_FIT_METHOD`).
 
 With cross-layer sharing, each distinct parameter set starts from the mean of the BERT layers mapped onto it.
+A decoder's cross-attention (`BertLMHeadModel` with `add_cross_attention`) is fitted the same way as self-attention.
+An `EncoderDecoderModel` of two BERTs becomes an `EncoderDecoderModel` of two SharedBerts (`from_bert` converts
+each side).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from .configuration_sharedbert import SharedBertConfig
 from .modeling_sharedbert import (
     SharedBertForMaskedLM,
     SharedBertForMultipleChoice,
+    SharedBertForNextSentencePrediction,
+    SharedBertForPreTraining,
+    SharedBertLMHeadModel,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
     SharedBertForTokenClassification,
@@ -44,7 +50,9 @@ logger = logging.getLogger(__name__)
 HEAD_CLASSES = {
     "BertModel": SharedBertModel,
     "BertForMaskedLM": SharedBertForMaskedLM,
-    "BertForPreTraining": SharedBertForMaskedLM,
+    "BertForPreTraining": SharedBertForPreTraining,
+    "BertForNextSentencePrediction": SharedBertForNextSentencePrediction,
+    "BertLMHeadModel": SharedBertLMHeadModel,
     "BertForSequenceClassification": SharedBertForSequenceClassification,
     "BertForTokenClassification": SharedBertForTokenClassification,
     "BertForQuestionAnswering": SharedBertForQuestionAnswering,
@@ -56,7 +64,8 @@ BERT_FIELDS = (
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
     "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
     "initializer_range", "layer_norm_eps", "pad_token_id", "classifier_dropout", "id2label", "label2id",
-    "problem_type", "tie_word_embeddings",
+    "problem_type", "tie_word_embeddings", "is_decoder", "add_cross_attention", "use_cache", "bos_token_id",
+    "eos_token_id",
 )
 
 
@@ -90,8 +99,10 @@ def from_bert(
 
     Args:
         model_or_path: a `transformers` BERT model instance, or a folder / Hub id of a BERT checkpoint (keys with or
-            without the `bert.` prefix, safetensors only).
-        model_class: the SharedBert class to build; defaults to the one matching the checkpoint's architecture.
+            without the `bert.` prefix, safetensors only). An `EncoderDecoderModel` of two BERTs (instance or
+            folder) converts into an `EncoderDecoderModel` of two SharedBerts with the same settings.
+        model_class: the SharedBert class to build; defaults to the one with the same head: the instance's class,
+            or the `architectures` entry of the folder's config.json.
             Pass e.g. `SharedBertForSequenceClassification` to start fine-tuning from a bare encoder.
         return_report: also return a list of `LayerFit` (one per distinct attention set).
         fit_method: "invariant" fits what each attention layer computes (score forms and value paths, using the
@@ -102,14 +113,18 @@ def from_bert(
     """
     if fit_method not in ("auto", "invariant", "weights"):
         raise ValueError(f"fit_method must be 'auto', 'invariant' or 'weights', got {fit_method!r}.")
-    bert_config, state_dict, source_name = _load_bert(model_or_path)
+    encoder_decoder = _load_encoder_decoder(model_or_path)
+    if encoder_decoder is not None:
+        if model_class is not None or return_report:
+            raise ValueError("An EncoderDecoderModel converts side by side: model_class and return_report do not apply.")
+        return _convert_encoder_decoder(encoder_decoder, fit_method, config_overrides)
+    bert_config, state_dict, source_name, architecture = _load_bert(model_or_path)
     values = {field: getattr(bert_config, field) for field in BERT_FIELDS if hasattr(bert_config, field)}
     values.update(config_overrides)
     values.setdefault("converted_from", source_name)
     config = SharedBertConfig(**values)
     fit_method = resolve_fit_method(fit_method, config.attention_type)
     if model_class is None:
-        architecture = (bert_config.architectures or ["BertModel"])[0]
         if architecture not in HEAD_CLASSES:
             raise ValueError(
                 f"Cannot convert architecture {architecture!r}; supported: {sorted(HEAD_CLASSES)}. "
@@ -128,7 +143,9 @@ def from_bert(
         torch.set_num_threads(threads)
     missing, unexpected = model.load_state_dict(target, strict=False)
     tied = {"cls.predictions.decoder.weight"} if config.tie_word_embeddings else set()
-    missing_encoder = [k for k in missing if k not in tied and not _is_task_head(k)]
+    # Cross-attention asked for (add_cross_attention=True) on a BERT without it starts untrained, as in
+    # EncoderDecoderModel.from_encoder_decoder_pretrained.
+    missing_encoder = [k for k in missing if k not in tied and not _is_task_head(k) and ".crossattention." not in k]
     if missing_encoder:
         raise ValueError(
             f"{source_name} does not look like a BERT checkpoint: no weights for {missing_encoder[:5]} "
@@ -147,12 +164,33 @@ def _is_task_head(key: str) -> bool:
 
 
 def _load_bert(model_or_path):
-    """Return (BertConfig, state dict with keys without the `bert.` prefix, a name for messages)."""
+    """Return (BertConfig, state dict with keys without the `bert.` prefix, a name for messages, the BERT class name).
+
+    The class name of an instance is its own class (its config's `architectures` still names the checkpoint it was
+    loaded from: a BertForSequenceClassification made from a BertModel checkpoint says "BertModel")."""
     if isinstance(model_or_path, PreTrainedModel):
         model = model_or_path
         if model.config.model_type != "bert":
             raise ValueError(f"from_bert needs a BERT model, got model_type={model.config.model_type!r}.")
-        return model.config, _strip_prefix(model.state_dict()), getattr(model.config, "_name_or_path", "") or "BERT"
+        name = getattr(model.config, "_name_or_path", "") or "BERT"
+        return model.config, _strip_prefix(model.state_dict()), name, type(model).__name__
+    folder = _checkpoint_folder(model_or_path)
+    model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+    if model_type != "bert":
+        raise ValueError(f"{folder} holds a {model_type!r} model; from_bert converts BERT checkpoints (model_type 'bert').")
+    weight_files = sorted(folder.glob("*.safetensors"))
+    if not weight_files:
+        raise OSError(f"{folder} has no .safetensors weights (pickle .bin files are not read: they can run code).")
+    state_dict = {}
+    for path in weight_files:
+        state_dict.update(load_file(path))
+    bert_config = BertConfig.from_pretrained(folder)
+    architecture = (bert_config.architectures or ["BertModel"])[0]
+    return bert_config, _strip_prefix(state_dict), str(model_or_path), architecture
+
+
+def _checkpoint_folder(model_or_path) -> Path:
+    """The local folder of a checkpoint given as a folder or a Hub id, with its config.json."""
     source = str(model_or_path)
     folder = Path(source)
     if not folder.is_dir():
@@ -165,16 +203,39 @@ def _load_bert(model_or_path):
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise OSError(f"{folder} has no config.json: it is not a transformers checkpoint folder.")
-    model_type = json.loads(config_path.read_text()).get("model_type")
-    if model_type != "bert":
-        raise ValueError(f"{folder} holds a {model_type!r} model; from_bert converts BERT checkpoints (model_type 'bert').")
-    weight_files = sorted(folder.glob("*.safetensors"))
-    if not weight_files:
-        raise OSError(f"{folder} has no .safetensors weights (pickle .bin files are not read: they can run code).")
-    state_dict = {}
-    for path in weight_files:
-        state_dict.update(load_file(path))
-    return BertConfig.from_pretrained(folder), _strip_prefix(state_dict), source
+    return folder
+
+
+def _load_encoder_decoder(model_or_path):
+    """The `EncoderDecoderModel` given (instance or folder), or None when it is something else."""
+    from transformers import EncoderDecoderModel
+
+    if isinstance(model_or_path, EncoderDecoderModel):
+        return model_or_path
+    if isinstance(model_or_path, PreTrainedModel):
+        return None
+    folder = _checkpoint_folder(model_or_path)
+    if json.loads((folder / "config.json").read_text()).get("model_type") != "encoder-decoder":
+        return None
+    return EncoderDecoderModel.from_pretrained(folder, use_safetensors=True)
+
+
+def _convert_encoder_decoder(model, fit_method, config_overrides):
+    """Each side through `from_bert` (the decoder keeps is_decoder and cross-attention), reassembled with the same
+    generation settings."""
+    from transformers import EncoderDecoderModel
+
+    encoder = from_bert(model.encoder, fit_method=fit_method, **config_overrides)
+    decoder = from_bert(model.decoder, fit_method=fit_method, **config_overrides)
+    converted = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    for field in ("decoder_start_token_id", "pad_token_id", "eos_token_id", "bos_token_id", "vocab_size"):
+        value = getattr(model.config, field, None)
+        if value is not None:
+            setattr(converted.config, field, value)
+    if getattr(model, "enc_to_dec_proj", None) is not None:
+        converted.enc_to_dec_proj.load_state_dict(model.enc_to_dec_proj.state_dict())
+    converted.generation_config = model.generation_config
+    return converted.eval()
 
 
 def _strip_prefix(state_dict):
@@ -198,9 +259,14 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         target[f"{prefix}embeddings.LayerNorm.{p}"] = take(f"embeddings.LayerNorm.{p}")
 
     report = []
-    for unique, layers in _groups(config.attention_layer_map).items():
-        att = f"{prefix}encoder.attention.{unique}"
-        src = "encoder.layer.{}.attention."
+    sublayers = [("attention", "attention")]
+    if config.add_cross_attention and "encoder.layer.0.crossattention.self.query.weight" in bert:
+        sublayers.append(("crossattention", "crossattention"))
+    for (ours, theirs), (unique, layers) in (
+        (names, group) for names in sublayers for group in _groups(config.attention_layer_map).items()
+    ):
+        att = f"{prefix}encoder.{ours}.{unique}"
+        src = "encoder.layer.{}." + theirs + "."
         for p in ("weight", "bias"):
             target[f"{att}.output.dense.{p}"] = mean_over(layers, src + f"output.dense.{p}")
             target[f"{att}.output.LayerNorm.{p}"] = mean_over(layers, src + f"output.LayerNorm.{p}")
@@ -213,7 +279,8 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         if "output.dense.weight" in fitted:  # the value channels changed basis: the output projection follows
             target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})
-        report.append(LayerFit(layer=unique, retained_energy=retained))
+        if ours == "attention":  # the report covers the self-attention sets, one entry each
+            report.append(LayerFit(layer=unique, retained_energy=retained))
 
     for unique, layers in _groups(config.ffn_layer_map).items():
         ffn = f"{prefix}encoder.feed_forward.{unique}"
@@ -229,6 +296,7 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         "cls.predictions.transform.LayerNorm.": "cls.predictions.LayerNorm.",
         "cls.predictions.decoder.weight": "cls.predictions.decoder.weight",
         "cls.predictions.bias": "cls.predictions.decoder.bias",
+        "cls.seq_relationship.": "cls.seq_relationship.",
         "classifier.": "classifier.",
         "qa_outputs.": "qa_outputs.",
     }
