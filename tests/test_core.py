@@ -16,8 +16,10 @@ from sharedbert import (
     ATTENTION_TYPES,
     SharedBertConfig,
     SharedBertForMaskedLM,
+    SharedBertForPreTraining,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
+    SharedBertLMHeadModel,
     SharedBertModel,
 )
 from sharedbert.configuration_sharedbert import AUTO_MAP
@@ -338,13 +340,19 @@ REMOTE_CHILD = textwrap.dedent(
     folder, out = sys.argv[1], sys.argv[2]
     batch = {k: torch.tensor(v) for k, v in json.load(open(folder + "/inputs.json")).items()}
     results = {}
-    for auto in ["AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification",
-                 "AutoModelForTokenClassification", "AutoModelForQuestionAnswering"]:
-        model = getattr(transformers, auto).from_pretrained(folder, trust_remote_code=True).eval()
+    for auto, overrides in [
+        ("AutoModel", {}), ("AutoModelForMaskedLM", {}), ("AutoModelForSequenceClassification", {}),
+        ("AutoModelForTokenClassification", {}), ("AutoModelForQuestionAnswering", {}),
+        ("AutoModelForPreTraining", {}), ("AutoModelForNextSentencePrediction", {}),
+        ("AutoModelForCausalLM", {"is_decoder": True}),
+    ]:
+        model = getattr(transformers, auto).from_pretrained(folder, trust_remote_code=True, **overrides).eval()
         assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
         with torch.no_grad():
             output = model(**batch)
         results[auto] = [type(model).__name__, output[0].tolist()]
+    generated = model.generate(batch["input_ids"], max_new_tokens=4, do_sample=False)
+    results["generate"] = generated.tolist()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     results["tokenizer"] = [type(tokenizer).__name__, tokenizer("hello world")["input_ids"]]
     json.dump(results, open(out, "w"))
@@ -366,13 +374,24 @@ def test_remote_code_loads_every_head_without_the_package(tmp_path):
     result = run_isolated(tmp_path / "child.py", [folder, tmp_path / "out.json"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((tmp_path / "out.json").read_text())
-    for auto, model_class in [("AutoModel", SharedBertModel), ("AutoModelForMaskedLM", SharedBertForMaskedLM)]:
+    for auto, model_class in [
+        ("AutoModel", SharedBertModel),
+        ("AutoModelForMaskedLM", SharedBertForMaskedLM),
+        ("AutoModelForPreTraining", SharedBertForPreTraining),
+    ]:
         assert results[auto][0] == model_class.__name__
         local = model_class.from_pretrained(folder).eval()
         with torch.no_grad():
             expected = local(**batch)[0]
         assert (torch.tensor(results[auto][1]) - expected).abs().max() <= 1e-5
     assert results["AutoModelForSequenceClassification"][0] == "SharedBertForSequenceClassification"
+    assert results["AutoModelForNextSentencePrediction"][0] == "SharedBertForNextSentencePrediction"
+    decoder = SharedBertLMHeadModel.from_pretrained(folder, is_decoder=True).eval()
+    assert results["AutoModelForCausalLM"][0] == "SharedBertLMHeadModel"
+    with torch.no_grad():
+        assert (torch.tensor(results["AutoModelForCausalLM"][1]) - decoder(**batch).logits).abs().max() <= 1e-5
+    expected = decoder.generate(batch["input_ids"], max_new_tokens=4, do_sample=False)
+    assert results["generate"] == expected.tolist()
     assert results["tokenizer"] == ["SharedBertTokenizer", [2, 5, 6, 3]]
 
 
