@@ -12,6 +12,7 @@ from transformers import (
     AutoModelForNextSentencePrediction,
     AutoModelForPreTraining,
     AutoModelForQuestionAnswering,
+    AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -19,6 +20,7 @@ from transformers import (
 
 from .configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS, SharedBertConfig
 from .modeling_sharedbert import (
+    SharedBertForConditionalGeneration,
     SharedBertForMaskedLM,
     SharedBertForMultipleChoice,
     SharedBertForNextSentencePrediction,
@@ -46,6 +48,7 @@ for _auto, _model in (
     (AutoModelForCausalLM, SharedBertLMHeadModel),
     (AutoModelForPreTraining, SharedBertForPreTraining),
     (AutoModelForNextSentencePrediction, SharedBertForNextSentencePrediction),
+    (AutoModelForSeq2SeqLM, SharedBertForConditionalGeneration),
 ):
     _auto.register(SharedBertConfig, _model, exist_ok=True)
 AutoTokenizer.register(SharedBertConfig, fast_tokenizer_class=SharedBertTokenizer, exist_ok=True)
@@ -55,6 +58,7 @@ __all__ = [
     "LAYER_SHARING_MODES",
     "SHARING_ORDERS",
     "SharedBertConfig",
+    "SharedBertForConditionalGeneration",
     "SharedBertForMaskedLM",
     "SharedBertForMultipleChoice",
     "SharedBertForNextSentencePrediction",

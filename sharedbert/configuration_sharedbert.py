@@ -40,6 +40,7 @@ AUTO_MAP = {
     "AutoModelForCausalLM": "modeling_sharedbert.SharedBertLMHeadModel",
     "AutoModelForPreTraining": "modeling_sharedbert.SharedBertForPreTraining",
     "AutoModelForNextSentencePrediction": "modeling_sharedbert.SharedBertForNextSentencePrediction",
+    "AutoModelForSeq2SeqLM": "modeling_sharedbert.SharedBertForConditionalGeneration",
     "AutoTokenizer": [None, "tokenization_sharedbert.SharedBertTokenizer"],
 }
 
@@ -67,7 +68,7 @@ class SharedBertConfig(PreTrainedConfig):
         add_cross_attention (`bool`, defaults to `False`):
             A cross-attention sublayer after self-attention in every layer, attending to `encoder_hidden_states`.
             Requires `is_decoder=True`. It projects queries and keys/values as the configured `attention_type` does
-            (see `SharedBertCrossAttention`) and is shared across depth like the self-attention.
+            (see the modeling module's docstring) and is shared across depth like the self-attention.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its keys and values (`past_key_values`) for fast generation. Encoders ignore it.
         is_encoder_decoder (`bool`, defaults to `False`):

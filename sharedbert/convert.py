@@ -464,3 +464,158 @@ def _fit_invariant(attention_type, q, k, v, o, num_heads):
         **{"output.dense.weight": new_o.float()},
     )
     return fitted, retained
+
+
+# --- sequence to sequence --------------------------------------------------------------------------------------------
+
+# Fields that describe the seq2seq model rather than its stacks: they go to the seq2seq config, not to `from_bert`.
+SEQ2SEQ_FIELDS = (
+    "share_encoder_decoder_layers",
+    "share_encoder_decoder_embeddings",
+    "scale_embedding",
+    "decoder_start_token_id",
+    "eos_token_id",
+    "bos_token_id",
+    "pad_token_id",
+    "tie_word_embeddings",
+)
+
+
+def warm_start_seq2seq(model_or_path, tokenizer=None, fit_method: str = "auto", **config_overrides):
+    """A `SharedBertForConditionalGeneration` whose encoder AND decoder start from one checkpoint (Rothe et al.
+    2020: BERT2BERT, or BERTShare with `share_encoder_decoder_layers=True`).
+
+    Args:
+        model_or_path: a BERT (converted first with `from_bert`, which takes `attention_type`, `layer_sharing`, ...
+            from `config_overrides`) or a SharedBert checkpoint: an instance, a folder or a Hub id.
+        tokenizer: optional; its [CLS] id becomes `decoder_start_token_id`, [SEP] the end-of-sequence id and its pad
+            id the padding id (Rothe et al.'s choice), unless given in `config_overrides`.
+        **config_overrides: seq2seq fields (`SEQ2SEQ_FIELDS`) and, for a BERT source, conversion fields.
+
+    Embeddings, self-attention and feed-forward of both stacks copy the checkpoint's encoder (stored once when
+    shared); the LM head's transform copies the checkpoint's masked-LM head when it has one; cross-attention starts
+    untrained, as in BERT2BERT.
+    """
+    from .modeling_sharedbert import SharedBertForConditionalGeneration, SharedBertPreTrainedModel
+
+    seq2seq = {key: config_overrides.pop(key) for key in SEQ2SEQ_FIELDS if key in config_overrides}
+    if tokenizer is not None:
+        for field, token_id in (
+            ("decoder_start_token_id", tokenizer.cls_token_id),
+            ("eos_token_id", tokenizer.sep_token_id),
+            ("pad_token_id", tokenizer.pad_token_id),
+        ):
+            if token_id is not None:
+                seq2seq.setdefault(field, token_id)
+    if isinstance(model_or_path, SharedBertPreTrainedModel):
+        source_config, state_dict = model_or_path.config, model_or_path.state_dict()
+    elif not isinstance(model_or_path, PreTrainedModel) and _model_type(model_or_path) == "sharedbert":
+        folder = _checkpoint_folder(model_or_path)
+        source_config = SharedBertConfig.from_pretrained(folder)
+        state_dict = {}
+        for path in sorted(folder.glob("*.safetensors")):
+            state_dict.update(load_file(path))
+    else:
+        converted = from_bert(model_or_path, fit_method=fit_method, **config_overrides)
+        source_config, state_dict = converted.config, converted.state_dict()
+        config_overrides = {}
+    values = {**source_config.to_dict(), **config_overrides, **seq2seq}
+    for stale in ("architectures", "auto_map", "_name_or_path", "transformers_version", "model_type"):
+        values.pop(stale, None)
+    values.update(is_encoder_decoder=True, is_decoder=False, add_cross_attention=False, decoder_vocab_size=None)
+    model = SharedBertForConditionalGeneration(SharedBertConfig(**values))
+    config = model.config
+    base = {key.removeprefix("sharedbert."): value for key, value in state_dict.items()}
+    target = {}
+    for key, value in base.items():
+        if ".crossattention." in key or key.startswith("pooler."):
+            continue
+        if key.startswith(("embeddings.", "encoder.")):
+            target[f"sharedbert.{key}"] = value
+            if key.startswith("embeddings.") and not config.share_encoder_decoder_embeddings:
+                target[f"decoder_{key}"] = value
+            if key.startswith("encoder.") and not config.share_encoder_decoder_layers:
+                target[f"decoder.{key.removeprefix('encoder.')}"] = value
+        elif key.startswith("cls.predictions.") and not (config.tie_word_embeddings and key.endswith("decoder.weight")):
+            target[key] = value
+    missing, unexpected = model.load_state_dict(target, strict=False)
+    untrained = [key for key in missing if ".crossattention." not in key and not key.startswith("cls.")]
+    if untrained or unexpected:
+        raise ValueError(
+            f"The checkpoint does not fit a seq2seq model of its own config: missing {untrained[:5]}, unexpected "
+            f"{unexpected[:5]}. Pass only seq2seq fields ({', '.join(SEQ2SEQ_FIELDS)}) when warm-starting from a "
+            "SharedBert checkpoint; convert a BERT with its attention_type / layer_sharing instead."
+        )
+    model.tie_weights()
+    _set_generation_ids(model, config)
+    return model.eval()
+
+
+def _model_type(model_or_path) -> str | None:
+    return json.loads((_checkpoint_folder(model_or_path) / "config.json").read_text()).get("model_type")
+
+
+def _set_generation_ids(model, config) -> None:
+    for field in ("decoder_start_token_id", "eos_token_id", "pad_token_id", "bos_token_id"):
+        value = getattr(config, field, None)
+        if value is not None:
+            setattr(model.generation_config, field, value)
+
+
+def encoder_decoder_to_seq2seq(model, fit_method: str = "auto", **config_overrides):
+    """transformers' `EncoderDecoderModel` of two BERTs or two SharedBerts (same sizes and attention settings on both
+    sides) as one `SharedBertForConditionalGeneration` sharing nothing: the same function, weight for weight (BERTs
+    are converted with `from_bert` first, which takes `config_overrides`)."""
+    from transformers import EncoderDecoderModel
+
+    from .modeling_sharedbert import SharedBertForConditionalGeneration, SharedBertModel
+
+    if not isinstance(model, EncoderDecoderModel):
+        raise ValueError(f"encoder_decoder_to_seq2seq needs an EncoderDecoderModel, got {type(model).__name__}.")
+    if model.encoder.config.model_type == "bert":
+        model = from_bert(model, fit_method=fit_method, **config_overrides)
+    encoder, decoder = model.encoder, model.decoder
+    if not isinstance(encoder, SharedBertModel) or not isinstance(decoder, SharedBertLMHeadModel):
+        raise ValueError(
+            f"Both sides must be SharedBert (or BERT) models; got {type(encoder).__name__} and {type(decoder).__name__}."
+        )
+    if getattr(model, "enc_to_dec_proj", None) is not None:
+        raise ValueError("The encoder and decoder have different widths; SharedBert's seq2seq model needs one width.")
+    encoder_values = {k: v for k, v in encoder.config.to_dict().items() if k not in ("is_decoder", "add_cross_attention")}
+    decoder_values = decoder.config.to_dict()
+    architecture = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "attention_type",
+                    "layer_sharing", "num_unique_layers", "sharing_order", "max_position_embeddings", "hidden_act")
+    differing = [name for name in architecture if encoder_values.get(name) != decoder_values.get(name)]
+    if differing:
+        raise ValueError(f"Encoder and decoder differ in {differing}: SharedBert's seq2seq model has one of each.")
+    values = {k: v for k, v in encoder_values.items() if k not in ("architectures", "auto_map", "model_type",
+                                                                     "transformers_version", "_name_or_path")}
+    values.update(
+        is_encoder_decoder=True,
+        decoder_vocab_size=decoder.config.vocab_size if decoder.config.vocab_size != encoder.config.vocab_size else None,
+        tie_word_embeddings=decoder.config.tie_word_embeddings,
+    )
+    for field in ("decoder_start_token_id", "pad_token_id", "eos_token_id", "bos_token_id"):
+        value = getattr(model.generation_config, field, None)
+        if value is None:
+            value = getattr(model.config, field, None)
+        values[field] = value
+    seq2seq = SharedBertForConditionalGeneration(SharedBertConfig(**values))
+    target = {}
+    for key, value in encoder.state_dict().items():
+        if not key.startswith("pooler."):
+            target[f"sharedbert.{key}"] = value
+    for key, value in decoder.state_dict().items():
+        if key.startswith("sharedbert.embeddings."):
+            target[f"decoder_embeddings.{key.removeprefix('sharedbert.embeddings.')}"] = value
+        elif key.startswith("sharedbert.encoder."):
+            target[f"decoder.{key.removeprefix('sharedbert.encoder.')}"] = value
+        else:
+            target[key] = value
+    missing, unexpected = seq2seq.load_state_dict(target, strict=False)
+    missing = [key for key in missing if key != "cls.predictions.decoder.weight" or not seq2seq.config.tie_word_embeddings]
+    if missing or unexpected:
+        raise ValueError(f"Cannot map the EncoderDecoderModel's weights: missing {missing[:5]}, unexpected {unexpected[:5]}.")
+    seq2seq.tie_weights()
+    _set_generation_ids(seq2seq, seq2seq.config)
+    return seq2seq.eval()

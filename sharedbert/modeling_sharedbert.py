@@ -47,6 +47,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel, slice_logits_to_keep
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+from transformers.models.encoder_decoder.modeling_encoder_decoder import shift_tokens_right
 from transformers.processing_utils import Unpack
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, TransformersKwargs, cached_file, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
@@ -626,23 +627,24 @@ class SharedBertPooler(nn.Module):
 
 
 class SharedBertLMPredictionHead(nn.Module):
-    """Transform (dense, activation, LayerNorm) then the vocabulary decoder, tied to the word embeddings by default."""
+    """Transform (dense, activation, LayerNorm) then the vocabulary decoder, tied to the word embeddings by default.
+    `vocab_size`: a seq2seq model's target vocabulary (default: the config's `vocab_size`)."""
 
-    def __init__(self, config: SharedBertConfig):
+    def __init__(self, config: SharedBertConfig, vocab_size: int | None = None):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN[config.hidden_act]
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size if vocab_size is None else vocab_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))
 
 
 class SharedBertOnlyMLMHead(nn.Module):
-    def __init__(self, config: SharedBertConfig):
+    def __init__(self, config: SharedBertConfig, vocab_size: int | None = None):
         super().__init__()
-        self.predictions = SharedBertLMPredictionHead(config)
+        self.predictions = SharedBertLMPredictionHead(config, vocab_size)
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
         return self.predictions(sequence_output)
@@ -1342,6 +1344,141 @@ class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
         )
 
 
+class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMixin):
+    """A sequence-to-sequence model of two SharedBert stacks of one size (`is_encoder_decoder=True`).
+
+    * Encoder: `sharedbert` (a `SharedBertModel` without pooler; its keys are those of any SharedBert checkpoint, so
+      one loads into it as is). Decoder: `decoder`, a stack with causal self-attention and cross-attention in every
+      layer, read through `decoder_embeddings`, then the LM head `cls` over the target vocabulary.
+    * `share_encoder_decoder_layers` (T5, Rothe et al.'s BERTShare): the decoder stores no self-attention or
+      feed-forward of its own; at every call it runs the encoder's stored sublayers by the same index maps. Only
+      cross-attention is the decoder's own. Every tensor is stored once (no module sits in two places).
+    * `share_encoder_decoder_embeddings`: the decoder reads the encoder's embedding module (`decoder_embeddings` is
+      None); with `tie_word_embeddings` the LM head's weight is that matrix too: three-way tying (Vaswani et al.
+      §3.4). `scale_embedding` multiplies looked-up word embeddings by √hidden_size.
+    * Warm start from one BERT or SharedBert checkpoint on both sides (Rothe et al. 2020): `sharedbert.convert.
+      warm_start_seq2seq`; cross-attention starts untrained, as in their BERT2BERT.
+    """
+
+    _auto_class = "AutoModelForSeq2SeqLM"
+    main_input_name = "input_ids"
+
+    def __init__(self, config: SharedBertConfig):
+        if not config.is_encoder_decoder:
+            raise ValueError(
+                "SharedBertForConditionalGeneration needs a seq2seq config: pass is_encoder_decoder=True (with "
+                "share_encoder_decoder_layers / share_encoder_decoder_embeddings as wanted)."
+            )
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config, add_pooling_layer=False)
+        self.decoder_embeddings = (
+            None
+            if config.share_encoder_decoder_embeddings
+            else SharedBertEmbeddings(config, vocab_size=config.target_vocab_size)
+        )
+        self.decoder = SharedBertEncoder(
+            config,
+            is_decoder=True,
+            add_cross_attention=True,
+            own_self_sublayers=not config.share_encoder_decoder_layers,
+        )
+        self.cls = SharedBertOnlyMLMHead(config, vocab_size=config.target_vocab_size)
+        # Which matrix the LM head ties to depends on the config: an instance attribute, set before post_init ties.
+        source = "sharedbert.embeddings" if config.share_encoder_decoder_embeddings else "decoder_embeddings"
+        self._tied_weights_keys = {"cls.predictions.decoder.weight": f"{source}.word_embeddings.weight"}
+        self.post_init()
+
+    def get_encoder(self, modality=None):
+        return self.sharedbert
+
+    def get_decoder_input_embeddings(self) -> SharedBertEmbeddings:
+        return self.sharedbert.embeddings if self.decoder_embeddings is None else self.decoder_embeddings
+
+    def get_input_embeddings(self):
+        return self.sharedbert.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.sharedbert.embeddings.word_embeddings = value
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """Labels shifted right behind `decoder_start_token_id` (-100 becomes the pad id): the teacher-forced
+        decoder inputs. Seq2SeqTrainer's data collator calls this."""
+        start = self.config.decoder_start_token_id
+        if start is None:
+            raise ValueError(
+                "`decoder_start_token_id` is not set: set model.config.decoder_start_token_id (and "
+                "model.generation_config.decoder_start_token_id), e.g. to the tokenizer's [CLS] id as BERT2BERT does."
+            )
+        pad = self.config.pad_token_id if self.config.pad_token_id is not None else 0
+        return shift_tokens_right(labels, pad, start)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        labels: torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
+        """`labels`: target ids (-100 ignored); without `decoder_input_ids` they are shifted right to make them."""
+        if encoder_outputs is None:
+            encoder_outputs = self.sharedbert(
+                input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                inputs_embeds=inputs_embeds,
+                return_dict=True,
+                **kwargs,
+            )
+        elif isinstance(encoder_outputs, tuple):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        decoder_outputs = run_stack(
+            self.config,
+            self.get_decoder_input_embeddings(),
+            self.decoder,
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            inputs_embeds=decoder_inputs_embeds,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
+            **kwargs,
+        )
+        logits = self.cls(slice_logits_to_keep(decoder_outputs.last_hidden_state, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=decoder_outputs.past_key_values,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
 def _classifier_dropout(config: SharedBertConfig) -> nn.Dropout:
     return nn.Dropout(config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob)
 
@@ -1541,6 +1678,7 @@ class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
 
 __all__ = [
     "IncompatibleCheckpointError",
+    "SharedBertForConditionalGeneration",
     "SharedBertForMaskedLM",
     "SharedBertForMultipleChoice",
     "SharedBertForNextSentencePrediction",
