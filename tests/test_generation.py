@@ -301,3 +301,22 @@ def test_sharedbert_serves_as_encoder_and_decoder_of_encoder_decoder_model(tmp_p
     model.save_pretrained(tmp_path / "seq2seq")
     reloaded = EncoderDecoderModel.from_pretrained(tmp_path / "seq2seq")
     assert torch.equal(reloaded.generate(source, max_new_tokens=6, do_sample=False), cached)
+
+
+def test_activation_checkpointing_gives_the_decoder_the_same_gradients():
+    model = decoder("shared", "attention", 2)
+    model.train()
+    ids, extra = prompt(length=6), encoder_states()
+    states = extra["encoder_hidden_states"].requires_grad_()
+
+    def gradients():
+        model.zero_grad()
+        states.grad = None
+        model(ids, labels=ids, **extra).loss.backward()
+        return [p.grad.clone() for p in model.parameters()] + [states.grad.clone()]
+
+    plain = gradients()
+    model.activation_checkpointing_enable()
+    checkpointed = gradients()
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain, checkpointed, strict=True))
+    assert checkpointed[-1].abs().sum() > 0  # the encoder states receive their gradient through the checkpoint
