@@ -116,7 +116,9 @@ def from_bert(
     encoder_decoder = _load_encoder_decoder(model_or_path)
     if encoder_decoder is not None:
         if model_class is not None or return_report:
-            raise ValueError("An EncoderDecoderModel converts side by side: model_class and return_report do not apply.")
+            raise ValueError(
+                "An EncoderDecoderModel converts side by side: model_class and return_report do not apply."
+            )
         return _convert_encoder_decoder(encoder_decoder, fit_method, config_overrides)
     bert_config, state_dict, source_name, architecture = _load_bert(model_or_path)
     values = {field: getattr(bert_config, field) for field in BERT_FIELDS if hasattr(bert_config, field)}
@@ -177,7 +179,9 @@ def _load_bert(model_or_path):
     folder = _checkpoint_folder(model_or_path)
     model_type = json.loads((folder / "config.json").read_text()).get("model_type")
     if model_type != "bert":
-        raise ValueError(f"{folder} holds a {model_type!r} model; from_bert converts BERT checkpoints (model_type 'bert').")
+        raise ValueError(
+            f"{folder} holds a {model_type!r} model; from_bert converts BERT checkpoints (model_type 'bert')."
+        )
     weight_files = sorted(folder.glob("*.safetensors"))
     if not weight_files:
         raise OSError(f"{folder} has no .safetensors weights (pickle .bin files are not read: they can run code).")
@@ -577,11 +581,14 @@ def encoder_decoder_to_seq2seq(model, fit_method: str = "auto", **config_overrid
     encoder, decoder = model.encoder, model.decoder
     if not isinstance(encoder, SharedBertModel) or not isinstance(decoder, SharedBertLMHeadModel):
         raise ValueError(
-            f"Both sides must be SharedBert (or BERT) models; got {type(encoder).__name__} and {type(decoder).__name__}."
+            f"Both sides must be SharedBert (or BERT) models; got {type(encoder).__name__} and "
+            f"{type(decoder).__name__}."
         )
     if getattr(model, "enc_to_dec_proj", None) is not None:
         raise ValueError("The encoder and decoder have different widths; SharedBert's seq2seq model needs one width.")
-    encoder_values = {k: v for k, v in encoder.config.to_dict().items() if k not in ("is_decoder", "add_cross_attention")}
+    encoder_values = {
+        k: v for k, v in encoder.config.to_dict().items() if k not in ("is_decoder", "add_cross_attention")
+    }
     decoder_values = decoder.config.to_dict()
     architecture = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "attention_type",
                     "layer_sharing", "num_unique_layers", "sharing_order", "max_position_embeddings", "hidden_act")
@@ -592,7 +599,9 @@ def encoder_decoder_to_seq2seq(model, fit_method: str = "auto", **config_overrid
                                                                      "transformers_version", "_name_or_path")}
     values.update(
         is_encoder_decoder=True,
-        decoder_vocab_size=decoder.config.vocab_size if decoder.config.vocab_size != encoder.config.vocab_size else None,
+        decoder_vocab_size=(
+            None if decoder.config.vocab_size == encoder.config.vocab_size else decoder.config.vocab_size
+        ),
         tie_word_embeddings=decoder.config.tie_word_embeddings,
     )
     for field in ("decoder_start_token_id", "pad_token_id", "eos_token_id", "bos_token_id"):
@@ -613,9 +622,12 @@ def encoder_decoder_to_seq2seq(model, fit_method: str = "auto", **config_overrid
         else:
             target[key] = value
     missing, unexpected = seq2seq.load_state_dict(target, strict=False)
-    missing = [key for key in missing if key != "cls.predictions.decoder.weight" or not seq2seq.config.tie_word_embeddings]
+    tied = {"cls.predictions.decoder.weight"} if seq2seq.config.tie_word_embeddings else set()
+    missing = [key for key in missing if key not in tied]
     if missing or unexpected:
-        raise ValueError(f"Cannot map the EncoderDecoderModel's weights: missing {missing[:5]}, unexpected {unexpected[:5]}.")
+        raise ValueError(
+            f"Cannot map the EncoderDecoderModel's weights: missing {missing[:5]}, unexpected {unexpected[:5]}."
+        )
     seq2seq.tie_weights()
     _set_generation_ids(seq2seq, seq2seq.config)
     return seq2seq.eval()

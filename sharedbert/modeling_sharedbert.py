@@ -65,7 +65,9 @@ class SharedBertEmbeddings(nn.Module):
         super().__init__()
         # `vocab_size`: a seq2seq decoder's own target vocabulary (`config.target_vocab_size`).
         vocab_size = config.vocab_size if vocab_size is None else vocab_size
-        padding_idx = config.pad_token_id if config.pad_token_id is not None and config.pad_token_id < vocab_size else None
+        padding_idx = config.pad_token_id
+        if padding_idx is not None and padding_idx >= vocab_size:  # a target vocabulary without the source's pad id
+            padding_idx = None
         self.word_embeddings = nn.Embedding(vocab_size, config.hidden_size, padding_idx=padding_idx)
         # √d_model (Vaswani et al. §3.4) when `scale_embedding`; 1.0 keeps BERT's embeddings.
         self.word_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
@@ -205,7 +207,7 @@ class SharedBertSelfAttention(nn.Module):
         raise NotImplementedError
 
     def project_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-head (key, value), each (batch, heads, seq, head_dim), whose products with the queries give the scores."""
+        """Per-head (key, value), each (batch, heads, seq, head_dim); query·keyᵀ gives the scores."""
         raise NotImplementedError
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -1105,7 +1107,10 @@ def run_stack(
     )
     if is_decoder:
         attention_mask = create_causal_mask(
-            config=config, inputs_embeds=embedding_output, attention_mask=attention_mask, past_key_values=past_key_values
+            config=config,
+            inputs_embeds=embedding_output,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
         )
     else:
         attention_mask = create_bidirectional_mask(

@@ -347,7 +347,8 @@ def test_converted_lm_head_model_generates_as_bert_does(cross_attention):
     for beams in (1, 3):
         cache = {"past_key_values": EncoderDecoderCache(DynamicCache(), DynamicCache())} if cross_attention else {}
         expected = bert.generate(ids, max_new_tokens=8, num_beams=beams, do_sample=False, **extra, **cache)
-        assert torch.equal(converted.generate(ids, max_new_tokens=8, num_beams=beams, do_sample=False, **extra), expected)
+        got = converted.generate(ids, max_new_tokens=8, num_beams=beams, do_sample=False, **extra)
+        assert torch.equal(got, expected)
 
 
 @pytest.mark.parametrize("as_folder", [False, True], ids=["instance", "folder"])

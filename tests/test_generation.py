@@ -221,7 +221,9 @@ def test_encoder_states_of_another_shape_are_refused(states, match):
 def test_encoder_mask_of_another_shape_is_refused():
     extra = encoder_states()
     with pytest.raises(ValueError, match="encoder_attention_mask"):
-        decoder()(prompt(), encoder_hidden_states=extra["encoder_hidden_states"], encoder_attention_mask=torch.ones(2, 9))
+        decoder()(
+            prompt(), encoder_hidden_states=extra["encoder_hidden_states"], encoder_attention_mask=torch.ones(2, 9)
+        )
 
 
 def test_cache_of_another_batch_size_is_refused():
@@ -288,8 +290,8 @@ def test_sharedbert_serves_as_encoder_and_decoder_of_encoder_decoder_model(tmp_p
     model.train()
     loss = model(input_ids=source, labels=labels).loss
     loss.backward()
-    assert model.encoder.encoder.attention[0].self.shared_proj.weight.grad.abs().sum() > 0 if attention_type == "shared" \
-        else model.encoder.encoder.attention[0].self.query.weight.grad.abs().sum() > 0
+    projection = "shared_proj" if attention_type == "shared" else "query"
+    assert getattr(model.encoder.encoder.attention[0].self, projection).weight.grad.abs().sum() > 0
     assert model.decoder.sharedbert.encoder.crossattention[0].output.dense.weight.grad.abs().sum() > 0
     optimizer.step()
     moved = [name for name, p in model.named_parameters() if not torch.equal(before[name], p)]

@@ -31,6 +31,12 @@ VARIANTS = {
 }
 
 
+# A 99-token vocabulary: BERT's five special tokens (ids 0-4: pad, unk, cls, sep, mask), then plain words.
+VOCAB = {
+    token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(94))])
+}
+
+
 def seq2seq(attention_type="shared", **overrides):
     config = tiny_config(
         attention_type=attention_type, is_encoder_decoder=True, decoder_start_token_id=2, eos_token_id=3, **overrides
@@ -70,7 +76,7 @@ def random_bert_mlm(tmp_path=None):
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 def test_unshared_seq2seq_computes_what_encoder_decoder_model_computes(attention_type):
-    """An EncoderDecoderModel of two SharedBerts and the seq2seq class with the same weights agree, logits and tokens."""
+    """An EncoderDecoderModel of two SharedBerts and the seq2seq class with its weights agree: logits and tokens."""
     encoder = SharedBertModel(tiny_config(attention_type=attention_type))
     decoder_config = tiny_config(attention_type=attention_type, is_decoder=True, add_cross_attention=True)
     from sharedbert import SharedBertLMHeadModel
@@ -290,7 +296,7 @@ def test_scale_embedding_multiplies_word_embeddings_by_root_d():
 @pytest.mark.parametrize("share", [False, True], ids=["bert2bert", "bertshare"])
 def test_warm_start_from_one_bert_checkpoint_fills_both_sides(tmp_path, share):
     bert = random_bert_mlm(tmp_path)
-    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(94)])}
+    vocab = VOCAB
     model = warm_start_seq2seq(
         tmp_path, tokenizer=SharedBertTokenizer(vocab=vocab), attention_type="standard",
         share_encoder_decoder_layers=share, share_encoder_decoder_embeddings=share,
@@ -300,8 +306,9 @@ def test_warm_start_from_one_bert_checkpoint_fills_both_sides(tmp_path, share):
     reference = from_bert(bert, attention_type="standard")
     ours, theirs = model.state_dict(), reference.state_dict()
     decoder_side = "sharedbert.encoder." if share else "decoder."
-    assert torch.equal(ours["sharedbert.encoder.attention.1.self.key.weight"], theirs["sharedbert.encoder.attention.1.self.key.weight"])
-    assert torch.equal(ours[f"{decoder_side}attention.1.self.key.weight"], theirs["sharedbert.encoder.attention.1.self.key.weight"])
+    bert_key = theirs["sharedbert.encoder.attention.1.self.key.weight"]
+    assert torch.equal(ours["sharedbert.encoder.attention.1.self.key.weight"], bert_key)
+    assert torch.equal(ours[f"{decoder_side}attention.1.self.key.weight"], bert_key)
     assert torch.equal(ours["cls.predictions.dense.weight"], theirs["cls.predictions.dense.weight"])
     # The encoder is BERT's: its states match the original's.
     inputs = batch()
@@ -312,7 +319,8 @@ def test_warm_start_from_one_bert_checkpoint_fills_both_sides(tmp_path, share):
 
 
 def test_warm_start_from_a_sharedbert_checkpoint(tmp_path):
-    source = SharedBertForMaskedLM(tiny_config(attention_type="pairwise", layer_sharing="attention", num_unique_layers=2))
+    config = tiny_config(attention_type="pairwise", layer_sharing="attention", num_unique_layers=2)
+    source = SharedBertForMaskedLM(config)
     perturb(source)
     source.save_pretrained(tmp_path)
     model = warm_start_seq2seq(tmp_path, decoder_start_token_id=2, **FULLY_SHARED)
@@ -363,7 +371,7 @@ def test_remote_code_loads_and_generates_without_the_package(tmp_path):
 def test_seq2seq_trainer_trains_and_predicts_with_generate(tmp_path):
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(94)])}
+    vocab = VOCAB
     tokenizer = SharedBertTokenizer(vocab=vocab)
     model = seq2seq(**FULLY_SHARED)
     model.config.pad_token_id = model.generation_config.pad_token_id = 0
@@ -399,7 +407,9 @@ def test_peft_lora_wraps_each_shared_module_once_and_generates():
     lora = get_peft_model(
         model, LoraConfig(task_type="SEQ_2_SEQ_LM", r=4, target_modules=["shared_proj", "dense", "intermediate"])
     )
-    wrapped = [name for name, module in lora.named_modules() if name.endswith("shared_proj") and hasattr(module, "lora_A")]
+    wrapped = [
+        name for name, module in lora.named_modules() if name.endswith("shared_proj") and hasattr(module, "lora_A")
+    ]
     # Self-attention sets (stored once, used by both stacks) plus the decoder's cross-attention sets.
     assert len(wrapped) == 2 * model.config.num_hidden_layers
     # LoRA starts as the identity (B = 0): generation is unchanged.
