@@ -431,3 +431,30 @@ def test_folding_serves_the_seq2seq_model():
     with torch.no_grad():
         assert (model(**inputs, decoder_input_ids=inputs["input_ids"]).logits - expected).abs().max() <= 1e-5
     assert torch.equal(model.generate(**inputs, max_new_tokens=6, do_sample=False), tokens)
+
+
+def test_bert2bert_from_minilm_matches_transformers_on_real_text(minilm_path):
+    """The study's starting point: transformers' own BERT2BERT from all-MiniLM-L6-v2 and the same model as a
+    standard-attention SharedBert seq2seq give the same logits and tokens on real sentences; the shared warm start
+    from the same checkpoint builds and generates."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    bert2bert = EncoderDecoderModel.from_encoder_decoder_pretrained(minilm_path, minilm_path).eval()
+    for config in (bert2bert.config, bert2bert.generation_config):
+        config.decoder_start_token_id, config.pad_token_id = tokenizer.cls_token_id, tokenizer.pad_token_id
+        config.eos_token_id = tokenizer.sep_token_id
+    sentences = ["Weight sharing makes the model smaller.", "A paraphrase says the same thing in other words."]
+    inputs = tokenizer(sentences, padding=True, return_tensors="pt")
+    inputs.pop("token_type_ids")
+    model = encoder_decoder_to_seq2seq(bert2bert, attention_type="standard")
+    with torch.no_grad():
+        targets = inputs["input_ids"][:, :6]
+        expected = bert2bert(**inputs, decoder_input_ids=targets).logits
+        assert (model(**inputs, decoder_input_ids=targets).logits - expected).abs().max() <= 1e-5
+    expected = bert2bert.generate(**inputs, max_new_tokens=8, num_beams=2, do_sample=False)
+    assert torch.equal(model.generate(**inputs, max_new_tokens=8, num_beams=2, do_sample=False), expected)
+    shared = warm_start_seq2seq(minilm_path, tokenizer=tokenizer, attention_type="shared", **FULLY_SHARED)
+    assert _count(shared) / _count(bert2bert) <= 0.55
+    tokens = shared.generate(**inputs, max_new_tokens=5, do_sample=False)
+    assert (tokens[:, 0] == tokenizer.cls_token_id).all()
