@@ -255,6 +255,14 @@ class SharedBertConfig(PreTrainedConfig):
                 f"[0, {self.target_vocab_size}) or None."
             )
 
+    def get_text_config(self, decoder=None, encoder=None):
+        """transformers' view of one side of a flat seq2seq config: it renames `decoder_*` fields to their plain
+        names, so `decoder_vocab_size=None` (meaning "the source vocabulary") would become `vocab_size=None`."""
+        config = super().get_text_config(decoder=decoder, encoder=encoder)
+        if config is not self and decoder and self.is_encoder_decoder:
+            config.vocab_size = self.target_vocab_size
+        return config
+
     @property
     def target_vocab_size(self) -> int:
         """The decoder's vocabulary: `decoder_vocab_size` in a seq2seq model when set, else `vocab_size`."""

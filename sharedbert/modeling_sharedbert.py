@@ -1411,6 +1411,21 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
     def set_output_embeddings(self, new_embeddings):
         self.cls.predictions.decoder = new_embeddings
 
+    def resize_token_embeddings(self, *args, **kwargs):
+        """Resize the one vocabulary of a model with `share_encoder_decoder_embeddings` (encoder input, decoder input
+        and, tied, the output projection). With two embedding tables, resize is refused: it would change the source
+        table only."""
+        if not self.config.share_encoder_decoder_embeddings:
+            raise NotImplementedError(
+                "This seq2seq model has separate source and target embeddings: resize model.sharedbert (the source "
+                "side) and the target side (decoder_embeddings and cls.predictions.decoder) separately, then set "
+                "config.vocab_size and config.decoder_vocab_size."
+            )
+        embeddings = super().resize_token_embeddings(*args, **kwargs)
+        if self.config.decoder_vocab_size is not None:
+            self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """Labels shifted right behind `decoder_start_token_id` (-100 becomes the pad id): the teacher-forced
         decoder inputs. Seq2SeqTrainer's data collator calls this."""
@@ -1441,12 +1456,18 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """`labels`: target ids (-100 ignored); without `decoder_input_ids` they are shifted right to make them."""
+        output_hidden_states = kwargs.pop("output_hidden_states", None)
+        output_attentions = kwargs.pop("output_attentions", None)
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if encoder_outputs is None:
             encoder_outputs = self.sharedbert(
                 input_ids,
                 attention_mask=attention_mask,
                 token_type_ids=token_type_ids,
                 inputs_embeds=inputs_embeds,
+                output_hidden_states=output_hidden_states,
+                output_attentions=output_attentions,
                 return_dict=True,
                 **kwargs,
             )
@@ -1456,20 +1477,29 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        decoder_outputs = run_stack(
-            self.config,
-            self.get_decoder_input_embeddings(),
-            self.decoder,
-            input_ids=decoder_input_ids,
-            attention_mask=decoder_attention_mask,
-            inputs_embeds=decoder_inputs_embeds,
-            encoder_hidden_states=encoder_outputs.last_hidden_state,
-            encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
-            **kwargs,
-        )
+        recorded = {"hidden_states": [], "attentions": [], "cross_attentions": []}
+        # The decoder's self-attention may be the encoder's stored modules: hooks live only while the decoder runs,
+        # so they record the decoder's uses alone.
+        hooks = self._record_decoder_outputs(recorded, output_hidden_states, output_attentions)
+        try:
+            decoder_outputs = run_stack(
+                self.config,
+                self.get_decoder_input_embeddings(),
+                self.decoder,
+                input_ids=decoder_input_ids,
+                attention_mask=decoder_attention_mask,
+                inputs_embeds=decoder_inputs_embeds,
+                encoder_hidden_states=encoder_outputs.last_hidden_state,
+                encoder_attention_mask=attention_mask,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+                lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
+                output_attentions=output_attentions,
+                **kwargs,
+            )
+        finally:
+            for hook in hooks:
+                hook.remove()
         logits = self.cls(slice_logits_to_keep(decoder_outputs.last_hidden_state, logits_to_keep))
         loss = None
         if labels is not None:
@@ -1478,10 +1508,37 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
             loss=loss,
             logits=logits,
             past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=tuple(recorded["hidden_states"]) if output_hidden_states else None,
+            decoder_attentions=tuple(recorded["attentions"]) if output_attentions else None,
+            cross_attentions=tuple(recorded["cross_attentions"]) if output_attentions else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
         )
+
+    def _record_decoder_outputs(self, recorded: dict, hidden_states: bool, attentions: bool) -> list:
+        """Forward hooks filling `recorded`: the decoder's input embeddings and each depth's output (hidden states),
+        each self- and cross-attention call's weights (attentions). Returns the hook handles to remove."""
+        hooks = []
+        if hidden_states:
+            layers = self.decoder.layer
+            hooks.append(layers[0].register_forward_pre_hook(
+                lambda module, args: recorded["hidden_states"].append(args[0])
+            ))  # fmt: skip
+            for layer in layers:
+                hooks.append(layer.register_forward_hook(
+                    lambda module, args, output: recorded["hidden_states"].append(output)
+                ))  # fmt: skip
+        if attentions:
+            self_attention = self.decoder.attention
+            if self_attention is None:  # layers shared with the encoder
+                self_attention = self.sharedbert.encoder.attention
+            for key, sublayers in (("attentions", self_attention), ("cross_attentions", self.decoder.crossattention)):
+                for sublayer in sublayers:
+                    hooks.append(sublayer.self.register_forward_hook(
+                        lambda module, args, output, key=key: recorded[key].append(output[1])
+                    ))  # fmt: skip
+        return hooks
 
 
 def _classifier_dropout(config: SharedBertConfig) -> nn.Dropout:

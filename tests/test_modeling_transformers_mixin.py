@@ -12,6 +12,7 @@ import torch
 
 from sharedbert import (
     SharedBertConfig,
+    SharedBertForConditionalGeneration,
     SharedBertForMaskedLM,
     SharedBertForMultipleChoice,
     SharedBertForNextSentencePrediction,
@@ -41,6 +42,7 @@ ModelTesterMixin, ids_tensor, random_attention_mask = (
 ConfigTester = configuration_common.ConfigTester
 
 HEADS = {
+    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": SharedBertForConditionalGeneration,
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES": SharedBertLMHeadModel,
     "MODEL_MAPPING_NAMES": SharedBertModel,
     "MODEL_FOR_MASKED_LM_MAPPING_NAMES": SharedBertForMaskedLM,
@@ -125,7 +127,10 @@ class SharedBertModelTester:
 
 
 class _SharedBertMixinTest(ModelTesterMixin):
-    all_model_classes = tuple(head for head in HEADS.values() if head is not SharedBertLMHeadModel)
+    # The decoder and seq2seq classes need their own configs: classes of their own below.
+    all_model_classes = tuple(
+        head for head in HEADS.values() if head not in (SharedBertLMHeadModel, SharedBertForConditionalGeneration)
+    )
     config_overrides: dict = {}
 
     def setUp(self):
@@ -203,3 +208,50 @@ class SharedAttentionDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase)
 
 class PairwiseSharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "pairwise", "layer_sharing": "all", "num_unique_layers": 1}
+
+
+class Seq2SeqModelTester(SharedBertModelTester):
+    """Seq2seq inputs: source ids and mask, teacher-forced decoder ids and mask (no token types)."""
+
+    def prepare_config_and_inputs_for_common(self):
+        config, inputs = super().prepare_config_and_inputs_for_common()
+        inputs.pop("token_type_ids")
+        inputs["decoder_input_ids"] = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
+        inputs["decoder_attention_mask"] = random_attention_mask([self.batch_size, self.seq_length])
+        return config, inputs
+
+
+class _SharedBertSeq2SeqMixinTest(ModelTesterMixin):
+    all_model_classes = (SharedBertForConditionalGeneration,)
+    # As for the decoder classes: transformers' GenerationTesterMixin is not in the sdist; generation is tested in
+    # tests/test_seq2seq.py.
+    all_generative_model_classes = ()
+    is_encoder_decoder = True
+    config_overrides: dict = {}
+
+    def setUp(self):
+        self.model_tester = Seq2SeqModelTester(
+            self, is_encoder_decoder=True, decoder_start_token_id=2, **self.config_overrides
+        )
+        self.config_tester = ConfigTester(
+            self, config_class=SharedBertConfig, hidden_size=37, num_attention_heads=1, is_encoder_decoder=True
+        )
+
+    def test_config(self):
+        self.config_tester.run_common_tests()
+
+
+class Seq2SeqSharingNothingTest(_SharedBertSeq2SeqMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "standard"}
+    # Two embedding tables: resize_token_embeddings is refused by design, as EncoderDecoderModel refuses it
+    # (tests/test_seq2seq.py checks the refusal).
+    test_resize_embeddings = False
+
+
+class Seq2SeqSharingEverythingTest(_SharedBertSeq2SeqMixinTest, unittest.TestCase):
+    config_overrides = {
+        "attention_type": "shared",
+        "share_encoder_decoder_layers": True,
+        "share_encoder_decoder_embeddings": True,
+        "scale_embedding": True,
+    }

@@ -267,6 +267,17 @@ def test_three_way_tying_refuses_two_vocabularies_and_separate_vocabularies_work
         model(**batch(), decoder_input_ids=torch.tensor([[60]] * 3))
 
 
+def test_resizing_follows_the_one_vocabulary_or_is_refused_for_two():
+    shared = seq2seq(**FULLY_SHARED)
+    shared.resize_token_embeddings(120)
+    assert shared.config.vocab_size == shared.config.target_vocab_size == 120
+    assert shared.cls.predictions.decoder.weight is shared.sharedbert.embeddings.word_embeddings.weight
+    assert shared.config.get_text_config(decoder=True).vocab_size == 120
+    assert shared.generate(**batch(), max_new_tokens=3, do_sample=False).shape == (3, 4)
+    with pytest.raises(NotImplementedError, match="separate source and target embeddings"):
+        seq2seq().resize_token_embeddings(120)
+
+
 def test_seq2seq_needs_its_config_and_a_start_token():
     with pytest.raises(ValueError, match="is_encoder_decoder=True"):
         SharedBertForConditionalGeneration(tiny_config())
