@@ -1458,8 +1458,10 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
         """`labels`: target ids (-100 ignored); without `decoder_input_ids` they are shifted right to make them."""
         output_hidden_states = kwargs.pop("output_hidden_states", None)
         output_attentions = kwargs.pop("output_attentions", None)
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
         if encoder_outputs is None:
             encoder_outputs = self.sharedbert(
                 input_ids,
