@@ -6,9 +6,13 @@ Importing the package registers every class with transformers' Auto classes unde
 from transformers import (
     AutoConfig,
     AutoModel,
+    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForMultipleChoice,
+    AutoModelForNextSentencePrediction,
+    AutoModelForPreTraining,
     AutoModelForQuestionAnswering,
+    AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -16,8 +20,12 @@ from transformers import (
 
 from .configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS, SharedBertConfig
 from .modeling_sharedbert import (
+    SharedBertForConditionalGeneration,
     SharedBertForMaskedLM,
     SharedBertForMultipleChoice,
+    SharedBertForNextSentencePrediction,
+    SharedBertForPreTraining,
+    SharedBertLMHeadModel,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
     SharedBertForTokenClassification,
@@ -37,6 +45,10 @@ for _auto, _model in (
     (AutoModelForTokenClassification, SharedBertForTokenClassification),
     (AutoModelForQuestionAnswering, SharedBertForQuestionAnswering),
     (AutoModelForMultipleChoice, SharedBertForMultipleChoice),
+    (AutoModelForCausalLM, SharedBertLMHeadModel),
+    (AutoModelForPreTraining, SharedBertForPreTraining),
+    (AutoModelForNextSentencePrediction, SharedBertForNextSentencePrediction),
+    (AutoModelForSeq2SeqLM, SharedBertForConditionalGeneration),
 ):
     _auto.register(SharedBertConfig, _model, exist_ok=True)
 AutoTokenizer.register(SharedBertConfig, fast_tokenizer_class=SharedBertTokenizer, exist_ok=True)
@@ -46,11 +58,15 @@ __all__ = [
     "LAYER_SHARING_MODES",
     "SHARING_ORDERS",
     "SharedBertConfig",
+    "SharedBertForConditionalGeneration",
     "SharedBertForMaskedLM",
     "SharedBertForMultipleChoice",
+    "SharedBertForNextSentencePrediction",
+    "SharedBertForPreTraining",
     "SharedBertForQuestionAnswering",
     "SharedBertForSequenceClassification",
     "SharedBertForTokenClassification",
+    "SharedBertLMHeadModel",
     "SharedBertModel",
     "SharedBertPreTrainedModel",
     "SharedBertTokenizer",

@@ -9,6 +9,11 @@ A BERT configuration plus the three weight-sharing choices this model family com
 * ``layer_sharing`` / ``num_unique_layers`` / ``sharing_order``: cross-layer sharing (ALBERT's all /
   attention-only / FFN-only; Takase & Kiyono 2021's sequence / cycle / cycle_rev orders).
 * ``tie_word_embeddings``: the masked-LM decoder reuses the word-embedding matrix (Press & Wolf 2017).
+* ``is_decoder`` / ``add_cross_attention``: a left-to-right decoder (causal self-attention), optionally with a
+  cross-attention sublayer after self-attention in every layer, as in BERT's `BertLMHeadModel`.
+* ``is_encoder_decoder`` and the ``share_encoder_decoder_*`` / ``decoder_vocab_size`` / ``scale_embedding`` fields:
+  the sequence-to-sequence model `SharedBertForConditionalGeneration` (T5 / BERTShare layer sharing, Vaswani et al.
+  §3.4's three-way tied embeddings and √d_model scaling, Rothe et al. 2020's BERT2BERT warm start).
 
 This file is shipped to the Hub with the model: it imports only transformers and runs nothing at import time beyond
 defining classes and constants.
@@ -32,6 +37,10 @@ AUTO_MAP = {
     "AutoModelForTokenClassification": "modeling_sharedbert.SharedBertForTokenClassification",
     "AutoModelForQuestionAnswering": "modeling_sharedbert.SharedBertForQuestionAnswering",
     "AutoModelForMultipleChoice": "modeling_sharedbert.SharedBertForMultipleChoice",
+    "AutoModelForCausalLM": "modeling_sharedbert.SharedBertLMHeadModel",
+    "AutoModelForPreTraining": "modeling_sharedbert.SharedBertForPreTraining",
+    "AutoModelForNextSentencePrediction": "modeling_sharedbert.SharedBertForNextSentencePrediction",
+    "AutoModelForSeq2SeqLM": "modeling_sharedbert.SharedBertForConditionalGeneration",
     "AutoTokenizer": [None, "tokenization_sharedbert.SharedBertTokenizer"],
 }
 
@@ -54,6 +63,30 @@ class SharedBertConfig(PreTrainedConfig):
             6 layers and 3 sets: `"sequence"` 0,0,1,1,2,2; `"cycle"` 0,1,2,0,1,2; `"cycle_rev"` 0,1,2,2,1,0.
         tie_word_embeddings (`bool`, defaults to `True`):
             Whether the masked-LM decoder weight is the word-embedding matrix.
+        is_decoder (`bool`, defaults to `False`):
+            Causal self-attention: position i attends to positions ≤ i only (`SharedBertLMHeadModel`).
+        add_cross_attention (`bool`, defaults to `False`):
+            A cross-attention sublayer after self-attention in every layer, attending to `encoder_hidden_states`.
+            Requires `is_decoder=True`. It projects queries and keys/values as the configured `attention_type` does
+            (see the modeling module's docstring) and is shared across depth like the self-attention.
+        use_cache (`bool`, defaults to `True`):
+            Whether a decoder returns its keys and values (`past_key_values`) for fast generation. Encoders ignore it.
+        is_encoder_decoder (`bool`, defaults to `False`):
+            Set by `SharedBertForConditionalGeneration`: the config describes both stacks of a seq2seq model (same
+            sizes; the decoder has causal self-attention and cross-attention). Excludes `is_decoder`.
+        share_encoder_decoder_layers (`bool`, defaults to `False`):
+            Seq2seq only. The decoder's self-attention and feed-forward sublayers ARE the encoder's (T5 / Rothe et
+            al.'s BERTShare); only cross-attention is the decoder's own.
+        share_encoder_decoder_embeddings (`bool`, defaults to `False`):
+            Seq2seq only. The decoder reads the encoder's embedding module (word, position and token-type tables and
+            their LayerNorm). With `tie_word_embeddings` this ties three ways (Vaswani et al. §3.4). Needs one
+            vocabulary: `decoder_vocab_size` must be None or equal `vocab_size`.
+        decoder_vocab_size (`int`, *optional*):
+            Seq2seq only: the target vocabulary size (None: `vocab_size`).
+        scale_embedding (`bool`, defaults to `False`):
+            Multiply looked-up word embeddings by √hidden_size (Vaswani et al. §3.4). Off keeps BERT's behaviour.
+        decoder_start_token_id (`int`, *optional*):
+            Seq2seq only: the first decoder input (BERT2BERT uses [CLS]); labels are shifted right behind it.
         converted_from (`str`, *optional*):
             The BERT checkpoint this model was converted from (set by `sharedbert.convert.from_bert`; model cards
             report it as the base model).
@@ -84,7 +117,13 @@ class SharedBertConfig(PreTrainedConfig):
     classifier_dropout: float | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
-    use_cache: bool = False
+    use_cache: bool = True
+    is_encoder_decoder: bool = False
+    share_encoder_decoder_layers: bool = False
+    share_encoder_decoder_embeddings: bool = False
+    decoder_vocab_size: int | None = None
+    scale_embedding: bool = False
+    decoder_start_token_id: int | None = None
     attention_type: str = "shared"
     layer_sharing: str = "none"
     num_unique_layers: int | None = None
@@ -167,10 +206,7 @@ class SharedBertConfig(PreTrainedConfig):
                 f"({self.num_hidden_layers}) when `layer_sharing='none'`; set `layer_sharing` to one of "
                 f"{LAYER_SHARING_MODES[1:]} to share layers."
             )
-        if self.is_decoder or self.add_cross_attention:
-            raise ValueError(
-                "`is_decoder` and `add_cross_attention` must be False: SharedBert is a bidirectional encoder."
-            )
+        self._validate_decoder_fields()
         if not isinstance(self.sparse_prediction, bool):
             raise ValueError(f"`sparse_prediction` must be True or False, got {self.sparse_prediction!r}.")
         if not isinstance(self.hidden_act, str):
@@ -181,6 +217,63 @@ class SharedBertConfig(PreTrainedConfig):
             raise ValueError(
                 f"`pad_token_id` ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size}) or None."
             )
+
+    def _validate_decoder_fields(self):
+        for name in (
+            "is_decoder",
+            "add_cross_attention",
+            "use_cache",
+            "is_encoder_decoder",
+            "share_encoder_decoder_layers",
+            "share_encoder_decoder_embeddings",
+            "scale_embedding",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"`{name}` must be True or False, got {getattr(self, name)!r}.")
+        if self.add_cross_attention and not self.is_decoder:
+            raise ValueError(
+                "`add_cross_attention` is True but `is_decoder` is False: cross-attention belongs to a decoder "
+                "layer; set both True (as EncoderDecoderModel does for its decoder)."
+            )
+        if self.is_encoder_decoder and (self.is_decoder or self.add_cross_attention):
+            raise ValueError(
+                "`is_encoder_decoder=True` describes a whole seq2seq model; `is_decoder` and `add_cross_attention` "
+                "describe a stand-alone decoder: set only one of them (the seq2seq decoder is causal with "
+                "cross-attention already)."
+            )
+        seq2seq_fields = ("share_encoder_decoder_layers", "share_encoder_decoder_embeddings")
+        for name in seq2seq_fields:
+            if getattr(self, name) and not self.is_encoder_decoder:
+                raise ValueError(
+                    f"`{name}=True` applies to the seq2seq model only: set `is_encoder_decoder` True (use "
+                    "SharedBertForConditionalGeneration)."
+                )
+        if self.decoder_vocab_size is not None:
+            _require_positive_int("decoder_vocab_size", self.decoder_vocab_size)
+        if self.share_encoder_decoder_embeddings and self.target_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"`share_encoder_decoder_embeddings=True` needs one vocabulary for source and target, but "
+                f"`decoder_vocab_size` ({self.decoder_vocab_size}) differs from `vocab_size` ({self.vocab_size}): "
+                "use one tokenizer on both sides, or set share_encoder_decoder_embeddings=False."
+            )
+        if self.decoder_start_token_id is not None and not 0 <= self.decoder_start_token_id < self.target_vocab_size:
+            raise ValueError(
+                f"`decoder_start_token_id` ({self.decoder_start_token_id}) must be a token id in "
+                f"[0, {self.target_vocab_size}) or None."
+            )
+
+    def get_text_config(self, decoder=None, encoder=None):
+        """transformers' view of one side of a flat seq2seq config: it renames `decoder_*` fields to their plain
+        names, so `decoder_vocab_size=None` (meaning "the source vocabulary") would become `vocab_size=None`."""
+        config = super().get_text_config(decoder=decoder, encoder=encoder)
+        if config is not self and decoder and self.is_encoder_decoder:
+            config.vocab_size = self.target_vocab_size
+        return config
+
+    @property
+    def target_vocab_size(self) -> int:
+        """The decoder's vocabulary: `decoder_vocab_size` in a seq2seq model when set, else `vocab_size`."""
+        return self.decoder_vocab_size if self.decoder_vocab_size is not None else self.vocab_size
 
     def _layer_map(self, sublayer: str) -> list[int]:
         """Which distinct parameter set each of the `num_hidden_layers` applications of `sublayer` uses."""

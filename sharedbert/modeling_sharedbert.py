@@ -4,6 +4,20 @@ The attention variants differ only in how the per-head queries, keys and values 
 everything after that (the attention backend, output projection, residual, LayerNorm, feed-forward) is BERT's.
 Cross-layer sharing stores each distinct sublayer once and runs it through an index map, as ALBERT does.
 
+Decoding (`is_decoder`, `add_cross_attention`, `SharedBertLMHeadModel`, `SharedBertForConditionalGeneration`):
+
+* Self-attention becomes causal; keys and values of earlier tokens come from a transformers `Cache`.
+* Cross-attention (after self-attention in every decoder layer) projects as the configured attention type does:
+  queries from the decoder states X, keys and values from the encoder states H, with the SAME projection weights on
+  both sides where the type ties them. shared: one Ws of its own, S_X = X·Ws + b and S_H = H·Ws + b, Q = S_X⊙dq,
+  K = S_H⊙dk, V = S_H⊙dv; standard: separate Wq (on X), Wk and Wv (on H); symmetric: K = H·Wq + bq, Wq applied to
+  the encoder states; pairwise: the same plus the per-head bilinear matrix P_h, scores Q_X·P_h·K_Hᵀ.
+* Cross-layer sharing covers the decoder too: the cross-attention sublayers follow the attention index map (with
+  `layer_sharing="attention"` or `"all"` they are shared across depth exactly as self-attention is).
+* A cache slot belongs to each depth (`layer_idx` = depth), never to a stored module: a module shared by several
+  depths writes a different slot at each. The encoder's keys and values of cross-attention are computed once per
+  generation and kept in the cross-attention half of an `EncoderDecoderCache`.
+
 This file is shipped to the Hub with the model: it imports only torch, transformers and its sibling config, and runs
 nothing at import time beyond defining classes.
 """
@@ -14,22 +28,30 @@ from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.masking_utils import create_bidirectional_mask
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
-    BaseModelOutputWithPooling,
+    BaseModelOutputWithPastAndCrossAttentions,
+    BaseModelOutputWithPoolingAndCrossAttentions,
+    CausalLMOutputWithCrossAttentions,
     MaskedLMOutput,
     MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
     QuestionAnsweringModelOutput,
+    Seq2SeqLMOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel, slice_logits_to_keep
+from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+from transformers.models.encoder_decoder.modeling_encoder_decoder import shift_tokens_right
 from transformers.processing_utils import Unpack
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, TransformersKwargs, cached_file, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
-from transformers.utils.output_capturing import capture_outputs
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_sharedbert import SharedBertConfig, _reject_misspelled_fields
 
@@ -39,9 +61,16 @@ logger = logging.get_logger(__name__)
 class SharedBertEmbeddings(nn.Module):
     """Word + position + token-type embeddings, LayerNorm and dropout, as in BERT, with input checks."""
 
-    def __init__(self, config: SharedBertConfig):
+    def __init__(self, config: SharedBertConfig, vocab_size: int | None = None):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        # `vocab_size`: a seq2seq decoder's own target vocabulary (`config.target_vocab_size`).
+        vocab_size = config.vocab_size if vocab_size is None else vocab_size
+        padding_idx = config.pad_token_id
+        if padding_idx is not None and padding_idx >= vocab_size:  # a target vocabulary without the source's pad id
+            padding_idx = None
+        self.word_embeddings = nn.Embedding(vocab_size, config.hidden_size, padding_idx=padding_idx)
+        # √d_model (Vaswani et al. §3.4) when `scale_embedding`; 1.0 keeps BERT's embeddings.
+        self.word_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -58,6 +87,8 @@ class SharedBertEmbeddings(nn.Module):
         if input_ids is not None:
             _check_ids("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
             inputs_embeds = self.word_embeddings(input_ids)
+            if self.word_scale != 1.0:
+                inputs_embeds = inputs_embeds * self.word_scale
         else:
             _check_embeds(inputs_embeds, self.word_embeddings.weight)
         seq_length = inputs_embeds.shape[1]
@@ -159,7 +190,11 @@ def eager_attention_forward(
 
 
 class SharedBertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention; subclasses decide how queries, keys and values are projected."""
+    """Multi-head scaled dot-product attention; subclasses decide how queries, keys and values are projected.
+
+    The same class serves cross-attention: `project_query` reads the decoder states and `project_key_value` the
+    encoder states, with the weights the attention type ties (see the module docstring). `project` is self-attention
+    (both from one input); subclasses whose query and key share a projection override it to compute that once."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__()
@@ -168,11 +203,20 @@ class SharedBertSelfAttention(nn.Module):
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.scaling = self.head_dim**-0.5
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        # Causality is passed per call (`is_causal`): one stored module may serve an encoder and a decoder depth.
         self.is_causal = False
 
-    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Return per-head (query, key, value), each (batch, heads, seq, head_dim), whose products give the scores."""
+    def project_query(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Per-head queries (batch, heads, seq, head_dim)."""
         raise NotImplementedError
+
+    def project_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head (key, value), each (batch, heads, seq, head_dim); query·keyᵀ gives the scores."""
+        raise NotImplementedError
+
+    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's per-head (query, key, value), all from `hidden_states`."""
+        return (self.project_query(hidden_states), *self.project_key_value(hidden_states))
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
@@ -181,9 +225,32 @@ class SharedBertSelfAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        layer_idx: int | None = None,
+        is_causal: bool = False,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        query, key, value = self.project(hidden_states)
+        """`key_value_states`: the encoder states of cross-attention (None: self-attention). `past_key_values`: the
+        cache; `layer_idx`: this depth's slot in it."""
+        if key_value_states is None:
+            query, key, value = self.project(hidden_states)
+            if past_key_values is not None:
+                cache = past_key_values
+                if isinstance(cache, EncoderDecoderCache):
+                    cache = cache.self_attention_cache
+                key, value = cache.update(key, value, layer_idx)
+        else:
+            query = self.project_query(hidden_states)
+            if past_key_values is not None and past_key_values.is_updated.get(layer_idx):
+                # The encoder states do not change during generation: their keys and values were cached at step one.
+                layer = past_key_values.cross_attention_cache.layers[layer_idx]
+                key, value = layer.keys, layer.values
+            else:
+                key, value = self.project_key_value(key_value_states)
+                if past_key_values is not None:
+                    key, value = past_key_values.cross_attention_cache.update(key, value, layer_idx)
+                    past_key_values.is_updated[layer_idx] = True
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -195,13 +262,15 @@ class SharedBertSelfAttention(nn.Module):
             attention_mask,
             dropout=self.dropout.p if self.training else 0.0,
             scaling=self.scaling,
+            is_causal=is_causal,
             **kwargs,
         )
         return attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim), attn_weights
 
 
 class SharedProjectionSelfAttention(SharedBertSelfAttention):
-    """One projection S = X·Ws + b; Q = S⊙dq, K = S⊙dk, V = S⊙dv (arXiv 2412.00359)."""
+    """One projection S = X·Ws + b; Q = S⊙dq, K = S⊙dk, V = S⊙dv (arXiv 2412.00359). In cross-attention the one Ws
+    serves both sides: Q from the decoder's S_X, K and V from the encoder's S_H."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -214,23 +283,32 @@ class SharedProjectionSelfAttention(SharedBertSelfAttention):
         self.register_buffer("folded_proj_bias", None, persistent=False)
         self.register_buffer("folded_query_scale", None, persistent=False)
 
-    def project(self, hidden_states):
+    def shared_states(self, hidden_states):
+        """Per-head S and the per-channel factors the query and the value take on top of it (None: none).
+
+        Scores are (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ: scaling only the query side gives the same scores and weights with
+        one elementwise pass less, and the key is S itself (no extra activation to keep for backward). Folded, dv
+        lives in the output projection (the value is S itself) and √(dq⊙dk) in the projection when it can (query =
+        key = value: no elementwise pass at all), else dq⊙dk scales the query."""
         if self.folded_proj_weight is not None and _use_folded(self):
-            # Folded: dv lives in the output projection, so the value is S itself; √(dq⊙dk) lives in the projection
-            # when it can (query = key = value: no elementwise pass at all), else dq⊙dk scales the query.
-            shared = self.split_heads(
-                nn.functional.linear(hidden_states, self.folded_proj_weight, self.folded_proj_bias)
-            )
-            query = shared if self.folded_query_scale is None else shared * self.folded_query_scale.view(
-                self.num_heads, 1, self.head_dim
-            )
-            return query, shared, shared
-        shared = self.shared_proj(hidden_states)
-        # Scores are (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ: scaling only the query side gives the same scores and weights with
-        # one elementwise pass less, and the key is S itself (no extra activation to keep for backward).
-        query = shared * (self.query_scale * self.key_scale)
-        value = shared * self.value_scale
-        return self.split_heads(query), self.split_heads(shared), self.split_heads(value)
+            shared = nn.functional.linear(hidden_states, self.folded_proj_weight, self.folded_proj_bias)
+            return self.split_heads(shared), self.folded_query_scale, None
+        return self.split_heads(self.shared_proj(hidden_states)), self.query_scale * self.key_scale, self.value_scale
+
+    def scaled(self, shared, scale):
+        return shared if scale is None else shared * scale.view(self.num_heads, 1, self.head_dim)
+
+    def project_query(self, hidden_states):
+        shared, query_scale, _ = self.shared_states(hidden_states)
+        return self.scaled(shared, query_scale)
+
+    def project_key_value(self, hidden_states):
+        shared, _, value_scale = self.shared_states(hidden_states)
+        return shared, self.scaled(shared, value_scale)
+
+    def project(self, hidden_states):
+        shared, query_scale, value_scale = self.shared_states(hidden_states)
+        return self.scaled(shared, query_scale), shared, self.scaled(shared, value_scale)
 
 
 class StandardSelfAttention(SharedBertSelfAttention):
@@ -242,21 +320,27 @@ class StandardSelfAttention(SharedBertSelfAttention):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def project(self, hidden_states):
-        return (
-            self.split_heads(self.query(hidden_states)),
-            self.split_heads(self.key(hidden_states)),
-            self.split_heads(self.value(hidden_states)),
-        )
+    def project_query(self, hidden_states):
+        return self.split_heads(self.query(hidden_states))
+
+    def project_key_value(self, hidden_states):
+        return self.split_heads(self.key(hidden_states)), self.split_heads(self.value(hidden_states))
 
 
 class SymmetricSelfAttention(SharedBertSelfAttention):
-    """K = Q: the key reuses the query projection (bias included), so each head's score matrix is symmetric."""
+    """K = Q: the key reuses the query projection (bias included), so each head's score matrix is symmetric. In
+    cross-attention the key is the query projection applied to the encoder states."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def project_query(self, hidden_states):
+        return self.split_heads(self.query(hidden_states))
+
+    def project_key_value(self, hidden_states):
+        return self.split_heads(self.query(hidden_states)), self.split_heads(self.value(hidden_states))
 
     def project(self, hidden_states):
         query = self.split_heads(self.query(hidden_states))
@@ -264,7 +348,8 @@ class SymmetricSelfAttention(SharedBertSelfAttention):
 
 
 class PairwiseSelfAttention(SharedBertSelfAttention):
-    """K = Q with a learnable bilinear form per head: scores Q·P_h·Qᵀ/√d (Courtois et al. 2024)."""
+    """K = Q with a learnable bilinear form per head: scores Q·P_h·Qᵀ/√d (Courtois et al. 2024). In cross-attention
+    the scores are Q_X·P_h·Q_Hᵀ, the query projection applied to both sides."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -272,9 +357,15 @@ class PairwiseSelfAttention(SharedBertSelfAttention):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.head_bilinear = nn.Parameter(torch.eye(self.head_dim).repeat(self.num_heads, 1, 1))
 
+    def project_query(self, hidden_states):
+        # (Q·P_h)·Kᵀ: the attention backend sees an ordinary query/key pair.
+        return torch.matmul(self.split_heads(self.query(hidden_states)), self.head_bilinear)
+
+    def project_key_value(self, hidden_states):
+        return self.split_heads(self.query(hidden_states)), self.split_heads(self.value(hidden_states))
+
     def project(self, hidden_states):
         query = self.split_heads(self.query(hidden_states))
-        # (Q·P_h)·Qᵀ: the attention backend sees an ordinary query/key pair.
         return torch.matmul(query, self.head_bilinear), query, self.split_heads(self.value(hidden_states))
 
 
@@ -311,22 +402,41 @@ def _use_folded(module: nn.Module) -> bool:
 
 
 class SharedBertAttention(nn.Module):
-    """The attention sublayer: self-attention of the configured type, then the output projection block."""
+    """The attention sublayer: attention of the configured type, then the output projection block. With
+    `is_cross_attention` the keys and values come from the encoder states passed as `encoder_hidden_states`."""
 
-    def __init__(self, config: SharedBertConfig):
+    def __init__(self, config: SharedBertConfig, is_cross_attention: bool = False):
         super().__init__()
+        self.is_cross_attention = is_cross_attention
         self.self = SELF_ATTENTION_CLASSES[config.attention_type](config)
         self.output = SharedBertSelfOutput(config)
         self.folded_versions = None  # parameter versions at the last `fold_for_inference`, to catch stale folds
 
-    def forward(self, hidden_states, attention_mask=None, **kwargs: Unpack[TransformersKwargs]):
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        encoder_hidden_states=None,
+        past_key_values=None,
+        layer_idx=None,
+        is_causal=False,
+        **kwargs: Unpack[TransformersKwargs],
+    ):
         if self.folded_versions is not None and _use_folded(self) and not torch.compiler.is_compiling():
             if self.folded_versions != self._fold_source_versions():
                 raise RuntimeError(
                     "The attention weights changed after `fold_for_inference()`, so the folded copies are stale: "
                     "call `model.fold_for_inference()` again (or `model.unfold()`)."
                 )
-        attention_output, _ = self.self(hidden_states, attention_mask, **kwargs)
+        attention_output, _ = self.self(
+            hidden_states,
+            attention_mask,
+            key_value_states=encoder_hidden_states if self.is_cross_attention else None,
+            past_key_values=past_key_values,
+            layer_idx=layer_idx,
+            is_causal=is_causal,
+            **kwargs,
+        )
         return self.output(attention_output, hidden_states)
 
     def _fold_sources(self):
@@ -403,44 +513,108 @@ class SharedBertFeedForward(nn.Module):
 
 
 class SharedBertLayer(GradientCheckpointingLayer):
-    """One depth of the encoder. It owns no weights: the encoder hands it that depth's attention and feed-forward
-    sublayers, so one stored sublayer can serve several depths. One instance per depth is where gradient
-    checkpointing and `output_hidden_states` hook in, exactly as BERT's layers are."""
+    """One depth of the stack. It owns no weights: the stack hands it that depth's attention, (cross-attention) and
+    feed-forward sublayers, so one stored sublayer can serve several depths. One instance per depth is where gradient
+    checkpointing and `output_hidden_states` hook in, exactly as BERT's layers are. `layer_idx` (the depth) names
+    this depth's slot in the cache."""
 
     def forward(
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        *,
         attention: SharedBertAttention,
         feed_forward: SharedBertFeedForward,
+        crossattention: SharedBertAttention | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        layer_idx: int | None = None,
+        is_causal: bool = False,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        return feed_forward(attention(hidden_states, attention_mask, **kwargs))
+        hidden_states = attention(
+            hidden_states,
+            attention_mask,
+            past_key_values=past_key_values,
+            layer_idx=layer_idx,
+            is_causal=is_causal,
+            **kwargs,
+        )
+        if crossattention is not None:
+            hidden_states = crossattention(
+                hidden_states,
+                encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
+                past_key_values=past_key_values,
+                layer_idx=layer_idx,
+                **kwargs,
+            )
+        return feed_forward(hidden_states)
 
 
 class SharedBertEncoder(nn.Module):
-    def __init__(self, config: SharedBertConfig):
+    """The stack of layers: each distinct sublayer stored once, run at every depth its index map names.
+
+    `is_decoder` / `add_cross_attention` default to the config's (a seq2seq model builds its decoder stack with
+    both True from one config). `own_self_sublayers=False` builds a decoder stack without self-attention and
+    feed-forward of its own: the caller lends the encoder's at every call (encoder–decoder layer sharing, T5 /
+    BERTShare), so each of them is stored once."""
+
+    def __init__(
+        self,
+        config: SharedBertConfig,
+        is_decoder: bool | None = None,
+        add_cross_attention: bool | None = None,
+        own_self_sublayers: bool = True,
+    ):
         super().__init__()
+        self.is_decoder = config.is_decoder if is_decoder is None else is_decoder
+        add_cross_attention = config.add_cross_attention if add_cross_attention is None else add_cross_attention
         self.attention_layer_map = config.attention_layer_map
         self.ffn_layer_map = config.ffn_layer_map
-        self.attention = nn.ModuleList(
-            SharedBertAttention(config) for _ in range(max(self.attention_layer_map) + 1)
+        num_attention_sets, num_ffn_sets = max(self.attention_layer_map) + 1, max(self.ffn_layer_map) + 1
+        if own_self_sublayers:
+            self.attention = nn.ModuleList(SharedBertAttention(config) for _ in range(num_attention_sets))
+            self.feed_forward = nn.ModuleList(SharedBertFeedForward(config) for _ in range(num_ffn_sets))
+        else:
+            self.attention = self.feed_forward = None
+        # Cross-attention is shared across depth as self-attention is: it follows the attention index map.
+        self.crossattention = (
+            nn.ModuleList(SharedBertAttention(config, is_cross_attention=True) for _ in range(num_attention_sets))
+            if add_cross_attention
+            else None
         )
-        self.feed_forward = nn.ModuleList(SharedBertFeedForward(config) for _ in range(max(self.ffn_layer_map) + 1))
         self.layer = nn.ModuleList(SharedBertLayer() for _ in range(config.num_hidden_layers))
 
     def forward(
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention: nn.ModuleList | None = None,
+        feed_forward: nn.ModuleList | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        for layer, attention_index, ffn_index in zip(self.layer, self.attention_layer_map, self.ffn_layer_map):
+        """`attention` / `feed_forward`: the sublayers lent by the encoder when this stack has none of its own."""
+        attention = self.attention if attention is None else attention
+        feed_forward = self.feed_forward if feed_forward is None else feed_forward
+        for depth, (layer, attention_index, ffn_index) in enumerate(
+            zip(self.layer, self.attention_layer_map, self.ffn_layer_map)
+        ):
             hidden_states = layer(
                 hidden_states,
                 attention_mask,
-                attention=self.attention[attention_index],
-                feed_forward=self.feed_forward[ffn_index],
+                encoder_hidden_states,  # positional, so that gradient checkpointing passes its gradient on
+                attention=attention[attention_index],
+                feed_forward=feed_forward[ffn_index],
+                crossattention=None if self.crossattention is None else self.crossattention[attention_index],
+                encoder_attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                layer_idx=depth,
+                is_causal=self.is_decoder,
                 **kwargs,
             )
         return BaseModelOutput(last_hidden_state=hidden_states)
@@ -459,26 +633,50 @@ class SharedBertPooler(nn.Module):
 
 
 class SharedBertLMPredictionHead(nn.Module):
-    """Transform (dense, activation, LayerNorm) then the vocabulary decoder, tied to the word embeddings by default."""
+    """Transform (dense, activation, LayerNorm) then the vocabulary decoder, tied to the word embeddings by default.
+    `vocab_size`: a seq2seq model's target vocabulary (default: the config's `vocab_size`)."""
 
-    def __init__(self, config: SharedBertConfig):
+    def __init__(self, config: SharedBertConfig, vocab_size: int | None = None):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN[config.hidden_act]
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size if vocab_size is None else vocab_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))
 
 
 class SharedBertOnlyMLMHead(nn.Module):
-    def __init__(self, config: SharedBertConfig):
+    def __init__(self, config: SharedBertConfig, vocab_size: int | None = None):
         super().__init__()
-        self.predictions = SharedBertLMPredictionHead(config)
+        self.predictions = SharedBertLMPredictionHead(config, vocab_size)
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
         return self.predictions(sequence_output)
+
+
+class SharedBertOnlyNSPHead(nn.Module):
+    """Next-sentence prediction: is sentence B the continuation of sentence A (label 0) or random (label 1)?"""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled_output: torch.Tensor) -> torch.Tensor:
+        return self.seq_relationship(pooled_output)
+
+
+class SharedBertPreTrainingHeads(nn.Module):
+    """BERT's two pre-training heads: masked-LM predictions over tokens, NSP over the pooled [CLS]."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__()
+        self.predictions = SharedBertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor):
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
 class IncompatibleCheckpointError(ValueError, RuntimeError):
@@ -497,10 +695,20 @@ class SharedBertPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = False
     _supports_attention_backend = True
     _no_split_modules = ["SharedBertEmbeddings", "SharedBertAttention", "SharedBertFeedForward"]
-    _can_record_outputs = {"hidden_states": SharedBertLayer, "attentions": SharedBertSelfAttention}
+
     # The heads' losses are plain per-batch means that ignore `num_items_in_batch`: without this, Trainer would treat
     # them as token sums and multiply them by the number of DDP processes.
     accepts_loss_kwargs = False
+
+    @property
+    def _can_record_outputs(self):
+        # Self- and cross-attention are the same classes: the module path tells them apart. (A property, not a class
+        # attribute: the Hub code computes nothing on import.)
+        return {
+            "hidden_states": SharedBertLayer,
+            "attentions": OutputRecorder(SharedBertSelfAttention, index=1, layer_name="attention"),
+            "cross_attentions": OutputRecorder(SharedBertSelfAttention, index=1, layer_name="crossattention"),
+        }
 
     def __init__(self, config: SharedBertConfig, *inputs, **kwargs):
         # A config can be changed after its own checks ran (attribute assignment, AutoConfig keyword overrides):
@@ -594,7 +802,13 @@ class SharedBertPreTrainedModel(PreTrainedModel):
                     f"truncated ({error}); re-download or re-save the model."
                 ) from error
             raise
-        missing = sorted(key for key in info["missing_keys"] if key.startswith(ENCODER_KEY_PREFIXES))
+        # Cross-attention absent from an encoder checkpoint is the normal start of a decoder (BERT2BERT warm start,
+        # EncoderDecoderModel.from_encoder_decoder_pretrained), as a task head absent from a base checkpoint is.
+        missing = sorted(
+            key
+            for key in info["missing_keys"]
+            if key.startswith(ENCODER_KEY_PREFIXES) and ".crossattention." not in key
+        )
         unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(ENCODER_KEY_PREFIXES))
         mismatched = sorted(
             entry
@@ -645,8 +859,15 @@ def _weights_file(path, kwargs) -> str:
 
 
 # Weights that must come from a SharedBert checkpoint (in a base model, or under a head's `sharedbert.` prefix).
-ENCODER_KEY_PREFIXES = ("embeddings.", "encoder.", "sharedbert.embeddings.", "sharedbert.encoder.")
-LAYER_KEY_PREFIXES = ("encoder.", "sharedbert.encoder.")
+ENCODER_KEY_PREFIXES = (
+    "embeddings.",
+    "encoder.",
+    "sharedbert.embeddings.",
+    "sharedbert.encoder.",
+    "decoder.",
+    "decoder_embeddings.",
+)
+LAYER_KEY_PREFIXES = ("encoder.", "sharedbert.encoder.", "decoder.")
 
 
 def describe_incompatible_checkpoint(
@@ -691,7 +912,86 @@ def describe_incompatible_checkpoint(
     return "\n".join(lines)
 
 
+def _check_decoder_inputs(
+    config: SharedBertConfig,
+    is_decoder: bool,
+    has_cross_attention: bool,
+    input_shape,
+    attention_mask,
+    encoder_hidden_states,
+    encoder_attention_mask,
+    past_key_values,
+) -> int:
+    """Check what a decoder call receives beyond an encoder's inputs; return the number of cached positions."""
+    batch_size, seq_length = input_shape
+    if not is_decoder:
+        if encoder_hidden_states is not None or past_key_values is not None:
+            raise ValueError(
+                "This SharedBert is a bidirectional encoder: it takes no `encoder_hidden_states` or "
+                "`past_key_values`. Build a decoder with is_decoder=True (and add_cross_attention=True for encoder "
+                "states), e.g. SharedBertLMHeadModel."
+            )
+        return 0
+    if has_cross_attention and encoder_hidden_states is None:
+        raise ValueError(
+            "This decoder has cross-attention (add_cross_attention=True) but got no `encoder_hidden_states`: pass "
+            "the encoder's last_hidden_state (and its padding mask as `encoder_attention_mask`) at every call."
+        )
+    if not has_cross_attention and encoder_hidden_states is not None:
+        raise ValueError(
+            "Got `encoder_hidden_states` but this decoder has no cross-attention: build it with "
+            "add_cross_attention=True."
+        )
+    if encoder_hidden_states is not None:
+        shape = tuple(encoder_hidden_states.shape)
+        if len(shape) != 3 or shape[0] != batch_size or shape[2] != config.hidden_size:
+            raise ValueError(
+                f"`encoder_hidden_states` has shape {shape} but this decoder expects (batch={batch_size}, "
+                f"source_length, hidden_size={config.hidden_size}): pass the encoder's last_hidden_state for the "
+                "same batch (an encoder of another width needs a projection, as EncoderDecoderModel's "
+                "enc_to_dec_proj)."
+            )
+        if encoder_attention_mask is not None and (
+            encoder_attention_mask.dim() == 2 and tuple(encoder_attention_mask.shape) != shape[:2]
+        ):
+            raise ValueError(
+                f"`encoder_attention_mask` has shape {tuple(encoder_attention_mask.shape)} but the encoder states "
+                f"have (batch, source_length) = {shape[:2]}: pass the attention mask the encoder received."
+            )
+    past_length = 0
+    if past_key_values is not None:
+        caches = (
+            (past_key_values.self_attention_cache, past_key_values.cross_attention_cache)
+            if isinstance(past_key_values, EncoderDecoderCache)
+            else (past_key_values,)
+        )
+        for cache in caches:
+            cached_batch = next(
+                (layer.keys.shape[0] for layer in cache.layers if getattr(layer, "is_initialized", False)), None
+            )
+            if cached_batch is not None and cached_batch != batch_size:
+                raise ValueError(
+                    f"`past_key_values` holds a batch of {cached_batch} sequences but the inputs have {batch_size}: "
+                    "pass the cache returned for this batch (or None to start afresh)."
+                )
+        past_length = past_key_values.get_seq_length()
+    if attention_mask is not None and past_length:
+        shape = tuple(attention_mask.shape)
+        total = past_length + seq_length
+        fits = shape == (batch_size, total) or (len(shape) == 4 and shape[0] in (1, batch_size) and shape[2:] == (
+            seq_length, total))
+        if not fits:
+            raise ValueError(
+                f"`attention_mask` has shape {shape}; with {past_length} cached positions it must cover them and the "
+                f"new inputs: ({batch_size}, {total})."
+            )
+    return past_length
+
+
 class SharedBertModel(SharedBertPreTrainedModel):
+    """The bare SharedBert stack: a bidirectional encoder, or with `is_decoder` a causal decoder (with
+    `add_cross_attention`, one that attends to `encoder_hidden_states`)."""
+
     _auto_class = "AutoModel"
 
     def __init__(self, config: SharedBertConfig, add_pooling_layer: bool = True):
@@ -716,33 +1016,138 @@ class SharedBertModel(SharedBertPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> BaseModelOutputWithPooling:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
-        input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
-        if len(input_shape) != 2:
-            raise ValueError(
-                f"Expected inputs of shape (batch, sequence), got {tuple(input_shape)}; add a batch dimension "
-                "(e.g. input_ids.unsqueeze(0)) for a single sequence."
-            )
-        if 0 in input_shape:
-            # Refused rather than answered with empty tensors: attention backends cannot reshape a zero-size batch,
-            # and a loss averaged over nothing is NaN.
-            raise ValueError(
-                f"Got empty inputs of shape {tuple(input_shape)} (batch, sequence): every batch needs at least one "
-                "sequence of at least one token; skip empty batches before calling the model."
-            )
-        _check_input_shapes(input_shape, attention_mask, token_type_ids, position_ids, self.config.num_attention_heads)
-        embedding_output = self.embeddings(
-            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        outputs = run_stack(
+            self.config,
+            self.embeddings,
+            self.encoder,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            **kwargs,
         )
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
-        )
-        sequence_output = self.encoder(embedding_output, attention_mask, **kwargs).last_hidden_state
+        sequence_output = outputs.last_hidden_state
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
-        return BaseModelOutputWithPooling(last_hidden_state=sequence_output, pooler_output=pooled_output)
+        return BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=sequence_output, pooler_output=pooled_output, past_key_values=outputs.past_key_values
+        )
+
+
+def run_stack(
+    config: SharedBertConfig,
+    embeddings: SharedBertEmbeddings,
+    stack: SharedBertEncoder,
+    input_ids=None,
+    attention_mask=None,
+    token_type_ids=None,
+    position_ids=None,
+    inputs_embeds=None,
+    encoder_hidden_states=None,
+    encoder_attention_mask=None,
+    past_key_values=None,
+    use_cache=None,
+    lent_sublayers: SharedBertEncoder | None = None,
+    **kwargs,
+) -> BaseModelOutputWithPastAndCrossAttentions:
+    """Embed, build the masks (and the cache of a decoder), run `stack`: the body of `SharedBertModel.forward`,
+    shared with the seq2seq model's decoder (`lent_sublayers`: the encoder whose self-attention and feed-forward a
+    layer-sharing decoder runs)."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
+    input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
+    if len(input_shape) != 2:
+        raise ValueError(
+            f"Expected inputs of shape (batch, sequence), got {tuple(input_shape)}; add a batch dimension "
+            "(e.g. input_ids.unsqueeze(0)) for a single sequence."
+        )
+    if 0 in input_shape:
+        # Refused rather than answered with empty tensors: attention backends cannot reshape a zero-size batch,
+        # and a loss averaged over nothing is NaN.
+        raise ValueError(
+            f"Got empty inputs of shape {tuple(input_shape)} (batch, sequence): every batch needs at least one "
+            "sequence of at least one token; skip empty batches before calling the model."
+        )
+    is_decoder = stack.is_decoder
+    has_cross_attention = stack.crossattention is not None
+    past_length = _check_decoder_inputs(
+        config,
+        is_decoder,
+        has_cross_attention,
+        tuple(input_shape),
+        attention_mask,
+        encoder_hidden_states,
+        encoder_attention_mask,
+        past_key_values,
+    )
+    # The mask of a cached call covers the cached positions too: it was checked above.
+    _check_input_shapes(
+        input_shape,
+        attention_mask if not past_length else None,
+        token_type_ids,
+        position_ids,
+        config.num_attention_heads,
+    )
+    use_cache = bool(is_decoder and (config.use_cache if use_cache is None else use_cache))
+    if is_decoder and (use_cache or past_key_values is not None):
+        if past_key_values is None:
+            past_key_values = DynamicCache(config=config)
+        if has_cross_attention and not isinstance(past_key_values, EncoderDecoderCache):
+            # `generate` builds a DynamicCache for a decoder-only model; cross-attention needs the encoder half too.
+            past_key_values = EncoderDecoderCache(past_key_values, DynamicCache(config=config))
+    if position_ids is None and past_length:
+        total = past_length + input_shape[1]
+        if total > config.max_position_embeddings:
+            raise ValueError(
+                f"{past_length} cached and {input_shape[1]} new positions exceed max_position_embeddings="
+                f"{config.max_position_embeddings}: generate fewer tokens (max_new_tokens) or shorten the prompt."
+            )
+        device = input_ids.device if input_ids is not None else inputs_embeds.device
+        position_ids = torch.arange(past_length, total, device=device).unsqueeze(0)
+    embedding_output = embeddings(
+        input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+    )
+    if is_decoder:
+        attention_mask = create_causal_mask(
+            config=config,
+            inputs_embeds=embedding_output,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+        )
+    else:
+        attention_mask = create_bidirectional_mask(
+            config=config, inputs_embeds=embedding_output, attention_mask=attention_mask
+        )
+    if encoder_attention_mask is not None:
+        encoder_attention_mask = create_bidirectional_mask(
+            config=config,
+            inputs_embeds=embedding_output,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+    sequence_output = stack(
+        embedding_output,
+        attention_mask,
+        encoder_hidden_states=encoder_hidden_states,
+        encoder_attention_mask=encoder_attention_mask,
+        past_key_values=past_key_values,
+        attention=None if lent_sublayers is None else lent_sublayers.attention,
+        feed_forward=None if lent_sublayers is None else lent_sublayers.feed_forward,
+        **kwargs,
+    ).last_hidden_state
+    return BaseModelOutputWithPastAndCrossAttentions(
+        last_hidden_state=sequence_output, past_key_values=past_key_values if use_cache else None
+    )
 
 
 class SharedBertForMaskedLM(SharedBertPreTrainedModel):
@@ -795,6 +1200,365 @@ class SharedBertForMaskedLM(SharedBertPreTrainedModel):
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
+
+
+class SharedBertLMHeadModel(SharedBertPreTrainedModel, GenerationMixin):
+    """A left-to-right language model (`is_decoder=True`), optionally attending to encoder states
+    (`add_cross_attention=True`): the decoder of transformers' `EncoderDecoderModel`, as `BertLMHeadModel` is.
+    `generate` works with or without `encoder_hidden_states`; the right cache is built here, so callers never pass an
+    `EncoderDecoderCache` themselves."""
+
+    _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
+    _auto_class = "AutoModelForCausalLM"
+
+    def __init__(self, config: SharedBertConfig):
+        if not config.is_decoder:
+            raise ValueError(
+                "SharedBertLMHeadModel is a left-to-right decoder but the config has is_decoder=False: pass "
+                "is_decoder=True (and add_cross_attention=True to attend to an encoder)."
+            )
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config, add_pooling_layer=False)
+        self.cls = SharedBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CausalLMOutputWithCrossAttentions:
+        """`labels`: next-token targets aligned with `input_ids` (shifted inside the loss, -100 ignored)."""
+        if labels is not None:
+            use_cache = False
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.cls(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithCrossAttentions(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            cross_attentions=outputs.cross_attentions,
+        )
+
+
+class SharedBertForPreTraining(SharedBertPreTrainedModel):
+    """BERT's pre-training model: masked-LM and next-sentence-prediction heads, loss their sum."""
+
+    _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
+    _auto_class = "AutoModelForPreTraining"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config)
+        self.cls = SharedBertPreTrainingHeads(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BertForPreTrainingOutput:
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        prediction_scores, seq_relationship_score = self.cls(outputs.last_hidden_state, outputs.pooler_output)
+        total_loss = None
+        if labels is not None and next_sentence_label is not None:
+            loss_fct = CrossEntropyLoss()
+            masked_lm_loss = loss_fct(prediction_scores.view(-1, self.config.vocab_size), labels.view(-1))
+            next_sentence_loss = loss_fct(seq_relationship_score.view(-1, 2), next_sentence_label.view(-1))
+            total_loss = masked_lm_loss + next_sentence_loss
+        return BertForPreTrainingOutput(
+            loss=total_loss,
+            prediction_logits=prediction_scores,
+            seq_relationship_logits=seq_relationship_score,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
+    """Pooled [CLS] → `cls.seq_relationship`: 0 = sentence B follows A, 1 = random."""
+
+    _auto_class = "AutoModelForNextSentencePrediction"
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config)
+        self.cls = SharedBertOnlyNSPHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> NextSentencePredictorOutput:
+        outputs = self.sharedbert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.cls(outputs.pooler_output)
+        loss = CrossEntropyLoss()(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
+        return NextSentencePredictorOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMixin):
+    """A sequence-to-sequence model of two SharedBert stacks of one size (`is_encoder_decoder=True`).
+
+    * Encoder: `sharedbert` (a `SharedBertModel` without pooler; its keys are those of any SharedBert checkpoint, so
+      one loads into it as is). Decoder: `decoder`, a stack with causal self-attention and cross-attention in every
+      layer, read through `decoder_embeddings`, then the LM head `cls` over the target vocabulary.
+    * `share_encoder_decoder_layers` (T5, Rothe et al.'s BERTShare): the decoder stores no self-attention or
+      feed-forward of its own; at every call it runs the encoder's stored sublayers by the same index maps. Only
+      cross-attention is the decoder's own. Every tensor is stored once (no module sits in two places).
+    * `share_encoder_decoder_embeddings`: the decoder reads the encoder's embedding module (`decoder_embeddings` is
+      None); with `tie_word_embeddings` the LM head's weight is that matrix too: three-way tying (Vaswani et al.
+      §3.4). `scale_embedding` multiplies looked-up word embeddings by √hidden_size.
+    * Warm start from one BERT or SharedBert checkpoint on both sides (Rothe et al. 2020): `sharedbert.convert.
+      warm_start_seq2seq`; cross-attention starts untrained, as in their BERT2BERT.
+    """
+
+    _auto_class = "AutoModelForSeq2SeqLM"
+    main_input_name = "input_ids"
+
+    def __init__(self, config: SharedBertConfig):
+        if not config.is_encoder_decoder:
+            raise ValueError(
+                "SharedBertForConditionalGeneration needs a seq2seq config: pass is_encoder_decoder=True (with "
+                "share_encoder_decoder_layers / share_encoder_decoder_embeddings as wanted)."
+            )
+        super().__init__(config)
+        self.sharedbert = SharedBertModel(config, add_pooling_layer=False)
+        self.decoder_embeddings = (
+            None
+            if config.share_encoder_decoder_embeddings
+            else SharedBertEmbeddings(config, vocab_size=config.target_vocab_size)
+        )
+        self.decoder = SharedBertEncoder(
+            config,
+            is_decoder=True,
+            add_cross_attention=True,
+            own_self_sublayers=not config.share_encoder_decoder_layers,
+        )
+        self.cls = SharedBertOnlyMLMHead(config, vocab_size=config.target_vocab_size)
+        # Which matrix the LM head ties to depends on the config: an instance attribute, set before post_init ties.
+        source = "sharedbert.embeddings" if config.share_encoder_decoder_embeddings else "decoder_embeddings"
+        self._tied_weights_keys = {"cls.predictions.decoder.weight": f"{source}.word_embeddings.weight"}
+        self.post_init()
+
+    def get_encoder(self, modality=None):
+        return self.sharedbert
+
+    def get_decoder_input_embeddings(self) -> SharedBertEmbeddings:
+        return self.sharedbert.embeddings if self.decoder_embeddings is None else self.decoder_embeddings
+
+    def get_input_embeddings(self):
+        return self.sharedbert.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.sharedbert.embeddings.word_embeddings = value
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+
+    def resize_token_embeddings(self, *args, **kwargs):
+        """Resize the one vocabulary of a model with `share_encoder_decoder_embeddings` (encoder input, decoder input
+        and, tied, the output projection). With two embedding tables, resize is refused: it would change the source
+        table only."""
+        if not self.config.share_encoder_decoder_embeddings:
+            raise NotImplementedError(
+                "This seq2seq model has separate source and target embeddings: resize model.sharedbert (the source "
+                "side) and the target side (decoder_embeddings and cls.predictions.decoder) separately, then set "
+                "config.vocab_size and config.decoder_vocab_size."
+            )
+        embeddings = super().resize_token_embeddings(*args, **kwargs)
+        if self.config.decoder_vocab_size is not None:
+            self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """Labels shifted right behind `decoder_start_token_id` (-100 becomes the pad id): the teacher-forced
+        decoder inputs. Seq2SeqTrainer's data collator calls this."""
+        start = self.config.decoder_start_token_id
+        if start is None:
+            raise ValueError(
+                "`decoder_start_token_id` is not set: set model.config.decoder_start_token_id (and "
+                "model.generation_config.decoder_start_token_id), e.g. to the tokenizer's [CLS] id as BERT2BERT does."
+            )
+        pad = self.config.pad_token_id if self.config.pad_token_id is not None else 0
+        return shift_tokens_right(labels, pad, start)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        labels: torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
+        """`labels`: target ids (-100 ignored); without `decoder_input_ids` they are shifted right to make them."""
+        output_hidden_states = kwargs.pop("output_hidden_states", None)
+        output_attentions = kwargs.pop("output_attentions", None)
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
+        if encoder_outputs is None:
+            encoder_outputs = self.sharedbert(
+                input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                inputs_embeds=inputs_embeds,
+                output_hidden_states=output_hidden_states,
+                output_attentions=output_attentions,
+                return_dict=True,
+                **kwargs,
+            )
+        elif isinstance(encoder_outputs, tuple):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        recorded = {"hidden_states": [], "attentions": [], "cross_attentions": []}
+        # The decoder's self-attention may be the encoder's stored modules: hooks live only while the decoder runs,
+        # so they record the decoder's uses alone.
+        hooks = self._record_decoder_outputs(recorded, output_hidden_states, output_attentions)
+        try:
+            decoder_outputs = run_stack(
+                self.config,
+                self.get_decoder_input_embeddings(),
+                self.decoder,
+                input_ids=decoder_input_ids,
+                attention_mask=decoder_attention_mask,
+                inputs_embeds=decoder_inputs_embeds,
+                encoder_hidden_states=encoder_outputs.last_hidden_state,
+                encoder_attention_mask=attention_mask,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+                lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
+                output_attentions=output_attentions,
+                **kwargs,
+            )
+        finally:
+            for hook in hooks:
+                hook.remove()
+        logits = self.cls(slice_logits_to_keep(decoder_outputs.last_hidden_state, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=tuple(recorded["hidden_states"]) if output_hidden_states else None,
+            decoder_attentions=tuple(recorded["attentions"]) if output_attentions else None,
+            cross_attentions=tuple(recorded["cross_attentions"]) if output_attentions else None,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+    def _record_decoder_outputs(self, recorded: dict, hidden_states: bool, attentions: bool) -> list:
+        """Forward hooks filling `recorded`: the decoder's input embeddings and each depth's output (hidden states),
+        each self- and cross-attention call's weights (attentions). Returns the hook handles to remove."""
+        hooks = []
+        if hidden_states:
+            layers = self.decoder.layer
+            hooks.append(layers[0].register_forward_pre_hook(
+                lambda module, args: recorded["hidden_states"].append(args[0])
+            ))  # fmt: skip
+            for layer in layers:
+                hooks.append(layer.register_forward_hook(
+                    lambda module, args, output: recorded["hidden_states"].append(output)
+                ))  # fmt: skip
+        if attentions:
+            self_attention = self.decoder.attention
+            if self_attention is None:  # layers shared with the encoder
+                self_attention = self.sharedbert.encoder.attention
+            for key, sublayers in (("attentions", self_attention), ("cross_attentions", self.decoder.crossattention)):
+                for sublayer in sublayers:
+                    hooks.append(sublayer.self.register_forward_hook(
+                        lambda module, args, output, key=key: recorded[key].append(output[1])
+                    ))  # fmt: skip
+        return hooks
 
 
 def _classifier_dropout(config: SharedBertConfig) -> nn.Dropout:
@@ -996,8 +1760,12 @@ class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
 
 __all__ = [
     "IncompatibleCheckpointError",
+    "SharedBertForConditionalGeneration",
     "SharedBertForMaskedLM",
     "SharedBertForMultipleChoice",
+    "SharedBertForNextSentencePrediction",
+    "SharedBertForPreTraining",
+    "SharedBertLMHeadModel",
     "SharedBertForQuestionAnswering",
     "SharedBertForSequenceClassification",
     "SharedBertForTokenClassification",

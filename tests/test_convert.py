@@ -238,3 +238,143 @@ def test_missing_source_and_bad_fit_method(tmp_path):
         from_bert(str(tmp_path / "does-not-exist"))
     with pytest.raises(ValueError, match="fit_method"):
         from_bert(tiny_bert(), fit_method="magic")
+
+
+# --- every BERT head class, as an instance and as a saved folder ----------------------------------------------------
+
+# BERT head class -> (SharedBert class, {BERT weight: SharedBert weight} of its task head).
+HEAD_WEIGHTS = {
+    "BertForMaskedLM": ("SharedBertForMaskedLM", {
+        "cls.predictions.transform.dense.weight": "cls.predictions.dense.weight",
+        "cls.predictions.transform.LayerNorm.weight": "cls.predictions.LayerNorm.weight",
+        "cls.predictions.bias": "cls.predictions.decoder.bias"}),
+    "BertForSequenceClassification": ("SharedBertForSequenceClassification", {
+        "classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias",
+        "bert.pooler.dense.weight": "sharedbert.pooler.dense.weight"}),
+    "BertForTokenClassification": ("SharedBertForTokenClassification", {
+        "classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias"}),
+    "BertForQuestionAnswering": ("SharedBertForQuestionAnswering", {
+        "qa_outputs.weight": "qa_outputs.weight", "qa_outputs.bias": "qa_outputs.bias"}),
+    "BertForMultipleChoice": ("SharedBertForMultipleChoice", {
+        "classifier.weight": "classifier.weight", "bert.pooler.dense.bias": "sharedbert.pooler.dense.bias"}),
+    "BertLMHeadModel": ("SharedBertLMHeadModel", {
+        "cls.predictions.transform.dense.weight": "cls.predictions.dense.weight",
+        "cls.predictions.bias": "cls.predictions.decoder.bias"}),
+    "BertForPreTraining": ("SharedBertForPreTraining", {
+        "cls.predictions.transform.dense.bias": "cls.predictions.dense.bias",
+        "cls.predictions.bias": "cls.predictions.decoder.bias",
+        "cls.seq_relationship.weight": "cls.seq_relationship.weight",
+        "bert.pooler.dense.weight": "sharedbert.pooler.dense.weight"}),
+    "BertForNextSentencePrediction": ("SharedBertForNextSentencePrediction", {
+        "cls.seq_relationship.weight": "cls.seq_relationship.weight",
+        "cls.seq_relationship.bias": "cls.seq_relationship.bias"}),
+}  # fmt: skip
+
+
+def random_bert_head(class_name, **overrides):
+    import transformers
+
+    config = tiny_bert_config(num_labels=2, is_decoder=class_name == "BertLMHeadModel", **overrides)
+    torch.manual_seed(0)
+    model = getattr(transformers, class_name)(config).eval()
+    with torch.no_grad():  # away from the initial values (zero biases, unit LayerNorms) so nothing matches by accident
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.02)
+    return model
+
+
+def head_inputs(class_name):
+    batch = dict(inputs(), token_type_ids=torch.randint(0, 2, (2, 9)))
+    if class_name == "BertForMultipleChoice":
+        batch = {key: value.unsqueeze(1).expand(-1, 3, -1).contiguous() for key, value in batch.items()}
+    return batch
+
+
+@pytest.mark.parametrize("as_folder", [False, True], ids=["instance", "folder"])
+@pytest.mark.parametrize("class_name", sorted(HEAD_WEIGHTS))
+def test_every_bert_head_class_keeps_its_head(tmp_path, class_name, as_folder):
+    bert = random_bert_head(class_name)
+    source = bert
+    if as_folder:
+        bert.save_pretrained(tmp_path)
+        source = tmp_path
+    converted = from_bert(source, attention_type="standard")
+    expected_class, head_weights = HEAD_WEIGHTS[class_name]
+    assert type(converted).__name__ == expected_class
+    theirs, ours = bert.state_dict(), converted.state_dict()
+    for bert_key, our_key in head_weights.items():
+        assert torch.equal(theirs[bert_key], ours[our_key]), (bert_key, our_key)
+    batch = head_inputs(class_name)
+    with torch.no_grad():
+        expected, got = bert(**batch), converted(**batch)
+    for field in ("logits", "prediction_logits", "seq_relationship_logits", "start_logits", "last_hidden_state"):
+        if getattr(expected, field, None) is not None:
+            assert (getattr(expected, field) - getattr(got, field)).abs().max() <= 1e-5, field
+
+
+def test_an_instance_keeps_its_own_head_whatever_checkpoint_it_came_from(tmp_path):
+    """The reported defect: a classifier made from a base checkpoint (its config says architectures=["BertModel"])
+    came back as a bare SharedBertModel without its classifier."""
+    tiny_bert().save_pretrained(tmp_path)
+    classifier = BertForSequenceClassification.from_pretrained(tmp_path, num_labels=2).eval()
+    assert classifier.config.architectures == ["BertModel"]
+    converted = from_bert(classifier, attention_type="shared")
+    assert type(converted) is SharedBertForSequenceClassification
+    assert torch.equal(converted.classifier.weight, classifier.classifier.weight)
+
+
+def test_minilm_classifier_instance_keeps_its_classifier(minilm_path):
+    classifier = BertForSequenceClassification.from_pretrained(minilm_path, num_labels=2).eval()
+    converted = from_bert(classifier, attention_type="shared")
+    assert type(converted) is SharedBertForSequenceClassification
+    assert torch.equal(converted.classifier.weight, classifier.classifier.weight)
+    assert torch.equal(converted.classifier.bias, classifier.classifier.bias)
+
+
+@pytest.mark.parametrize("cross_attention", [False, True])
+def test_converted_lm_head_model_generates_as_bert_does(cross_attention):
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    bert = random_bert_head("BertLMHeadModel", add_cross_attention=cross_attention)
+    converted = from_bert(bert, attention_type="standard")
+    assert converted.config.add_cross_attention is cross_attention
+    extra = {}
+    if cross_attention:
+        extra = {"encoder_hidden_states": torch.randn(2, 6, 32), "encoder_attention_mask": torch.ones(2, 6)}
+    ids = torch.randint(5, 99, (2, 4))
+    with torch.no_grad():
+        assert (bert(ids, **extra).logits - converted(ids, **extra).logits).abs().max() <= 1e-5
+    for beams in (1, 3):
+        cache = {"past_key_values": EncoderDecoderCache(DynamicCache(), DynamicCache())} if cross_attention else {}
+        expected = bert.generate(ids, max_new_tokens=8, num_beams=beams, do_sample=False, **extra, **cache)
+        got = converted.generate(ids, max_new_tokens=8, num_beams=beams, do_sample=False, **extra)
+        assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("as_folder", [False, True], ids=["instance", "folder"])
+def test_encoder_decoder_model_of_two_berts_converts_side_by_side(tmp_path, as_folder):
+    from transformers import EncoderDecoderModel
+
+    from sharedbert import SharedBertLMHeadModel
+
+    encoder = random_bert_head("BertModel")
+    decoder = random_bert_head("BertLMHeadModel", add_cross_attention=True)
+    bert2bert = EncoderDecoderModel(encoder=encoder, decoder=decoder).eval()
+    bert2bert.config.decoder_start_token_id = bert2bert.generation_config.decoder_start_token_id = 2
+    bert2bert.config.pad_token_id = bert2bert.generation_config.pad_token_id = 0
+    source = bert2bert
+    if as_folder:
+        bert2bert.save_pretrained(tmp_path)
+        source = tmp_path
+    converted = from_bert(source, attention_type="standard")
+    assert type(converted) is EncoderDecoderModel
+    assert type(converted.encoder) is SharedBertModel and type(converted.decoder) is SharedBertLMHeadModel
+    batch = inputs()
+    labels = torch.randint(5, 99, (2, 5))
+    with torch.no_grad():
+        expected = bert2bert(**batch, labels=labels).logits
+        got = converted(**batch, labels=labels).logits
+    assert (expected - got).abs().max() <= 1e-5
+    for beams in (1, 3):
+        expected = bert2bert.generate(**batch, max_new_tokens=6, num_beams=beams, do_sample=False)
+        assert torch.equal(converted.generate(**batch, max_new_tokens=6, num_beams=beams, do_sample=False), expected)

@@ -16,8 +16,10 @@ from sharedbert import (
     ATTENTION_TYPES,
     SharedBertConfig,
     SharedBertForMaskedLM,
+    SharedBertForPreTraining,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
+    SharedBertLMHeadModel,
     SharedBertModel,
 )
 from sharedbert.configuration_sharedbert import AUTO_MAP
@@ -37,7 +39,21 @@ def inputs(batch=3, seq=9, vocab=99, pad_last=True):
 # --- config -------------------------------------------------------------------------------------------------------
 
 
-# Invalid values and misspelled fields are property-tested in test_properties.py.
+# Invalid values and misspelled fields in general are property-tested in test_properties.py; these are the
+# decoder and sequence-to-sequence combinations.
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"add_cross_attention": True}, "is_decoder"),
+        ({"is_encoder_decoder": True, "is_decoder": True}, "is_encoder_decoder"),
+        ({"share_encoder_decoder_layers": True}, "is_encoder_decoder"),
+        ({"is_encoder_decoder": True, "share_encoder_decoder_embeddings": True, "decoder_vocab_size": 50},
+         "decoder_vocab_size"),
+    ],
+)
+def test_invalid_decoder_settings_name_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**overrides)
 
 
 def test_unknown_attention_type_error_lists_allowed_values():
@@ -347,13 +363,19 @@ REMOTE_CHILD = textwrap.dedent(
     folder, out = sys.argv[1], sys.argv[2]
     batch = {k: torch.tensor(v) for k, v in json.load(open(folder + "/inputs.json")).items()}
     results = {}
-    for auto in ["AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification",
-                 "AutoModelForTokenClassification", "AutoModelForQuestionAnswering"]:
-        model = getattr(transformers, auto).from_pretrained(folder, trust_remote_code=True).eval()
+    for auto, overrides in [
+        ("AutoModel", {}), ("AutoModelForMaskedLM", {}), ("AutoModelForSequenceClassification", {}),
+        ("AutoModelForTokenClassification", {}), ("AutoModelForQuestionAnswering", {}),
+        ("AutoModelForPreTraining", {}), ("AutoModelForNextSentencePrediction", {}),
+        ("AutoModelForCausalLM", {"is_decoder": True}),
+    ]:
+        model = getattr(transformers, auto).from_pretrained(folder, trust_remote_code=True, **overrides).eval()
         assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
         with torch.no_grad():
             output = model(**batch)
         results[auto] = [type(model).__name__, output[0].tolist()]
+    generated = model.generate(batch["input_ids"], max_new_tokens=4, do_sample=False)
+    results["generate"] = generated.tolist()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     results["tokenizer"] = [type(tokenizer).__name__, tokenizer("hello world")["input_ids"]]
     json.dump(results, open(out, "w"))
@@ -375,13 +397,24 @@ def test_remote_code_loads_every_head_without_the_package(tmp_path):
     result = run_isolated(tmp_path / "child.py", [folder, tmp_path / "out.json"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((tmp_path / "out.json").read_text())
-    for auto, model_class in [("AutoModel", SharedBertModel), ("AutoModelForMaskedLM", SharedBertForMaskedLM)]:
+    for auto, model_class in [
+        ("AutoModel", SharedBertModel),
+        ("AutoModelForMaskedLM", SharedBertForMaskedLM),
+        ("AutoModelForPreTraining", SharedBertForPreTraining),
+    ]:
         assert results[auto][0] == model_class.__name__
         local = model_class.from_pretrained(folder).eval()
         with torch.no_grad():
             expected = local(**batch)[0]
         assert (torch.tensor(results[auto][1]) - expected).abs().max() <= 1e-5
     assert results["AutoModelForSequenceClassification"][0] == "SharedBertForSequenceClassification"
+    assert results["AutoModelForNextSentencePrediction"][0] == "SharedBertForNextSentencePrediction"
+    decoder = SharedBertLMHeadModel.from_pretrained(folder, is_decoder=True).eval()
+    assert results["AutoModelForCausalLM"][0] == "SharedBertLMHeadModel"
+    with torch.no_grad():
+        assert (torch.tensor(results["AutoModelForCausalLM"][1]) - decoder(**batch).logits).abs().max() <= 1e-5
+    expected = decoder.generate(batch["input_ids"], max_new_tokens=4, do_sample=False)
+    assert results["generate"] == expected.tolist()
     assert results["tokenizer"] == ["SharedBertTokenizer", [2, 5, 6, 3]]
 
 

@@ -147,7 +147,7 @@ INVALID_CONFIG_FIELDS = {
     "vocab_size": 0,
     "pad_token_id": 500,  # beyond vocab_size
     "hidden_act": "no_such_activation",
-    "is_decoder": True,
+    "add_cross_attention": True,  # without is_decoder
 }
 
 
