@@ -810,6 +810,10 @@ class SharedBertPreTrainedModel(PreTrainedModel):
             if key.startswith(ENCODER_KEY_PREFIXES) and ".crossattention." not in key
         )
         unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(ENCODER_KEY_PREFIXES))
+        if model.config.is_encoder_decoder and not isinstance(model, SharedBertForConditionalGeneration):
+            # The encoder of a sequence-to-sequence checkpoint loaded alone (AutoModel): the decoder side stays
+            # behind, as T5EncoderModel leaves T5's.
+            unexpected = [key for key in unexpected if not key.startswith(DECODER_KEY_PREFIXES)]
         mismatched = sorted(
             entry
             for entry in info.get("mismatched_keys") or []
@@ -868,6 +872,7 @@ ENCODER_KEY_PREFIXES = (
     "decoder_embeddings.",
 )
 LAYER_KEY_PREFIXES = ("encoder.", "sharedbert.encoder.", "decoder.")
+DECODER_KEY_PREFIXES = ("decoder.", "decoder_embeddings.")
 
 
 def describe_incompatible_checkpoint(

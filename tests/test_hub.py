@@ -71,9 +71,7 @@ def load_upload_module():
 
 
 def upload_command():
-    """sharedbert/cli/upload.py, the module of `sharedbert upload`. Transitional (issue 13): until sharedbert/cli/ is a
-    package, only upload.py can import it (it loads the file by path and registers it in sys.modules)."""
-    load_upload_module()
+    """sharedbert/cli/upload.py, the module of `sharedbert upload` (and of the top-level upload.py)."""
     return importlib.import_module("sharedbert.cli.upload")
 
 
@@ -244,6 +242,27 @@ def test_the_card_template_is_package_data(staged, tmp_path):
     assert "from sharedbert/hub/template.md" in (staged["seq"] / "README.md").read_text()
     with pytest.raises(hub.HubError, match="missing.md not found"):
         hub.read_template(tmp_path / "missing.md")
+
+
+@pytest.mark.parametrize(
+    "architecture, overrides",
+    [
+        ("SharedBertLMHeadModel", dict(is_decoder=True, add_cross_attention=True)),
+        ("SharedBertForPreTraining", {}),
+        ("SharedBertForConditionalGeneration", dict(is_encoder_decoder=True, share_encoder_decoder_layers=True,
+                                                    share_encoder_decoder_embeddings=True)),
+    ],
+)
+def test_generation_heads_stage_and_verify_without_the_package(architecture, overrides, tmp_path):
+    """The decoder (fed fixed encoder states), the pre-training head and the fully shared seq2seq model (fed decoder
+    ids) stage with a card and pass the fresh-process verification."""
+    model = getattr(sharedbert, architecture)(tiny_config(vocab_size=len(VOCAB), **overrides))
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer().save_pretrained(tmp_path / "model")
+    staged = hub.stage_for_hub(tmp_path / "model", tmp_path / "staged", repo_id="alice/sharedbert-generation")
+    assert staged.verification["max_abs_diff"] <= hub.TOLERANCE
+    card = ModelCard.load(tmp_path / "staged" / "README.md")
+    assert hub.card.HEAD_DESCRIPTIONS[architecture] in card.text
 
 
 def test_model_card(staged, sources):

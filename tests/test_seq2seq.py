@@ -469,3 +469,19 @@ def test_bert2bert_from_minilm_matches_transformers_on_real_text(minilm_path):
     assert _count(shared) / _count(bert2bert) <= 0.55
     tokens = shared.generate(**inputs, max_new_tokens=5, do_sample=False)
     assert (tokens[:, 0] == tokenizer.cls_token_id).all()
+
+
+def test_automodel_of_a_seq2seq_checkpoint_is_its_encoder(tmp_path):
+    """AutoModel on a seq2seq folder gives the encoder with the seq2seq model's encoder weights (the decoder side
+    stays behind, as T5EncoderModel does)."""
+    from transformers import AutoModel
+
+    config = tiny_config(is_encoder_decoder=True)
+    seq2seq = SharedBertForConditionalGeneration(config).eval()
+    seq2seq.save_pretrained(tmp_path / "seq2seq")
+    encoder = AutoModel.from_pretrained(tmp_path / "seq2seq").eval()
+    assert type(encoder).__name__ == "SharedBertModel"
+    ids = torch.randint(5, config.vocab_size, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(input_ids=ids).last_hidden_state,
+                                   seq2seq.get_encoder()(input_ids=ids).last_hidden_state, rtol=0, atol=0)

@@ -38,6 +38,10 @@ PIPELINE_TAG_OF = {
     "SharedBertForTokenClassification": "token-classification",
     "SharedBertForQuestionAnswering": "question-answering",
     "SharedBertForMultipleChoice": None,  # no pipeline for multiple choice
+    "SharedBertLMHeadModel": "text-generation",
+    "SharedBertForPreTraining": "fill-mask",
+    "SharedBertForNextSentencePrediction": None,  # no pipeline for next-sentence prediction
+    "SharedBertForConditionalGeneration": "text2text-generation",
 }
 
 ATTENTION_DESCRIPTIONS = {
@@ -57,6 +61,10 @@ HEAD_DESCRIPTIONS = {
     "SharedBertForTokenClassification": "token classifier",
     "SharedBertForQuestionAnswering": "extractive question-answering model",
     "SharedBertForMultipleChoice": "multiple-choice model",
+    "SharedBertLMHeadModel": "causal language model (decoder)",
+    "SharedBertForPreTraining": "pre-training model (masked LM and next-sentence prediction)",
+    "SharedBertForNextSentencePrediction": "next-sentence classifier",
+    "SharedBertForConditionalGeneration": "sequence-to-sequence model (encoder and decoder)",
 }
 INTENDED_USES = {
     "SharedBertModel": "Sentence and token embeddings (feature extraction) for {languages} text, and a starting point "
@@ -70,6 +78,13 @@ INTENDED_USES = {
     "SharedBertForQuestionAnswering": "Extracting the answer span to a question from a {languages} context passage.",
     "SharedBertForMultipleChoice": "Choosing the best of several candidate continuations or answers for {languages} "
     "text.",
+    "SharedBertLMHeadModel": "Generating {languages} text left to right (with `generate`), or as the decoder of an "
+    "encoder-decoder model.",
+    "SharedBertForPreTraining": "Continued pre-training (masked LM and next-sentence prediction) on {languages} text, "
+    "and a starting point for fine-tuning.",
+    "SharedBertForNextSentencePrediction": "Judging whether a {languages} sentence follows another.",
+    "SharedBertForConditionalGeneration": "Rewriting {languages} text into {languages} text (with `generate`) in the "
+    "task it was trained on.",
 }
 CITATION = """@misc{kowsher2024selfattentionneedseparateweights,
   title         = {Does Self-Attention Need Separate Weights in Transformers?},

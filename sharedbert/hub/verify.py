@@ -101,10 +101,22 @@ def verify_inputs(tokenizer, config) -> tuple[dict, dict, dict]:
     return call, ids, tensors
 
 
-def _head_inputs(tensors: dict, architecture: str) -> dict:
-    if architecture == "SharedBertForMultipleChoice":  # (batch, choices, sequence): the two pairs as two choices
-        return {key: value.unsqueeze(0) for key, value in tensors.items()}
-    return tensors
+def model_inputs(tensors: dict, architecture: str, config) -> tuple[dict, dict]:
+    """(the encoder's inputs, the head's inputs) for the fixed text: a decoder with cross-attention also gets fixed
+    encoder states, the sequence-to-sequence model decoder ids, multiple choice the two pairs as two choices."""
+    encoder = dict(tensors)
+    if getattr(config, "add_cross_attention", False):
+        generator = torch.Generator().manual_seed(0)
+        batch = tensors["input_ids"].shape[0]
+        encoder["encoder_hidden_states"] = torch.randn(batch, 5, config.hidden_size, generator=generator)
+        encoder["encoder_attention_mask"] = torch.ones(batch, 5, dtype=torch.long)
+    head = dict(encoder)
+    if architecture == "SharedBertForMultipleChoice":  # (batch, choices, sequence)
+        head = {key: value.unsqueeze(0) for key, value in tensors.items()}
+    elif architecture == "SharedBertForConditionalGeneration":  # the source text is also the decoder's prefix
+        head["decoder_input_ids"] = tensors["input_ids"].clone()
+        head["decoder_attention_mask"] = tensors["attention_mask"].clone()
+    return encoder, head
 
 
 def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout: float = 1800) -> dict:
@@ -119,21 +131,23 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
     staged_dir = Path(staged_dir).resolve()
     call, ids, tensors = verify_inputs(loaded.tokenizer, loaded.config)
     auto_classes = [loaded.auto_class] + (["AutoModel"] if loaded.auto_class != "AutoModel" else [])
+    encoder_inputs, head_inputs = model_inputs(tensors, loaded.architecture, loaded.config)
     with torch.no_grad():
-        head_output = loaded.model(**_head_inputs(tensors, loaded.architecture))
-        base_output = loaded.model.base_model(**tensors)
+        head_output = loaded.model(**head_inputs)
+        base_output = loaded.model.base_model(**encoder_inputs)
     reference = {f"{loaded.auto_class}.{key}": value for key, value in head_output.items() if torch.is_tensor(value)}
     reference["AutoModel.last_hidden_state"] = base_output.last_hidden_state
 
     with tempfile.TemporaryDirectory(prefix="sharedbert-verify-") as work:
         work = Path(work)
-        save_file({key: value.contiguous() for key, value in tensors.items()}, str(work / "inputs.safetensors"))
+        for name, feed in (("inputs", encoder_inputs), ("head_inputs", head_inputs)):
+            save_file({key: value.contiguous() for key, value in feed.items()}, str(work / f"{name}.safetensors"))
         spec = {
             "folder": str(staged_dir),
             "auto_classes": auto_classes,
-            "multiple_choice": loaded.architecture == "SharedBertForMultipleChoice",
             "tokenizer_call": call,
             "inputs": str(work / "inputs.safetensors"),
+            "head_inputs": str(work / "head_inputs.safetensors"),
             "outputs": str(work / "outputs.safetensors"),
             "result": str(work / "result.json"),
         }

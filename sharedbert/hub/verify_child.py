@@ -36,14 +36,12 @@ def main(spec_path: str) -> None:
     encoded = {key: list(map(list, encoded[key])) for key in ("input_ids", "attention_mask", "token_type_ids")
                if key in encoded}
 
-    inputs = load_file(spec["inputs"])
+    inputs, head_inputs = load_file(spec["inputs"]), load_file(spec["head_inputs"])
     outputs = {}
     for auto_name in spec["auto_classes"]:
         model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
         classes[auto_name], modules[auto_name] = type(model).__name__, _origin(model)
-        feed = inputs
-        if spec["multiple_choice"] and auto_name == "AutoModelForMultipleChoice":
-            feed = {key: value.unsqueeze(0) for key, value in inputs.items()}  # (batch, choices, sequence)
+        feed = inputs if auto_name == "AutoModel" else head_inputs  # the head's class comes first in the list
         with torch.no_grad():
             output = model(**feed)
         for key, value in output.items():
