@@ -145,6 +145,30 @@ def test_finetune_baseline_keeps_bert_and_can_skip_saving(tiny_bert_dir, glue_di
     assert not (tmp_path / "unused").exists()
 
 
+def test_finetune_precision_is_resolved_recorded_and_bf16_autocasts(tiny_bert_dir, glue_dir, tmp_path, capsys):
+    from sharedbert.training import resolve_precision
+
+    runs = {precision: finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, save=False,
+                                output_dir=tmp_path / "unused", evaluations=0, max_steps=2, precision=precision,
+                                **SMALL)
+            for precision in ("auto", "fp32", "bf16")}
+    assert runs["auto"]["precision"] == resolve_precision("auto")  # this machine's choice, made at run time
+    assert runs["fp32"]["precision"] == "fp32" and runs["bf16"]["precision"] == "bf16"
+    assert runs["bf16"]["eval_loss"] != pytest.approx(runs["fp32"]["eval_loss"], rel=1e-6)  # bf16 arithmetic ran
+    printed = capsys.readouterr().out
+    assert "precision: bf16 (asked for)" in printed and "precision: fp32 (asked for)" in printed
+    assert "precision: " + resolve_precision("auto") + " (auto: " in printed
+    with pytest.raises(ValueError, match="precision must be one of"):
+        finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, save=False, precision="fp16", **SMALL)
+
+
+def test_training_arguments_take_a_resolved_precision(tmp_path):
+    assert training_arguments(tmp_path, precision="bf16").bf16 is True
+    assert training_arguments(tmp_path).bf16 is False
+    with pytest.raises(ValueError, match="resolve_precision"):
+        training_arguments(tmp_path, precision="auto")
+
+
 def test_finetune_names_the_packaged_minilm_as_convert_does(minilm_path, glue_dir, tmp_path):
     result = finetune(task="sst2", model="all-MiniLM-L6-v2", data_dir=glue_dir, no_convert=True, save=False,
                       output_dir=tmp_path / "unused", evaluations=0, max_steps=1, **SMALL)
