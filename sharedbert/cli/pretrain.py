@@ -80,6 +80,7 @@ def run(args) -> int:
         return code
     if result["eval_loss"] is not None:
         print(f"\nheld-out MLM loss {result['eval_loss']:.4f} (perplexity {result['perplexity']:.1f})")
-    speed = f" ({result['tokens_per_second']:,.0f} tokens/s, {result['precision']})" if result["tokens_per_second"] else ""
+    speed = f" ({result['tokens_per_second']:,.0f} tokens/s, {result['precision']})" if result["tokens_per_second"] \
+        else ""
     print(f"{result['steps']} steps in {result['train_seconds']:.0f} s{speed}; saved to {result['output_dir']}")
     return 0
