@@ -79,9 +79,12 @@ FULL = dict(
     block_size=128,
     vocab_size=8192,
     corpus=None,  # None: the whole mlm-text folder
-    pretrain=dict(max_steps=400, batch_size=32, learning_rate=1e-3, warmup=0.1, weight_decay=0.01),
+    # The speed levers (docs/pretraining-speed.md): logits only at masked positions, bf16 where it is native. "auto" is
+    # the policy; each cell records the precision its machine resolved it to.
+    pretrain=dict(max_steps=400, batch_size=32, learning_rate=1e-3, warmup=0.1, weight_decay=0.01, precision="auto",
+                  dense_prediction=False),
     finetune=dict(max_train_samples=2000, max_eval_samples=None, epochs=3.0, batch_size=32, learning_rate=3e-4,
-                  warmup=0.1, weight_decay=0.01, max_length=128),
+                  warmup=0.1, weight_decay=0.01, max_length=128, precision="auto"),
     noise_rate=0.03,
     noise_seed=1234,
     eval_samples=None,
@@ -91,9 +94,10 @@ QUICK = dict(
     block_size=32,
     vocab_size=400,
     corpus="gutenberg-nltk/blake-poems.txt",
-    pretrain=dict(max_steps=3, batch_size=8, learning_rate=1e-3, warmup=0.0, weight_decay=0.01),
+    pretrain=dict(max_steps=3, batch_size=8, learning_rate=1e-3, warmup=0.0, weight_decay=0.01, precision="auto",
+                  dense_prediction=False),
     finetune=dict(max_train_samples=24, max_eval_samples=48, epochs=1.0, batch_size=8, learning_rate=1e-4,
-                  warmup=0.0, weight_decay=0.01, max_length=32),
+                  warmup=0.0, weight_decay=0.01, max_length=32, precision="auto"),
     noise_rate=0.03,
     noise_seed=1234,
     eval_samples=48,
@@ -156,8 +160,16 @@ def write_noisy_sst2(glue_dir: Path, target_root: Path, rate: float, seed: int) 
 
 def recipe_of(args) -> dict:
     recipe = json.loads(json.dumps(QUICK if args.quick else FULL))
+    if args.pretrain_steps is not None and args.pretrain_tokens is not None:
+        raise ValueError("Give --pretrain-steps or --pretrain-tokens, not both.")
     if args.pretrain_steps is not None:
         recipe["pretrain"]["max_steps"] = args.pretrain_steps
+    if args.pretrain_tokens is not None:
+        if args.pretrain_tokens < 1:
+            raise ValueError(f"--pretrain-tokens must be positive, got {args.pretrain_tokens}.")
+        # Whole steps of batch x block tokens, at least the budget asked for.
+        per_step = recipe["pretrain"]["batch_size"] * recipe["block_size"]
+        recipe["pretrain"]["max_steps"] = math.ceil(args.pretrain_tokens / per_step)
     if args.finetune_samples is not None:
         recipe["finetune"]["max_train_samples"] = args.finetune_samples
     return recipe
@@ -311,6 +323,10 @@ class Study:
             "tokens": tokens,
             "train_seconds": result["train_seconds"],
             "tokens_per_second": tokens / result["train_seconds"],
+            "steady_tokens_per_second": result["tokens_per_second"],  # median step time, start-up excluded
+            "precision": result["precision"],  # what "auto" resolved to on the machine that ran this cell
+            "resumed_from_precision": result["resumed_from_precision"],
+            "sparse_prediction": result["sparse_prediction"],
             "process_cpu_seconds": time.process_time() - cpu_before,  # includes tokenising the corpus
             "load_average": [load_before, os.getloadavg()[0]],
             "train_loss": result["train_loss"],
@@ -658,6 +674,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=data_module.shared_data_dir(), help="Holds glue/ and mlm-text/ "
                         "(default: the shared data folder, ../shared/data beside the repository).")
     parser.add_argument("--pretrain-steps", type=int, help="Override the recipe's pretraining steps.")
+    parser.add_argument("--pretrain-tokens", type=int, metavar="N",
+                        help="Pretraining budget in tokens per model (rounded up to whole steps of batch x sequence), "
+                        "e.g. 25000000 for the issue's 25M; instead of --pretrain-steps.")
     parser.add_argument("--finetune-samples", type=int, help="Override the recipe's training examples per task.")
     parser.add_argument("--max-minutes", type=float, help="Start no new (variant, seed) after this many minutes.")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's).")

@@ -268,6 +268,34 @@ def test_packing_makes_full_blocks_with_document_separators(mlm_text_dir, tokeni
     assert max(by_paragraph["doc"]) > 100  # poems and speeches are separated by blank lines
 
 
+def test_pretraining_batches_of_packed_blocks_hold_no_padding(mlm_text_dir, tokenizer):
+    """Batches as `pretrain` builds them (packed blocks, masked by the seeded MLM collator): every position is a real
+    token, so no compute goes to padding. Line by line, the same text is padded to the longest line of each batch."""
+    from transformers import DataCollatorForLanguageModeling
+
+    from sharedbert.training import BatchSeededCollator
+
+    units = data.corpus_units([mlm_text_dir / "gutenberg-nltk" / "blake-poems.txt"])
+    collate = BatchSeededCollator(DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=0.15), 0)
+    packed = data.mlm_dataset(units, tokenizer, block_size=64)
+    lines = data.mlm_dataset(units, tokenizer, block_size=64, line_by_line=True)
+
+    def padding_share(examples) -> float:
+        padded = real = 0
+        for start in range(0, len(examples) - 15, 16):
+            batch = collate([examples[i] for i in range(start, start + 16)])
+            padded += int((batch["attention_mask"] == 0).sum())
+            real += int(batch["attention_mask"].sum())
+            # Padding is never a prediction target either.
+            assert not bool(((batch["attention_mask"] == 0) & (batch["labels"] != -100)).any())
+        return padded / (padded + real)
+
+    assert padding_share(packed) == 0.0
+    batch = collate([packed[i] for i in range(16)])
+    assert batch["input_ids"].shape == (16, 64) and tokenizer.pad_token_id not in batch["input_ids"]
+    assert padding_share(lines) > 0.1  # lines padded to the batch's longest: 27% of the positions on these poems
+
+
 def test_line_by_line_examples_are_truncated_lines(tmp_path, tokenizer):
     path = tmp_path / "lines.txt"
     path.write_text("short line\n\n" + "word " * 100 + "\nlast\n")

@@ -42,6 +42,12 @@ def test_quick_end_to_end_then_resume(tmp_path, glue_dir, mlm_text_dir):
             assert 0 <= cell["clean_accuracy"] <= 1 and 0 <= cell["noisy_accuracy"] <= 1
         else:
             assert all(isinstance(v, float) for v in cell["metrics"].values()) and cell["metrics"]
+    from sharedbert.training import resolve_precision
+
+    for variant in ("standard", "shared-all-layers"):  # the levers, as this machine resolves them
+        cell = results["cells"][f"{variant}/seed0/pretrain"]
+        assert cell["precision"] == resolve_precision("auto") and cell["sparse_prediction"] is True
+        assert cell["steady_tokens_per_second"] > 0
     shared_all = results["cells"]["shared-all-layers/seed0/pretrain"]
     assert shared_all["layer_sharing"] == "all"
     assert shared_all["parameters"] < results["cells"]["standard/seed0/pretrain"]["parameters"]
@@ -125,7 +131,18 @@ def test_report_verdicts_come_from_the_cells():
 def _args_namespace():
     import argparse
 
-    return argparse.Namespace(quick=True, pretrain_steps=None, finetune_samples=None)
+    return argparse.Namespace(quick=True, pretrain_steps=None, pretrain_tokens=None, finetune_samples=None)
+
+
+def test_the_token_budget_sets_whole_steps_and_the_levers_are_in_the_recipe():
+    parse = replicate.build_parser().parse_args
+    full = replicate.recipe_of(parse(["--pretrain-tokens", "25000000"]))
+    assert full["pretrain"]["max_steps"] == 6104  # ceil(25M / (32 x 128)): at least the budget asked for
+    assert full["pretrain"]["precision"] == "auto" and full["pretrain"]["dense_prediction"] is False
+    assert full["finetune"]["precision"] == "auto"
+    assert replicate.recipe_hash(full) != replicate.recipe_hash(replicate.recipe_of(parse([])))
+    with pytest.raises(ValueError, match="not both"):
+        replicate.recipe_of(parse(["--pretrain-tokens", "1000", "--pretrain-steps", "3"]))
 
 
 def test_studies_sharing_an_output_folder_keep_each_others_cells(tmp_path):

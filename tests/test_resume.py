@@ -197,6 +197,58 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# bf16 (emulated on a CPU without native bf16, ~10x slower there: these runs are tiny and --precision bf16 is forced)
+
+
+@pytest.fixture(scope="module")
+def bf16_reference(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("pretrain-bf16-ref") / "model"
+    done = _run(_pretrain_args(corpus, output, precision="bf16"))
+    assert "precision: bf16 (asked for)" in done.stdout
+    return output
+
+
+def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result(corpus, bf16_reference,
+                                                                             pretrain_reference, tmp_path):
+    # bf16 autocast really is on: the same run in fp32 gives other losses.
+    bf16_losses, fp32_losses = _losses(bf16_reference), _losses(pretrain_reference)
+    assert any(abs(bf16_losses[step] - fp32_losses[step]) > 1e-4 for step in fp32_losses)
+    results = json.loads((bf16_reference / "pretrain_results.json").read_text())
+    assert results["precision"] == "bf16" and results["precision_setting"] == "bf16"
+    assert results["resumed_from_precision"] is None and results["sparse_prediction"] is True
+
+    rng = random.Random(KILL_SEED)
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    _kill_after_checkpoint(_pretrain_args(corpus, output, precision="bf16"), checkpoints, rng.choice(range(5, 45, 5)),
+                           rng.uniform(0.0, 0.3))
+    from sharedbert.training import checkpoint_precision, latest_checkpoint
+
+    assert checkpoint_precision(latest_checkpoint(checkpoints)) == "bf16"
+    resumed = _run(_pretrain_args(corpus, output, precision="bf16"))
+    assert "resuming from" in resumed.stdout and "note: the checkpoint trained in" not in resumed.stdout
+    _assert_same_run(output, bf16_reference)
+    results = json.loads((output / "pretrain_results.json").read_text())
+    assert results["precision"] == "bf16" and results["resumed_from_precision"] == "bf16"
+
+
+def test_a_bf16_checkpoint_is_resumed_in_fp32_when_asked_and_says_so(corpus, bf16_reference, tmp_path):
+    """Precision is not part of a run's signature: a run started where bf16 is native can go on where it is not."""
+    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
+    _kill_after_checkpoint(_pretrain_args(corpus, output, precision="bf16"), checkpoints, 10)
+    saved_step = latest_step(checkpoints)
+    resumed = _run(_pretrain_args(corpus, output, precision="fp32"))
+    assert "note: the checkpoint trained in bf16; continuing in fp32" in resumed.stdout
+    results = json.loads((output / "pretrain_results.json").read_text())
+    assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16" and results["steps"] == 60
+    got, reference = _losses(output), _losses(bf16_reference)
+    assert got.keys() == reference.keys()
+    for step in reference:  # the bf16 steps before the checkpoint are kept; the fp32 steps after it differ
+        if step <= saved_step:
+            assert got[step] == pytest.approx(reference[step], rel=1e-4, abs=1e-5), step
+    assert any(abs(got[step] - reference[step]) > 1e-4 for step in reference if step > saved_step)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Fine-tuning
 
 

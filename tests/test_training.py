@@ -145,6 +145,30 @@ def test_finetune_baseline_keeps_bert_and_can_skip_saving(tiny_bert_dir, glue_di
     assert not (tmp_path / "unused").exists()
 
 
+def test_finetune_precision_is_resolved_recorded_and_bf16_autocasts(tiny_bert_dir, glue_dir, tmp_path, capsys):
+    from sharedbert.training import resolve_precision
+
+    runs = {precision: finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, save=False,
+                                output_dir=tmp_path / "unused", evaluations=0, max_steps=2, precision=precision,
+                                **SMALL)
+            for precision in ("auto", "fp32", "bf16")}
+    assert runs["auto"]["precision"] == resolve_precision("auto")  # this machine's choice, made at run time
+    assert runs["fp32"]["precision"] == "fp32" and runs["bf16"]["precision"] == "bf16"
+    assert runs["bf16"]["eval_loss"] != pytest.approx(runs["fp32"]["eval_loss"], rel=1e-6)  # bf16 arithmetic ran
+    printed = capsys.readouterr().out
+    assert "precision: bf16 (asked for)" in printed and "precision: fp32 (asked for)" in printed
+    assert "precision: " + resolve_precision("auto") + " (auto: " in printed
+    with pytest.raises(ValueError, match="precision must be one of"):
+        finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, save=False, precision="fp16", **SMALL)
+
+
+def test_training_arguments_take_a_resolved_precision(tmp_path):
+    assert training_arguments(tmp_path, precision="bf16").bf16 is True
+    assert training_arguments(tmp_path).bf16 is False
+    with pytest.raises(ValueError, match="resolve_precision"):
+        training_arguments(tmp_path, precision="auto")
+
+
 def test_finetune_names_the_packaged_minilm_as_convert_does(minilm_path, glue_dir, tmp_path):
     result = finetune(task="sst2", model="all-MiniLM-L6-v2", data_dir=glue_dir, no_convert=True, save=False,
                       output_dir=tmp_path / "unused", evaluations=0, max_steps=1, **SMALL)
@@ -223,16 +247,32 @@ def test_pretrain_trains_a_vocabulary_and_saves_a_loadable_masked_lm(mlm_text_di
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer)
     assert len(fill("the [MASK] of rome")) == 5
 
+    # Trained with sparse prediction (the default), the saved model still predicts densely at inference: logits at
+    # every position, and a loss equal to the one computed from them.
+    assert result["sparse_prediction"] and model.config.sparse_prediction
+    inputs = tokenizer("the [MASK] of rome", return_tensors="pt")
+    labels = torch.full_like(inputs["input_ids"], -100)
+    labels[0, 2] = tokenizer.convert_tokens_to_ids("the")
+    model.eval()
+    with torch.no_grad():
+        output = model(**inputs, labels=labels)
+    assert output.logits.shape == (1, inputs["input_ids"].shape[1], result["vocab_size"])
+    expected = torch.nn.functional.cross_entropy(output.logits[0, 2:3], labels[0, 2:3])
+    torch.testing.assert_close(output.loss, expected)
+
 
 def test_pretrain_line_by_line_with_an_existing_tokenizer_and_untied_embeddings(mlm_text_dir, minilm_path, tmp_path):
     out = tmp_path / "mlm"
     result = pretrain(corpus=[str(mlm_text_dir / "gutenberg-nltk" / "blake-poems.txt")],
                       config=_tiny_config_file(tmp_path), tokenizer=str(minilm_path), attention_type="pairwise",
                       no_tie_embeddings=True, line_by_line=True, block_size=24, max_steps=3, batch_size=8,
-                      output_dir=out)
+                      dense_prediction=True, output_dir=out)
     assert result["vocab_size"] == 30522 and not result["tie_word_embeddings"] and result["line_by_line"]
+    assert not result["sparse_prediction"]
+    # Lines are shorter than blocks: the real tokens per step are counted, not the padded positions.
+    assert 2 * 8 < result["tokens_per_step"] < 24 * 8 and result["tokens_per_second"] > 0
     model = AutoModelForMaskedLM.from_pretrained(out)
-    assert model.config.attention_type == "pairwise"
+    assert model.config.attention_type == "pairwise" and model.config.sparse_prediction is False
     assert not torch.equal(model.cls.predictions.decoder.weight, model.sharedbert.embeddings.word_embeddings.weight)
 
 

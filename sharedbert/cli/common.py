@@ -41,6 +41,15 @@ def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
                        "again resumes from its last checkpoint).")
 
 
+def add_precision_argument(group) -> None:
+    from ..training.precision import PRECISIONS
+
+    group.add_argument("--precision", choices=PRECISIONS, default="auto",
+                       help="bf16 autocast with fp32 master weights, or fp32. auto (default): bf16 where the CPU "
+                       "(or GPU) computes bf16 natively, fp32 elsewhere, where bf16 is emulated and many times slower. "
+                       "A checkpoint may be resumed in another precision.")
+
+
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("data (a GLUE task, or your own files)")
     group.add_argument("--task", help="GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files).")

@@ -8,7 +8,14 @@ tokenizer and `eval_results.json` into the output folder, atomically (`sharedber
 
 import argparse
 
-from .common import add_checkpoint_arguments, add_data_arguments, add_sharing_arguments, call_library, options_of
+from .common import (
+    add_checkpoint_arguments,
+    add_data_arguments,
+    add_precision_argument,
+    add_sharing_arguments,
+    call_library,
+    options_of,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -40,6 +47,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        "steps); the best weights are kept (0: evaluate once at the end).")
     group.add_argument("--no-group-by-length", action="store_true", help="Plain random batches.")
     group.add_argument("--seed", type=int, default=42, help="Subset, head initialisation, batch order (default 42).")
+    add_precision_argument(group)
     group.add_argument("--logging-steps", type=int,
                        help="Log the loss every N steps (default: about 10 times per run).")
     add_checkpoint_arguments(parser)

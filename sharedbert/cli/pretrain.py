@@ -8,13 +8,15 @@ each line one example. The architecture is a preset (bert-tiny ... bert-large, m
 attention type, cross-layer sharing and tied or untied embeddings. The tokenizer is either trained here
 (--train-vocab N: a new WordPiece vocabulary from the corpus) or reused (--tokenizer PATH; default the
 bert-base-uncased vocabulary of all-MiniLM-L6-v2). Saves a loadable SharedBertForMaskedLM, its tokenizer and
-pretrain_results.json (held-out loss and perplexity), atomically (`sharedbert.training.pretrain`).
+pretrain_results.json (held-out loss and perplexity), atomically (`sharedbert.training.pretrain`). By default the
+vocabulary projection runs only at the masked positions while training, and bf16 autocast is used where the hardware
+computes bf16 natively (docs/pretraining-speed.md).
 """
 
 import argparse
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
-from .common import add_checkpoint_arguments, call_library, options_of
+from .common import add_checkpoint_arguments, add_precision_argument, call_library, options_of
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -45,6 +47,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     model.add_argument("--sharing-order", choices=SHARING_ORDERS,
                        help="How layers map onto the sets (default sequence).")
     model.add_argument("--no-tie-embeddings", action="store_true", help="Give the MLM decoder its own matrix.")
+    model.add_argument("--dense-prediction", action="store_true",
+                       help="Compute vocabulary logits at every position while training (default: only at the masked "
+                       "positions, the same loss for a fraction of the cost; inference is dense either way).")
     vocab = model.add_mutually_exclusive_group()
     vocab.add_argument("--train-vocab", type=int, metavar="N", help="Train a new WordPiece vocabulary of N entries.")
     vocab.add_argument("--tokenizer", help="Reuse this tokenizer (default: all-MiniLM-L6-v2's, bert-base-uncased).")
@@ -59,6 +64,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     train.add_argument("--eval-fraction", type=float, default=0.02,
                        help="Share of the examples held out to measure loss and perplexity (at most 1,000).")
     train.add_argument("--seed", type=int, default=42, help="Default 42.")
+    add_precision_argument(train)
     train.add_argument("--logging-steps", type=int,
                        help="Log the loss every N steps (default: about 10 times per run).")
     add_checkpoint_arguments(parser)
@@ -74,5 +80,7 @@ def run(args) -> int:
         return code
     if result["eval_loss"] is not None:
         print(f"\nheld-out MLM loss {result['eval_loss']:.4f} (perplexity {result['perplexity']:.1f})")
-    print(f"{result['steps']} steps in {result['train_seconds']:.0f} s; saved to {result['output_dir']}")
+    speed = f" ({result['tokens_per_second']:,.0f} tokens/s, {result['precision']})" if result["tokens_per_second"] \
+        else ""
+    print(f"{result['steps']} steps in {result['train_seconds']:.0f} s{speed}; saved to {result['output_dir']}")
     return 0

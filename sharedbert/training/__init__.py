@@ -45,6 +45,8 @@ _EXPORTS = {
     "KeepBestCallback": "trainer",
     "ResumableTrainer": "trainer",
     "RunCheckpoints": "trainer",
+    "StepTimer": "trainer",
+    "checkpoint_precision": "trainer",
     "TrainingInterrupted": "checkpointing",
     "atomic_write_json": "trainer",
     "check_output_dir": "trainer",

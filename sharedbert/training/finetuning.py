@@ -24,12 +24,14 @@ from .models import (
     load_tokenizer,
     resolve_source,
 )
+from .precision import describe_precision, resolve_precision
 from .trainer import (
     KeepBestCallback,
     ResumableTrainer,
     RunCheckpoints,
     atomic_write_json,
     check_output_dir,
+    checkpoint_precision,
     is_main_process,
     output_folder,
     save_run,
@@ -69,6 +71,7 @@ def finetune(
     evaluations: int = 4,
     no_group_by_length: bool = False,
     seed: int = 42,
+    precision: str = "auto",
     save: bool = True,
     quiet: bool = False,
     logging_steps: int | None = None,
@@ -81,12 +84,16 @@ def finetune(
 
     `save=False` skips writing (the demo's baseline) and checkpointing. Otherwise checkpoints go to `checkpoint_dir`
     (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and Ctrl-C saves one and
-    raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
+    raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input.
+
+    `precision` ("auto", "bf16", "fp32"): bf16 autocast with fp32 master weights, or fp32; "auto" picks bf16 where the
+    hardware computes it natively. A checkpoint may be resumed in another precision (see `pretrain`)."""
     # Everything that shapes the trajectory (taken first, while the locals are only the arguments).
     signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
     started = time.time()
     quiet = quiet or not is_main_process()  # one process speaks under DDP
     model = resolve_source(str(model)) if model else default_base_model()
+    chosen_precision = resolve_precision(precision)
     if max_length < 8:
         raise ValueError(f"--max-length must be at least 8, got {max_length}.")
     for name, value in (("--max-train-samples", max_train_samples), ("--max-eval-samples", max_eval_samples)):
@@ -131,6 +138,8 @@ def finetune(
             print("note: an unhealed conversion fine-tunes several points below the BERT it came from; "
                   "`sharedbert convert SRC OUT --heal --corpus TEXT --minutes 20` first, then --model OUT")
 
+    if not quiet:
+        print(describe_precision(precision))
     if max_length > classifier.config.max_position_embeddings:
         print(f"note: --max-length {max_length} exceeds the model's {classifier.config.max_position_embeddings} "
               "positions; using that instead")
@@ -148,6 +157,7 @@ def finetune(
             workdir, batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
             warmup=warmup, weight_decay=weight_decay, num_train_examples=len(train_set), evaluations=evaluations,
             group_by_length=not no_group_by_length, seed=seed, logging_steps=logging_steps,
+            precision=chosen_precision,
         )
         trainer = ResumableTrainer(
             model=classifier,
@@ -166,8 +176,11 @@ def finetune(
             print(f"distributed: {args.world_size} processes, {dist.get_backend()} backend "
                   f"({batch_size} examples per process per step)")
         resume_from = checkpoints.resume_from if checkpoints else None
+        resumed_precision = checkpoint_precision(resume_from) if resume_from is not None else None
         if resume_from is not None and not quiet:
             print(f"resuming from {resume_from}")
+            if resumed_precision != chosen_precision:
+                print(f"note: the checkpoint trained in {resumed_precision}; continuing in {chosen_precision}")
         train_started = time.time()
         trainer.train(resume_from_checkpoint=resume_from and str(resume_from))
         if checkpoints:
@@ -201,6 +214,8 @@ def finetune(
             "processes": args.world_size,
             "learning_rate": learning_rate,
             "seed": seed,
+            "precision": chosen_precision,
+            "resumed_from_precision": resumed_precision,
             "data_source": task_data.source,
             "eval_loss": best.get("eval_loss"),
             "train_seconds": train_seconds,
@@ -230,8 +245,9 @@ def finetune(
 
 
 # Options that do not change what is trained (where things go, how often to checkpoint, how much is printed).
+# `precision` neither: the arithmetic, not what is trained (a checkpoint may be resumed in another; see `pretrain`).
 _NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume", "quiet", "save"}
+                     "checkpoint_steps", "no_resume", "quiet", "save", "precision"}
 
 
 __all__ = ["finetune"]

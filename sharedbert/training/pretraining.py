@@ -9,6 +9,10 @@ with any attention type, cross-layer sharing and tied or untied embeddings. The 
 (`train_vocab=N`: a new WordPiece vocabulary from the corpus) or reused (`tokenizer`; default the bert-base-uncased
 vocabulary of all-MiniLM-L6-v2). Saves a loadable SharedBertForMaskedLM, its tokenizer and pretrain_results.json
 (held-out loss and perplexity), atomically.
+
+Speed (docs/pretraining-speed.md): packed blocks hold no padding; the vocabulary projection runs only at the masked
+positions while training (`sparse_prediction`, on unless `dense_prediction`; the saved model predicts densely at
+inference); `precision="auto"` trains under bf16 autocast where the hardware computes bf16 natively, fp32 elsewhere.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from ..modeling_sharedbert import SharedBertForMaskedLM
 from ..params import count_model_parameters
 from . import data as data_module
 from .models import default_base_model, load_tokenizer
+from .precision import describe_precision, resolve_precision
 from .presets import config_values
 from .trainer import (
     BatchSeededCollator,
     ResumableTrainer,
     RunCheckpoints,
+    StepTimer,
     check_output_dir,
+    checkpoint_precision,
     is_main_process,
     output_folder,
     save_run,
@@ -53,6 +60,7 @@ def pretrain(
     num_unique_layers: int | None = None,
     sharing_order: str | None = None,
     no_tie_embeddings: bool = False,
+    dense_prediction: bool = False,
     train_vocab: int | None = None,
     tokenizer: str | None = None,
     output_dir="runs/pretrain",
@@ -64,6 +72,7 @@ def pretrain(
     weight_decay: float = 0.01,
     eval_fraction: float = 0.02,
     seed: int = 42,
+    precision: str = "auto",
     evaluations: int = 0,
     logging_steps: int | None = None,
     checkpoint_dir=None,
@@ -74,7 +83,11 @@ def pretrain(
     """Pretrain and save; returns the pretrain_results.json contents.
 
     Checkpoints go to `checkpoint_dir` (default OUTPUT-checkpoints) and a rerun with the same settings resumes from
-    the newest; Ctrl-C saves one and raises `TrainingInterrupted`. They are deleted once the output is saved."""
+    the newest; Ctrl-C saves one and raises `TrainingInterrupted`. They are deleted once the output is saved.
+
+    `precision` ("auto", "bf16", "fp32") is resolved on the machine that runs (`precision.resolve_precision`) and may
+    differ from the checkpoint's when a run is resumed elsewhere: the weights and AdamW state are fp32 either way, so
+    training continues, in the new precision (said in the log and in the results' `resumed_from_precision`)."""
     # Everything that shapes the trajectory (taken first, while the locals are only the arguments): a checkpoint is
     # only resumed by a run with the same values.
     signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
@@ -87,6 +100,7 @@ def pretrain(
         raise ValueError(f"--eval-fraction must be in [0, 0.5), got {eval_fraction}.")
     if max_steps < 1:
         raise ValueError(f"--max-steps must be positive, got {max_steps}.")
+    chosen_precision = resolve_precision(precision)
     if is_main_process():
         check_output_dir(output_dir, overwrite)
 
@@ -100,6 +114,8 @@ def pretrain(
         values.pop("num_unique_layers")  # let the config derive it from the new sharing mode
     if no_tie_embeddings:
         values["tie_word_embeddings"] = False
+    # Logits (and the loss) only where tokens are masked while training: the same loss, a fraction of the head's cost.
+    values["sparse_prediction"] = not dense_prediction
     values.setdefault("attention_type", "shared")
     values["max_position_embeddings"] = max(values.get("max_position_embeddings", 512), block_size)
     SharedBertConfig(**values)  # validates
@@ -144,7 +160,13 @@ def pretrain(
     model = SharedBertForMaskedLM(model_config)
     print(f"model: SharedBertForMaskedLM ({config}, attention_type={model_config.attention_type}, "
           f"layer_sharing={model_config.layer_sharing}, tied embeddings={model_config.tie_word_embeddings}), "
-          f"{count_model_parameters(model):,} parameters")
+          f"{count_model_parameters(model):,} parameters; MLM logits "
+          f"{'at masked positions only' if model_config.sparse_prediction else 'at every position'} while training")
+    print(describe_precision(precision))
+    resumed_precision = checkpoint_precision(checkpoints.resume_from) if checkpoints.resume_from else None
+    if resumed_precision not in (None, chosen_precision):
+        print(f"note: the checkpoint trained in {resumed_precision}; continuing in {chosen_precision} (fp32 weights "
+              "and optimizer state either way, so the run goes on, but not bit for bit as it would have)")
 
     # Masks seeded per batch: a run resumed from a checkpoint masks every batch exactly as an uninterrupted one.
     masking = DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=mlm_probability)
@@ -153,11 +175,12 @@ def pretrain(
         args = training_arguments(
             workdir, batch_size=batch_size, learning_rate=learning_rate, max_steps=max_steps, warmup=warmup,
             weight_decay=weight_decay, evaluations=evaluations if eval_set is not None else 0,
-            group_by_length=line_by_line, seed=seed, logging_steps=logging_steps,
+            group_by_length=line_by_line, seed=seed, logging_steps=logging_steps, precision=chosen_precision,
         )
+        timer = StepTimer()
         trainer = ResumableTrainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                                   processing_class=tok, data_collator=collator, callbacks=[checkpoints.callback],
-                                   **checkpoints.trainer_kwargs())
+                                   processing_class=tok, data_collator=collator,
+                                   callbacks=[checkpoints.callback, timer], **checkpoints.trainer_kwargs())
         if checkpoints.resume_from is not None:
             print(f"resuming from {checkpoints.resume_from}")
         train_started = time.time()
@@ -165,6 +188,11 @@ def pretrain(
         train_seconds = time.time() - train_started
         checkpoints.raise_if_interrupted()  # before anything is saved: the output folder is not created
         eval_loss = trainer.evaluate()["eval_loss"] if eval_set is not None else None
+        # Real tokens per optimizer step: packed blocks are all block_size long (no padding); lines are not.
+        tokens_per_example = (block_size if not line_by_line
+                              else sum(len(ids) for ids in train_set["input_ids"]) / len(train_set))
+        tokens_per_step = tokens_per_example * batch_size * args.world_size
+        steps = timer.summary()
         result = {
             "corpus": source,
             "config": config,
@@ -177,6 +205,10 @@ def pretrain(
             "trained_vocab": train_vocab is not None,
             "block_size": block_size,
             "line_by_line": line_by_line,
+            "precision": chosen_precision,
+            "precision_setting": precision,
+            "resumed_from_precision": resumed_precision,
+            "sparse_prediction": model_config.sparse_prediction,
             "train_examples": len(train_set),
             "eval_examples": len(eval_set) if eval_set is not None else 0,
             "steps": trainer.state.global_step,
@@ -186,6 +218,11 @@ def pretrain(
             "eval_loss": eval_loss,
             "perplexity": math.exp(min(eval_loss, 50.0)) if eval_loss is not None else None,
             "train_seconds": train_seconds,
+            # Steady state (StepTimer), start-up excluded: the median time between optimizer steps, or the mean
+            # where batches differ in length (line by line).
+            "tokens_per_step": tokens_per_step,
+            "step_seconds": steps,
+            "tokens_per_second": tokens_per_step / steps["mean" if line_by_line else "median"] if steps["n"] else None,
             "seconds": time.time() - started,
             "output_dir": str(Path(output_dir)),
         }
@@ -196,8 +233,10 @@ def pretrain(
 
 
 # Options that do not change what is trained (where things go, how often to checkpoint).
+# `precision` neither: it changes the arithmetic, not what is trained, and a checkpoint may be resumed on a machine
+# that resolves "auto" otherwise (see `pretrain`).
 _NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume"}
+                     "checkpoint_steps", "no_resume", "precision"}
 
 
 __all__ = ["pretrain"]

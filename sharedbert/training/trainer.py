@@ -2,6 +2,7 @@
 
 * `training_arguments`: transformers 5 `TrainingArguments` with this project's defaults (no reporting integrations,
   progress bars on, warm-up as a fraction, evaluation a few times per run).
+* `StepTimer`: wall-clock seconds between consecutive optimizer steps (steady-state throughput, start-up excluded).
 * `KeepBestCallback`: remembers the weights of the best evaluation in memory and restores them at the end, so the
   saved model is the best one without writing Trainer checkpoints (which would pickle optimizer state and arguments).
 * `ResumableTrainer` + `RunCheckpoints`: checkpoints without pickle, resumed exactly after a kill or Ctrl-C.
@@ -85,11 +86,17 @@ def training_arguments(
     group_by_length: bool = True,
     seed: int = 42,
     logging_steps: int | None = None,
+    precision: str = "fp32",
     **extra,
 ) -> TrainingArguments:
     """TrainingArguments for a run of `epochs` (or `max_steps`) that evaluates at most `evaluations` times: every
     ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller). `warmup` is a
-    fraction of the steps (transformers 5 has no `warmup_ratio`)."""
+    fraction of the steps (transformers 5 has no `warmup_ratio`). `precision` is a resolved choice of
+    `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights (Trainer's `bf16`,
+    CPU autocast through accelerate), "fp32" without."""
+    if precision not in ("bf16", "fp32"):
+        raise ValueError(f"precision must be resolved to 'bf16' or 'fp32' first (resolve_precision), got "
+                         f"{precision!r}.")
     total_steps = max_steps
     if total_steps <= 0 and num_train_examples is not None:
         per_step = batch_size * world_size() * extra.get("gradient_accumulation_steps", 1)
@@ -121,8 +128,38 @@ def training_arguments(
         # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for
         # unused ones.
         ddp_find_unused_parameters=False,
+        bf16=precision == "bf16",
         **extra,
     )
+
+
+class StepTimer(TrainerCallback):
+    """Wall-clock seconds between consecutive optimizer steps (`intervals`): each holds the step's data loading and
+    collation, forward, backward and optimizer update, and any logging or checkpoint it triggered. The start-up
+    before the first step (data loader, optimizer creation, a resumed run's skipping) is not in it, so the median
+    interval is the steady-state step time."""
+
+    def __init__(self):
+        self.intervals: list[float] = []
+        self._last: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._last = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.perf_counter()
+        if self._last is not None:
+            self.intervals.append(now - self._last)
+        self._last = now
+
+    def summary(self) -> dict:
+        """{"median", "mean", "n"} of the intervals in seconds (None without two steps)."""
+        import statistics
+
+        if not self.intervals:
+            return {"median": None, "mean": None, "n": 0}
+        return {"median": statistics.median(self.intervals), "mean": statistics.fmean(self.intervals),
+                "n": len(self.intervals)}
 
 
 class KeepBestCallback(TrainerCallback):
@@ -275,6 +312,9 @@ class ResumableTrainer(Trainer):
                             "step": keep_best.best_step}
                 run_state = {
                     "run_signature": self.run_signature,
+                    # Not in the signature: fp32 master weights and AdamW state are the same in either precision, so
+                    # a checkpoint may be resumed in the other one (e.g. on a machine without native bf16).
+                    "precision": "bf16" if self.args.bf16 else "fp32",
                     "optimizer": optimizer_meta,
                     "scheduler": self.lr_scheduler.state_dict(),
                     "rng": [meta for _, meta in rng_states],
@@ -393,6 +433,11 @@ def read_run_state(folder) -> dict:
         raise ValueError(f"{folder} is not a resumable sharedbert checkpoint ({path}: {error}).") from error
 
 
+def checkpoint_precision(folder) -> str:
+    """The precision ("bf16" or "fp32") a checkpoint's run trained in (fp32 for checkpoints older than the field)."""
+    return read_run_state(folder).get("precision", "fp32")
+
+
 def latest_checkpoint(checkpoint_dir) -> Path | None:
     """The newest complete checkpoint in `checkpoint_dir` (temporary folders of a killed save are ignored)."""
     folder = Path(checkpoint_dir)
@@ -501,8 +546,10 @@ __all__ = [
     "KeepBestCallback",
     "ResumableTrainer",
     "RunCheckpoints",
+    "StepTimer",
     "atomic_write_json",
     "check_output_dir",
+    "checkpoint_precision",
     "is_main_process",
     "latest_checkpoint",
     "output_folder",
