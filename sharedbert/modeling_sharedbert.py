@@ -1155,6 +1155,16 @@ def run_stack(
     )
 
 
+def sparse_mlm_positions(model: nn.Module, sequence_output: torch.Tensor, labels: torch.Tensor | None):
+    """(hidden states, labels) to score. With `config.sparse_prediction`, in training with labels, only the labelled
+    positions (~15%): the vocabulary projection, which at small sizes costs more than the encoder, then runs on those
+    alone, as ModernBERT's sparse prediction does; the loss is the same. Otherwise every position, unchanged."""
+    if labels is None or not model.training or not model.config.sparse_prediction:
+        return sequence_output, labels
+    labelled = labels != -100
+    return sequence_output[labelled], labels[labelled]
+
+
 class SharedBertForMaskedLM(SharedBertPreTrainedModel):
     _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
 
@@ -1192,12 +1202,7 @@ class SharedBertForMaskedLM(SharedBertPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        sequence_output = outputs.last_hidden_state
-        if labels is not None and self.training and self.config.sparse_prediction:
-            # Only the labelled positions (~15%) are scored, so the vocabulary projection, which at small sizes
-            # costs more than the encoder, runs on those alone (as ModernBERT's sparse prediction). Same loss.
-            labelled = labels != -100
-            sequence_output, labels = sequence_output[labelled], labels[labelled]
+        sequence_output, labels = sparse_mlm_positions(self, outputs.last_hidden_state, labels)
         logits = self.cls(sequence_output)
         loss = None
         if labels is not None:
@@ -1318,7 +1323,8 @@ class SharedBertForPreTraining(SharedBertPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        prediction_scores, seq_relationship_score = self.cls(outputs.last_hidden_state, outputs.pooler_output)
+        sequence_output, labels = sparse_mlm_positions(self, outputs.last_hidden_state, labels)
+        prediction_scores, seq_relationship_score = self.cls(sequence_output, outputs.pooler_output)
         total_loss = None
         if labels is not None and next_sentence_label is not None:
             loss_fct = CrossEntropyLoss()

@@ -17,6 +17,7 @@ from sharedbert import (
     SharedBertConfig,
     SharedBertForMaskedLM,
     SharedBertForPreTraining,
+    SharedBertForPreTraining,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
     SharedBertLMHeadModel,
@@ -193,6 +194,21 @@ def test_sparse_prediction_gives_the_dense_loss_and_gradients(attention_type):
     sparse_out.loss.backward()
     for (name, a), (_, b) in zip(dense.named_parameters(), sparse.named_parameters()):
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_pretraining_head_predicts_sparsely_too():
+    torch.manual_seed(0)
+    dense = SharedBertForPreTraining(tiny_config()).train()
+    sparse = SharedBertForPreTraining(tiny_config(sparse_prediction=True)).train()
+    sparse.load_state_dict(dense.state_dict())
+    batch = inputs()
+    labels = batch["input_ids"].masked_fill(torch.rand(batch["input_ids"].shape) < 0.7, -100)
+    labels[0, 0] = batch["input_ids"][0, 0]
+    next_sentence = torch.tensor([0, 1, 0])
+    dense_out = dense(**batch, labels=labels, next_sentence_label=next_sentence)
+    sparse_out = sparse(**batch, labels=labels, next_sentence_label=next_sentence)
+    assert sparse_out.prediction_logits.shape == (int((labels != -100).sum()), 99)
+    torch.testing.assert_close(sparse_out.loss, dense_out.loss, rtol=1e-5, atol=1e-5)
 
 
 def test_sparse_prediction_leaves_inference_dense():
