@@ -1,0 +1,45 @@
+"""`python benchmarks/seq2seq_study.py`: the denoising data, the FLOP bound, and a quick run that trains, scores,
+reports and resumes."""
+
+import json
+import random
+
+import pytest
+from conftest import benchmark_script
+
+study = benchmark_script("seq2seq_study")
+
+
+def test_corruption_removes_about_the_ratio_in_spans_each_replaced_by_one_mask():
+    rng = random.Random(0)
+    sentence = " ".join(f"w{i}" for i in range(40))
+    for _ in range(50):
+        corrupted = study.corrupt(sentence, rng, mask_ratio=0.3, span_mean=3.0)
+        kept = [word for word in corrupted.split() if word != "[MASK]"]
+        assert len(kept) == 40 - 12  # exactly round(0.3 * 40) words removed
+        assert kept == [w for w in sentence.split() if w in set(kept)]  # order kept, nothing invented
+        assert "[MASK] [MASK]" not in corrupted  # a span is one mask
+
+
+def test_flop_bound_counts_the_projections_shared_attention_saves():
+    base = study.decoder_step_flops("bert2bert", hidden=384, ffn=1536, layers=6, vocab=30522, source_len=20,
+                                    target_len=20)
+    shared = study.decoder_step_flops("shared-all", hidden=384, ffn=1536, layers=6, vocab=30522, source_len=20,
+                                      target_len=20)
+    assert base - shared == 6 * 2 * 384 * 384  # two of the four self-attention projections, per layer
+    assert 1.0 < base / shared < 1.1  # the vocabulary projection dominates a decoding step at these sizes
+
+
+@pytest.mark.slow
+def test_quick_study_trains_scores_reports_and_resumes(tmp_path, mlm_text_dir, minilm_path, capsys):
+    arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
+                 "--work-dir", str(tmp_path / "work")]
+    assert study.main(arguments) == 0
+    cells = json.loads((tmp_path / "results" / "seq2seq.json").read_text())["cells"]
+    cell = cells["shared-all/seed1"]
+    assert 0.0 <= cell["chrf"] <= 100.0 and 0.0 <= cell["exact_match"] <= 100.0
+    assert cell["parameters"] > 0 and cell["examples"] and cell["precision"] in ("bf16", "fp32")
+    assert "| shared-all |" in (tmp_path / "results" / "seq2seq.md").read_text()
+    capsys.readouterr()
+    assert study.main(arguments) == 0  # a second run skips the finished cell
+    assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
