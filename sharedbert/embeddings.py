@@ -200,6 +200,43 @@ def as_sentence_transformer(model, tokenizer=None):
     return from_model(model, tokenizer)
 
 
+def finetune_sts(model, train_tsv, dev_tsv, output_dir, *, max_steps: int = 100, batch_size: int = 16,
+                 learning_rate: float = 2e-5, max_train_pairs: int | None = None, seed: int = 0,
+                 save: bool = True) -> dict:
+    """Fine-tune a sentence-transformers model (a SentenceTransformer or a folder) on STS-B pairs with
+    sentence-transformers' own `SentenceTransformerTrainer` and `CosineSimilarityLoss` (gold scores scaled to 0-1),
+    for `max_steps` steps; score the dev set with `EmbeddingSimilarityEvaluator` before and after. Saves the model to
+    `output_dir` (SentenceTransformer.save) when `save`. Returns {"dev_before", "dev_after", "steps", "seconds"}."""
+    import time
+
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+    sentence_model = as_sentence_transformer(model)
+    first, second, gold = read_sts(train_tsv)
+    if max_train_pairs is not None:
+        first, second, gold = first[:max_train_pairs], second[:max_train_pairs], gold[:max_train_pairs]
+    train = Dataset.from_dict({"sentence1": first, "sentence2": second, "score": [g / 5.0 for g in gold]})
+    evaluator = sts_evaluator(dev_tsv)
+    before = float(evaluator(sentence_model)[evaluator.primary_metric])
+    arguments = SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate, warmup_steps=0.1, seed=seed, save_strategy="no", report_to="none",
+        logging_steps=max(1, max_steps // 5), use_cpu=True, disable_tqdm=True,
+    )
+    trainer = SentenceTransformerTrainer(model=sentence_model, args=arguments, train_dataset=train,
+                                         loss=CosineSimilarityLoss(sentence_model))
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    after = float(evaluator(sentence_model)[evaluator.primary_metric])
+    if save:
+        sentence_model.save(str(output_dir))
+    return {"dev_before": before, "dev_after": after, "steps": max_steps, "seconds": seconds,
+            "train_pairs": len(first), "batch_size": batch_size, "learning_rate": learning_rate}
+
+
 @torch.no_grad()
 def encode(model, sentences: list[str], tokenizer=None, batch_size: int = 64) -> torch.Tensor:
     """Embed `sentences` with sentence-transformers (the model's own modules; unit length when it normalises)."""
@@ -217,6 +254,7 @@ __all__ = [
     "as_sentence_transformer",
     "copy_modules",
     "encode",
+    "finetune_sts",
     "from_model",
     "is_sentence_transformer",
     "load",
