@@ -231,7 +231,9 @@ class Distiller:
         parts["attention"] = sum(_relative_mse(s, t, mask) for s, t in zip(student_att, teacher_att)) / len(teacher_att)
         t_pooled = self.pool(teacher_out.last_hidden_state, mask)
         s_pooled = self.pool(student_out.last_hidden_state, mask)
-        parts["embedding"] = (1 - torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)).mean()
+        cosine = torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)
+        self.last_cosines = cosine.detach()  # per sequence, for reports (checkpoint_build.length_agreement)
+        parts["embedding"] = (1 - cosine).mean()
         c = self.config
         total = c.hidden_weight * parts["hidden"] + c.attention_weight * parts["attention"] + c.embedding_weight * parts["embedding"]
         return total, {k: float(v.detach()) for k, v in parts.items()}

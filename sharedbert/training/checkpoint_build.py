@@ -102,9 +102,7 @@ def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, bat
                                   return_tensors="pt")
                 batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
                 loss, _ = distiller.loss(batch)
-                s = distiller.pool(distiller.student(**batch).last_hidden_state, batch["attention_mask"])
-                t = distiller.pool(distiller.teacher(**batch).last_hidden_state, batch["attention_mask"])
-                cosines += torch.nn.functional.cosine_similarity(s, t, dim=-1).tolist()
+                cosines += distiller.last_cosines.tolist()
                 losses.append(float(loss) * len(batch["input_ids"]))
             rows.append(dict(bucket=f"{low}-{high}", texts=len(pieces), mean_cosine=statistics.fmean(cosines),
                              min_cosine=min(cosines), distillation_loss=sum(losses) / len(pieces)))
@@ -188,10 +186,10 @@ def build_minilm_checkpoint(
 
     log("2. Measure against the original")
     tokenizer = AutoTokenizer.from_pretrained(source)
-    original = BertModel.from_pretrained(source, add_pooling_layer=False).eval()
+    original = BertModel.from_pretrained(source).eval()
     from .. import SharedBertModel
 
-    healed = SharedBertModel.from_pretrained(healed_dir, add_pooling_layer=False).eval()
+    healed = SharedBertModel.from_pretrained(healed_dir).eval()
     original_st, healed_st = embeddings.load(source), embeddings.load(healed_dir)
     unit_norm = float(healed_st.encode(["A man is playing a guitar."], convert_to_tensor=True).norm())
     sts_original = embeddings.sts_spearman(original_st, sts)
