@@ -32,8 +32,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "2; 0 fine-tunes the unhealed conversion).")
     parser.add_argument("--heal-steps", type=int, help="Heal for this many steps instead of minutes.")
     parser.add_argument("--corpus", help="Raw text to heal on (default: mlm-text in the shared data folder).")
-    parser.add_argument("--train-samples", type=int, default=3000,
-                        help="SST-2 training sentences (a random subset; default 3000, sized for a few minutes).")
+    parser.add_argument("--train-samples", type=int, default=8000,
+                        help="SST-2 training sentences (a random subset; default 8000, sized for about 5 CPU minutes).")
     parser.add_argument("--max-length", type=int, default=64, help="Tokens per sentence (default 64).")
     parser.add_argument("--epochs", type=float, default=1.0, help="Default 1.")
     parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")

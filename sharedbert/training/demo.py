@@ -152,7 +152,7 @@ def run_demo(
     heal_minutes: float = 2.0,
     heal_steps: int | None = None,
     corpus=None,
-    train_samples: int = 3000,
+    train_samples: int = 8000,
     max_length: int = 64,
     epochs: float = 1.0,
     batch_size: int = 32,
