@@ -282,7 +282,7 @@ def load_checkpoint(folder, student, optimizer, scheduler) -> dict:
 # ------------------------------------------------------------------------------------------------------------ heal
 def _position_limit(*models) -> int:
     """The longest input every model takes: the smallest position table."""
-    return min(getattr(m, "config").max_position_embeddings for m in models)
+    return min(m.config.max_position_embeddings for m in models)
 
 
 def _lr_lambda(config: HealConfig):
@@ -481,7 +481,8 @@ def write_model_card(folder, source: str, attention_type: str, layer_sharing: st
     healing = None
     if result is not None and config is not None:
         healing = HealingSummary(
-            corpus=[str(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus or [])], steps=result.steps, batch_size=config.batch_size,
+            corpus=[str(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus or [])],
+            steps=result.steps, batch_size=config.batch_size,
             minutes=result.elapsed_seconds / 60, first_loss=result.first_loss, last_loss=result.last_loss,
         )
     retained_energy = [fit.retained_energy for fit in fit_report or []]

@@ -5,6 +5,7 @@ ships in this package) and the shorter one `sharedbert convert` writes beside a 
 from __future__ import annotations
 
 import importlib.resources
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -280,8 +281,6 @@ def _sentence_transformers_settings(loaded: LoadedModel) -> dict | None:
     chain from modules.json and max_seq_length from sentence_bert_config.json."""
     if not loaded.sentence_transformers_files:
         return None
-    import json
-
     folder = Path(loaded.model_dir)
     modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
     settings_file = folder / "sentence_bert_config.json"

@@ -160,7 +160,7 @@ def build_minilm_checkpoint(
     The healed model is WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes)."""
     from transformers import AutoTokenizer, BertModel
 
-    from .. import embeddings
+    from .. import SharedBertModel, embeddings
     from ..hub import load_for_hub, stage_for_hub
     from ..params import count_model_parameters
     from .conversion import convert_checkpoint
@@ -187,8 +187,6 @@ def build_minilm_checkpoint(
     log("2. Measure against the original")
     tokenizer = AutoTokenizer.from_pretrained(source)
     original = BertModel.from_pretrained(source).eval()
-    from .. import SharedBertModel
-
     healed = SharedBertModel.from_pretrained(healed_dir).eval()
     original_st, healed_st = embeddings.load(source), embeddings.load(healed_dir)
     unit_norm = float(healed_st.encode(["A man is playing a guitar."], convert_to_tensor=True).norm())
