@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup clean
+.PHONY: demo test setup clean checkpoint
 
 $(BIN)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ setup: $(BIN)/.installed
 
 demo: setup
 	$(BIN)/sharedbert demo
+
+# The Hub-ready sharedbert-all-MiniLM-L6-v2 folder (docs/conversion.md, "The published checkpoint"); resumable.
+checkpoint: setup
+	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --minutes 30 --threads 1
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --durations=15

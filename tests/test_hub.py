@@ -752,3 +752,70 @@ def test_base_model_names():
     assert hub.hub_base_model("/home/alice/models/bert-base") is None
     assert hub.short_local_name("/home/alice/bert-run/checkpoint-500") == "bert-run/checkpoint-500"
     assert hub.short_local_name("/home/alice/models/bert-base") == "bert-base"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A sentence-transformers model (as all-MiniLM-L6-v2 converted with `sharedbert convert`)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentence_source(tmp_path_factory):
+    from sharedbert import embeddings
+
+    folder = tmp_path_factory.mktemp("st") / "minilm-shared"
+    torch.manual_seed(0)
+    sharedbert.SharedBertModel(tiny_config()).save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    embeddings.write_default_modules(folder, hidden_size=tiny_config().hidden_size, max_seq_length=24)
+    write_json(folder / "eval_results.json", [
+        {"task": "STS-B", "task_type": "sentence-similarity", "dataset": "nyu-mll/glue", "dataset_config": "stsb",
+         "split": "validation", "metrics": {"spearmanr": 0.861}}])
+    return folder
+
+
+ST_FILES = {"modules.json", "sentence_bert_config.json", "1_Pooling/config.json"}
+
+
+def test_a_sentence_transformers_model_is_staged_with_its_modules_and_verified(sentence_source, tmp_path):
+    """The staged folder carries the sentence-transformers files (and the empty 2_Normalize module folder), and the
+    fresh-process verification loads it with SentenceTransformer without the package: same modules, same
+    unit-length embeddings as the source folder."""
+    result = hub.stage_for_hub(sentence_source, tmp_path / "staged", repo_id="alice/sharedbert-minilm")
+    files = set(result.files)
+    assert ST_FILES <= files and (HUB_FILES - {"tokenizer.json"}) <= files
+    assert (tmp_path / "staged" / "2_Normalize").is_dir()
+    report = result.verification
+    assert "SentenceTransformer" in report["loaded"]
+    assert "Transformer → Pooling → Normalize (max_seq_length 24)" in report["sentence_transformers"]
+    assert "norms 1.0000-1.0000" in report["sentence_transformers"]
+    assert report["classes"]["SentenceTransformer"] == "SharedBertModel"
+    for name in ST_FILES:
+        assert (tmp_path / "staged" / name).read_bytes() == (sentence_source / name).read_bytes()
+    card = ModelCard.load(tmp_path / "staged" / "README.md")
+    assert card.data.library_name == "sentence-transformers" and card.data.pipeline_tag == "sentence-similarity"
+    index = card.data.eval_results[0]
+    assert (index.dataset_type, index.dataset_config, index.metric_type, index.metric_value) == (
+        "nyu-mll/glue", "stsb", "spearmanr", 0.861)
+    assert 'SentenceTransformer("alice/sharedbert-minilm", trust_remote_code=True)' in card.text
+    assert "Transformer → Pooling → Normalize, mean pooling, max_seq_length 24" in card.text
+    # The staged folder is a valid input to a second staging (re-staging replaces it) and to the uploader's check.
+    assert all(hub.is_hub_file(name) for name in hub.hub_files(tmp_path / "staged"))
+
+
+def test_verification_catches_sentence_transformers_files_that_change_the_embeddings(sentence_source, tmp_path,
+                                                                                      monkeypatch):
+    """A staged Pooling config that differs from the source's (cls instead of mean) fails the verification, and
+    nothing is placed at the output folder."""
+    real_copy = hub.staging.copy_modules
+
+    def copy_with_cls_pooling(source, target):
+        files = real_copy(source, target)
+        write_json(Path(target) / "1_Pooling" / "config.json",
+                   {"word_embedding_dimension": tiny_config().hidden_size, "pooling_mode_cls_token": True})
+        return files
+
+    monkeypatch.setattr(hub.staging, "copy_modules", copy_with_cls_pooling)
+    with pytest.raises(hub.VerificationError, match="SentenceTransformer.sentence_embedding differs"):
+        hub.stage_for_hub(sentence_source, tmp_path / "staged", repo_id="alice/sharedbert-minilm")
+    assert not (tmp_path / "staged").exists()

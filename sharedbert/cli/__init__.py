@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("params", "convert", "pretrain", "finetune", "evaluate", "demo", "upload", "export")
+COMMANDS = ("params", "convert", "build-minilm", "pretrain", "finetune", "evaluate", "demo", "upload", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,9 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
         except ModuleNotFoundError as error:
-            if error.name == f"{__name__}.{name}":
+            if error.name == f"{__name__}.{name.replace('-', '_')}":
                 continue  # command not part of this build
             raise
         module.add_parser(subparsers)

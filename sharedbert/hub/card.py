@@ -5,6 +5,7 @@ ships in this package) and the shorter one `sharedbert convert` writes beside a 
 from __future__ import annotations
 
 import importlib.resources
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -211,8 +212,11 @@ def build_model_card(
         r"[^a-z0-9]", "", str(training_args.get("task", "")).lower()
     ) in GLUE_TASKS:
         datasets = _datasets_from(datasets, [GLUE_HUB_ID])
-    pipeline_tag = PIPELINE_TAG_OF[architecture]
+    sentence = _sentence_transformers_settings(loaded)
+    pipeline_tag = "sentence-similarity" if sentence is not None else PIPELINE_TAG_OF[architecture]
     tags = ["sharedbert", "custom_code", "bert", f"{config.attention_type}-attention"]
+    if sentence is not None:
+        tags += ["sentence-transformers", "feature-extraction"]
     if config.layer_sharing != "none":
         tags.append("cross-layer-sharing")
     model_index = [
@@ -232,7 +236,7 @@ def build_model_card(
     card_data = ModelCardData(
         license=license,
         language=language,
-        library_name="transformers",
+        library_name="sentence-transformers" if sentence is not None else "transformers",
         pipeline_tag=pipeline_tag,
         tags=tags,
         datasets=datasets or None,
@@ -251,7 +255,8 @@ def build_model_card(
         "architecture": architecture,
         "auto_class": loaded.auto_class,
         "head_description": HEAD_DESCRIPTIONS[architecture],
-        "pipeline_task": pipeline_tag if pipeline_tag != "feature-extraction" else None,
+        "pipeline_task": pipeline_tag if pipeline_tag not in ("feature-extraction", "sentence-similarity") else None,
+        "sentence_transformers": sentence,
         "mask_token": getattr(loaded.tokenizer, "mask_token", None),
         "attention_type": config.attention_type,
         "attention_description": ATTENTION_DESCRIPTIONS[config.attention_type],
@@ -284,6 +289,29 @@ def build_model_card(
     card = ModelCard.from_template(card_data, template_str=read_template(template_path), **context)
     card.text = _tidy_markdown(card.text)
     return card
+
+
+def _sentence_transformers_settings(loaded: LoadedModel) -> dict | None:
+    """What the card says about a sentence-transformers model (None for a plain transformers model): the module
+    chain from modules.json and max_seq_length from sentence_bert_config.json."""
+    if not loaded.sentence_transformers_files:
+        return None
+    folder = Path(loaded.model_dir)
+    modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    settings_file = folder / "sentence_bert_config.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+    chain = [str(m["type"]).split(".")[-1] for m in modules]
+    pooling = None
+    for module in modules:
+        config_file = folder / str(module.get("path", "")) / "config.json"
+        if str(module["type"]).endswith("Pooling") and config_file.is_file():
+            pooling_config = json.loads(config_file.read_text(encoding="utf-8"))
+            pooling = pooling_config.get("pooling_mode") or next(
+                (key[len("pooling_mode_"):].replace("_tokens", "").replace("_token", "")
+                 for key, value in pooling_config.items() if key.startswith("pooling_mode_") and value is True),
+                None)
+    return {"chain": chain, "max_seq_length": settings.get("max_seq_length"), "pooling": pooling,
+            "normalized": "Normalize" in chain}
 
 
 def _labels(config) -> list[str]:
@@ -382,8 +410,9 @@ def conversion_card(
         ]
     lines += [
         "",
-        "Load with `AutoModel.from_pretrained(path, trust_remote_code=True)`; for sentence embeddings use mean pooling "
-        "and L2 normalisation (`sharedbert.embeddings.encode`).",
+        "Load with `AutoModel.from_pretrained(path, trust_remote_code=True)`. A model converted from a "
+        "sentence-transformers model keeps its modules (pooling, Normalize, max_seq_length): "
+        "`SentenceTransformer(path, trust_remote_code=True).encode(sentences)`.",
         "",
     ]
     return "\n".join(lines)

@@ -1,6 +1,8 @@
 """The model folder: which files a published SharedBert consists of, and `load_for_hub`, which loads a folder's model
 and tokenizer and refuses, with a message naming the problem and the fix, a folder that is not a SharedBert, has no
-tokenizer, or holds weights that do not match its config."""
+tokenizer, or holds weights that do not match its config. A sentence-transformers model (modules.json) also publishes
+its module files (`sharedbert.embeddings.module_files`): modules.json, sentence_bert_config.json,
+config_sentence_transformers.json and module folders such as 1_Pooling/."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import modeling_sharedbert
+from ..embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
 from ..modeling_sharedbert import describe_incompatible_checkpoint
 from .errors import ModelFolderError
@@ -26,6 +29,9 @@ WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 SHARD_PATTERN = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 CARD_FILE = "README.md"
+# A sentence-transformers module folder ("1_Pooling", "2_Normalize", "3_Dense") and the files it may hold.
+MODULE_FOLDER_PATTERN = re.compile(r"\d+_[A-Za-z][A-Za-z0-9_]*")
+MODULE_FILE_PATTERN = re.compile(r"[A-Za-z0-9_.-]+\.(json|safetensors|txt)")
 
 # Said when the weights do not fit the config: a published model must load whole, so no ignore_mismatched_sizes.
 MISMATCH_ADVICE = (
@@ -50,6 +56,8 @@ class LoadedModel:
     eval_results: list[dict] = field(default_factory=list)
     training_args: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    # The sentence-transformers files beside the model (relative POSIX paths), empty for a plain transformers model.
+    sentence_transformers_files: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> SharedBertConfig:
@@ -80,7 +88,23 @@ def load_for_hub(model_dir: str | os.PathLike) -> LoadedModel:
         eval_results=read_eval_results(model_dir),
         training_args=read_training_args(model_dir),
         provenance=read_provenance(model_dir, config),
+        sentence_transformers_files=_sentence_transformers_files(model_dir),
     )
+
+
+def _sentence_transformers_files(model_dir: Path) -> list[str]:
+    try:
+        files = module_files(model_dir)
+    except ValueError as error:
+        raise ModelFolderError(str(error)) from None
+    odd = [name for name in files if not is_hub_file(name)]
+    if odd:
+        raise ModelFolderError(
+            f"{model_dir} holds sentence-transformers module files that are not published ({', '.join(odd[:5])}): "
+            "module folders are named like 1_Pooling and hold .json, .safetensors or .txt files. Re-save the model "
+            "with SentenceTransformer.save."
+        )
+    return files
 
 
 def _read_raw_config(model_dir: Path) -> dict:
@@ -194,9 +218,25 @@ def _load_tokenizer(model_dir: Path, config: SharedBertConfig):
 
 
 def is_hub_file(name: str) -> bool:
-    """Whether a file called `name` belongs in a published SharedBert folder (weights, config, card, code files,
-    tokenizer)."""
+    """Whether a file called `name` (a path relative to the folder, with "/") belongs in a published SharedBert
+    folder: weights, config, card, code files, tokenizer, and the sentence-transformers files (top-level configs and
+    the files of module folders such as 1_Pooling/config.json)."""
+    if "/" in name:
+        folder, _, file = name.partition("/")
+        return MODULE_FOLDER_PATTERN.fullmatch(folder) is not None and MODULE_FILE_PATTERN.fullmatch(file) is not None
     return (
-        name in (WEIGHTS_FILE, WEIGHTS_INDEX, "config.json", CARD_FILE, *CODE_FILES, *TOKENIZER_FILES)
+        name in (WEIGHTS_FILE, WEIGHTS_INDEX, "config.json", CARD_FILE, *CODE_FILES, *TOKENIZER_FILES,
+                 *SENTENCE_TRANSFORMERS_FILES)
         or SHARD_PATTERN.fullmatch(name) is not None
     )
+
+
+def is_module_folder(name: str) -> bool:
+    """Whether a folder called `name` may be published: a sentence-transformers module folder (e.g. 2_Normalize)."""
+    return MODULE_FOLDER_PATTERN.fullmatch(name) is not None
+
+
+def hub_files(folder: str | os.PathLike) -> list[str]:
+    """Every file under `folder` as a relative POSIX path (what a staged folder uploads), sorted."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())

@@ -1,6 +1,8 @@
 """Staging: `stage_for_hub` writes a verified, Hub-ready copy of a model folder: `model.safetensors`, `config.json`
-with the full `auto_map`, the three code files copied from this package, the tokenizer files and a `README.md` model
-card. Nothing else is copied (no optimizer states, checkpoints, logs, `.env` files or tokens)."""
+with the full `auto_map`, the three code files copied from this package, the tokenizer files, the sentence-transformers
+files of a sentence-transformers model (modules.json, sentence_bert_config.json, config_sentence_transformers.json,
+module folders such as 1_Pooling/ and 2_Normalize/) and a `README.md` model card. Nothing else is copied (no optimizer
+states, checkpoints, logs, `.env` files or tokens)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,18 @@ from ..atomic import atomic_directory
 from ..configuration_sharedbert import AUTO_MAP
 from .card import build_model_card
 from .errors import HubError
-from .folder import CARD_FILE, CODE_FILES, WEIGHTS_FILE, WEIGHTS_INDEX, LoadedModel, is_hub_file, load_for_hub
+from ..embeddings import copy_modules
+from .folder import (
+    CARD_FILE,
+    CODE_FILES,
+    WEIGHTS_FILE,
+    WEIGHTS_INDEX,
+    LoadedModel,
+    hub_files,
+    is_hub_file,
+    is_module_folder,
+    load_for_hub,
+)
 from .metadata import hub_base_model, looks_like_local_path, short_local_name
 from .upload import check_repo_id
 from .verify import TOLERANCE, verify_staged
@@ -87,6 +100,8 @@ def stage_for_hub(
                 f"Verified: {', '.join(report['loaded'])} load from the staged files; outputs match the source model "
                 f"(max |difference| {report['max_abs_diff']:.1e} <= {TOLERANCE:.0e})."
             )
+            if report.get("sentence_transformers"):
+                log(f"Sentence-transformers: {report['sentence_transformers']}")
     return StagedModel(final, files, loaded.architecture, loaded.auto_class, report)
 
 
@@ -96,7 +111,8 @@ def _check_out_dir(out_dir: Path, model_dir: Path) -> None:
     if out_dir.exists():
         if not out_dir.is_dir():
             raise HubError(f"{out_dir} exists and is a file; pick a new folder for the staged copy.")
-        others = sorted(p.name for p in out_dir.iterdir() if not (p.is_file() and is_hub_file(p.name)))
+        others = sorted(p.name for p in out_dir.iterdir()
+                        if not (p.is_file() and is_hub_file(p.name) or p.is_dir() and is_module_folder(p.name)))
         if others:
             raise HubError(
                 f"{out_dir} exists and holds other files ({', '.join(others[:5])}); pick a new or empty folder, or an "
@@ -128,6 +144,9 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
     package = importlib.resources.files("sharedbert")
     for name in CODE_FILES:
         (staged / name).write_bytes(package.joinpath(name).read_bytes())
+    if loaded.sentence_transformers_files:
+        # The sentence-transformers modules (pooling, Normalize, max_seq_length, prompts) as the source has them.
+        copy_modules(loaded.model_dir, staged)
     config_json = json.loads((staged / "config.json").read_text(encoding="utf-8"))
     source = config_json.get("converted_from")
     if isinstance(source, str) and looks_like_local_path(source):
@@ -157,7 +176,7 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
         text = str(build_model_card(loaded, repo_id, license=license, language=language, base_model=base_model,
                                     datasets=datasets))
     (staged / CARD_FILE).write_text(text, encoding="utf-8")
-    files = sorted(p.name for p in staged.iterdir())
+    files = hub_files(staged)
     if WEIGHTS_FILE not in files and WEIGHTS_INDEX not in files:
         raise HubError(f"save_pretrained wrote no {WEIGHTS_FILE} (files: {files}).")
     return files

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from .errors import HubError, UploadError
-from .folder import is_hub_file
+from .folder import hub_files, is_hub_file
 
 def check_repo_id(repo_id: str) -> str:
     """Return `repo_id` if it is a valid `owner/name` Hub model id; raise `HubError` saying what is wrong otherwise."""
@@ -85,19 +85,21 @@ def upload_staged(
     endpoint = hub_endpoint()
     revision = revision or None
     where = f"{repo_id}" + (f" (branch {revision})" if revision else "")
-    files = sorted(p for p in staged_dir.iterdir() if p.is_file())
-    unexpected = [p.name for p in files if not is_hub_file(p.name)]
+    names = hub_files(staged_dir)  # module folders (1_Pooling/config.json) included
+    files = [staged_dir / name for name in names]
+    unexpected = [name for name in names if not is_hub_file(name)]
     if unexpected or not files:
         raise UploadError(f"{staged_dir} is not a staged SharedBert folder (unexpected files: {unexpected}).")
     for path in files:
         if file_contains(path, token.encode()):
-            raise UploadError(f"{path.name} contains your Hugging Face token; refusing to upload it.")
+            raise UploadError(f"{path.relative_to(staged_dir).as_posix()} contains your Hugging Face token; refusing to "
+                              "upload it.")
     api = HfApi(endpoint=endpoint, token=token)
     try:
         api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         if revision and revision != "main":
             api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
-        operations = [CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path)) for path in files]
+        operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(staged_dir / name)) for name in names]
         return api.create_commit(
             repo_id,
             operations=operations,

@@ -1,6 +1,8 @@
 """Verification in a fresh Python without the sharedbert package: `verify_staged` loads a staged folder as a Hub user
 would (Auto classes, `trust_remote_code=True`) in a child process started by `run_isolated`, which runs
-`verify_child.py` (shipped beside this module), and checks the outputs equal the source model's on a fixed input."""
+`verify_child.py` (shipped beside this module), and checks the outputs equal the source model's on a fixed input.
+A sentence-transformers model is also loaded there with `SentenceTransformer(folder, trust_remote_code=True)`: its
+modules and embeddings must equal the source folder's."""
 
 from __future__ import annotations
 
@@ -137,6 +139,9 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
         base_output = loaded.model.base_model(**encoder_inputs)
     reference = {f"{loaded.auto_class}.{key}": value for key, value in head_output.items() if torch.is_tensor(value)}
     reference["AutoModel.last_hidden_state"] = base_output.last_hidden_state
+    sentence = _sentence_reference(loaded)
+    if sentence is not None:
+        reference["SentenceTransformer.sentence_embedding"] = sentence["embeddings"]
 
     with tempfile.TemporaryDirectory(prefix="sharedbert-verify-") as work:
         work = Path(work)
@@ -145,6 +150,8 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
         spec = {
             "folder": str(staged_dir),
             "auto_classes": auto_classes,
+            "sentence_transformers": sentence is not None,
+            "sentences": list(VERIFY_TEXTS + VERIFY_PAIRS),
             "tokenizer_call": call,
             "inputs": str(work / "inputs.safetensors"),
             "head_inputs": str(work / "head_inputs.safetensors"),
@@ -166,9 +173,38 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
         result = json.loads((work / "result.json").read_text(encoding="utf-8"))
         outputs = load_file(str(work / "outputs.safetensors"))
 
+    if sentence is not None and result.get("sentence_modules") != sentence["modules"]:
+        raise VerificationError(
+            f"SentenceTransformer loads the staged folder as {result.get('sentence_modules')}, the source folder as "
+            f"{sentence['modules']}: the sentence-transformers files were not staged whole."
+        )
     max_diff = compare_with_source(result, outputs, reference, ids)
-    return {"loaded": ["AutoConfig", "AutoTokenizer", *auto_classes], "max_abs_diff": max_diff,
-            "classes": result["classes"]}
+    report = {"loaded": ["AutoConfig", "AutoTokenizer", *auto_classes], "max_abs_diff": max_diff,
+              "classes": result["classes"]}
+    if loaded.sentence_transformers_files:
+        report["loaded"].append("SentenceTransformer" if sentence is not None else "SentenceTransformer (skipped)")
+        report["sentence_transformers"] = (
+            f"SentenceTransformer(folder, trust_remote_code=True) loads {' → '.join(sentence['modules'])} "
+            f"(max_seq_length {result['sentence_max_seq_length']}); embeddings match the source folder's, norms "
+            f"{min(result['sentence_norms']):.4f}-{max(result['sentence_norms']):.4f}"
+            if sentence is not None else
+            "not checked: sentence-transformers is not installed here (pip install sentence-transformers)"
+        )
+    return report
+
+
+def _sentence_reference(loaded: LoadedModel) -> dict | None:
+    """The source folder's sentence embeddings of the fixed sentences through sentence-transformers, and its module
+    classes; None when the folder is not a sentence-transformers model or the library is missing."""
+    if not loaded.sentence_transformers_files:
+        return None
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    model = SentenceTransformer(str(loaded.model_dir), trust_remote_code=True, device="cpu")
+    embeddings = model.encode(list(VERIFY_TEXTS + VERIFY_PAIRS), convert_to_tensor=True, show_progress_bar=False)
+    return {"embeddings": embeddings.float().cpu(), "modules": [type(m).__name__ for m in model]}
 
 
 def compare_with_source(result: dict, outputs: dict, reference: dict, ids: dict) -> float:

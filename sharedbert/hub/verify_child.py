@@ -4,7 +4,7 @@ trust_remote_code=True), encodes the fixed text and runs every model on the pare
 for the parent to compare.
 
 Usage: python verify_child.py SPEC.json (run as a script, never imported). It imports only torch, transformers and
-safetensors.
+safetensors, and sentence-transformers when the folder is a sentence-transformers model.
 """
 
 import json
@@ -47,9 +47,22 @@ def main(spec_path: str) -> None:
         for key, value in output.items():
             if torch.is_tensor(value):
                 outputs[f"{auto_name}.{key}"] = value.contiguous()
+    result = {"classes": classes, "modules": modules, "encoded": encoded}
+    if spec.get("sentence_transformers"):
+        from sentence_transformers import SentenceTransformer
+
+        sentence_model = SentenceTransformer(folder, trust_remote_code=True, device="cpu")
+        transformer = sentence_model[0].auto_model if hasattr(sentence_model[0], "auto_model") else sentence_model[0]
+        classes["SentenceTransformer"], modules["SentenceTransformer"] = type(transformer).__name__, _origin(
+            transformer)
+        embeddings = sentence_model.encode(spec["sentences"], convert_to_tensor=True, show_progress_bar=False)
+        outputs["SentenceTransformer.sentence_embedding"] = embeddings.float().cpu().contiguous()
+        result["sentence_modules"] = [type(module).__name__ for module in sentence_model]
+        result["sentence_max_seq_length"] = sentence_model.max_seq_length
+        result["sentence_norms"] = embeddings.norm(dim=-1).tolist()
     save_file(outputs, spec["outputs"])
     with open(spec["result"], "w", encoding="utf-8") as handle:
-        json.dump({"classes": classes, "modules": modules, "encoded": encoded}, handle)
+        json.dump(result, handle)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ One module per job:
 * `finetuning.finetune`: a sequence classifier on a GLUE task or your own files;
 * `evaluation.evaluate`: scores or predictions of a saved classifier;
 * `conversion.convert_checkpoint`: a BERT checkpoint converted (and healed) into a saved SharedBert folder;
-* `demo.run_demo`: conversion, fine-tuning, comparison with BERT and Hub staging, in a few minutes;
+* `checkpoint_build.build_minilm_checkpoint`: the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal,
+  measure, stage), `sharedbert build-minilm`;
+* `demo.run_demo`: a healed conversion fine-tuned and compared with BERT, and Hub staging, in a few minutes;
 * `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`) and resumable, pickle-free checkpoints
   (`ResumableTrainer`, `RunCheckpoints`);
 * `checkpointing`: optimizer and RNG state as safetensors + JSON, and Ctrl-C as "save and stop" (`sigint_stops`,
@@ -38,6 +40,7 @@ _EXPORTS = {
     "finetune": "finetuning",
     "evaluate": "evaluation",
     "convert_checkpoint": "conversion",
+    "build_minilm_checkpoint": "checkpoint_build",
     "run_demo": "demo",
     "BatchSeededCollator": "trainer",
     "CheckpointCallback": "trainer",

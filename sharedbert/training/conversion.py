@@ -3,7 +3,9 @@
 
 `convert_checkpoint` runs `sharedbert.convert.from_bert`, then optionally `sharedbert.heal.heal` (resumable
 checkpoints in OUT-checkpoints/; Ctrl-C saves one and stops), and writes OUT atomically: the model, its tokenizer, a
-model card and conversion_report.json (the fit's retained energy and the healing run).
+model card and conversion_report.json (the fit's retained energy and the healing run). A sentence-transformers source
+(modules.json, as all-MiniLM-L6-v2) keeps its modules: pooling, Normalize, max_seq_length and prompts are copied, the
+healing matches the embeddings of that Pooling, and OUT loads with `SentenceTransformer(OUT, trust_remote_code=True)`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from transformers import AutoTokenizer, BertModel
 
 from ..atomic import atomic_directory
 from ..convert import from_bert, resolve_fit_method
+from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..heal import HealConfig, write_model_card
 from ..heal import heal as heal_by_distillation
 from .data import corpus_files
@@ -83,11 +86,15 @@ def convert_checkpoint(
         teacher = BertModel.from_pretrained(source)
         checkpoint_dir = Path(checkpoint_dir or f"{out}-checkpoints")
         print(f"Healing: checkpoints in {checkpoint_dir}", file=sys.stderr)
-        result = heal_by_distillation(model, teacher, tokenizer, corpus, checkpoint_dir, heal_config, resume=resume)
+        # A sentence-transformers model is used through its Pooling: heal the embeddings that module gives.
+        pooling = pooling_of(source) if _is_local_sentence_transformer(source) else None
+        result = heal_by_distillation(model, teacher, tokenizer, corpus, checkpoint_dir, heal_config, resume=resume,
+                                      pooling=pooling)
         print(f"Healed {result.steps} steps in {result.elapsed_seconds / 60:.1f} training minutes; distillation loss "
               f"{result.first_loss:.4f} → {result.last_loss:.4f}" + (" (interrupted)" if result.interrupted else ""))
         if result.interrupted:
             print(f"Stopped early; run the same command again to resume from {checkpoint_dir}.", file=sys.stderr)
+    sentence_files = []
     summary = {
         "source": src,
         "fit_method": fit_method,
@@ -102,9 +109,16 @@ def convert_checkpoint(
         tokenizer.save_pretrained(tmp)
         write_model_card(tmp, model.config.converted_from or src, attention_type, layer_sharing, result, heal_config,
                          corpus, report)
+        if _is_local_sentence_transformer(source):
+            sentence_files = copy_modules(source, tmp)
+            summary["sentence_transformers_files"] = sentence_files
         (Path(tmp) / "conversion_report.json").write_text(json.dumps(summary, indent=1))
-    print(f"Saved {out}")
+    print(f"Saved {out}" + (f" (a sentence-transformers model: {', '.join(sentence_files)})" if sentence_files else ""))
     return summary
+
+
+def _is_local_sentence_transformer(source: str) -> bool:
+    return Path(source).is_dir() and is_sentence_transformer(source)
 
 
 __all__ = ["convert_checkpoint"]

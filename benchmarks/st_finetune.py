@@ -1,0 +1,51 @@
+"""Fine-tune a SharedBert sentence-transformers model with sentence-transformers' own SentenceTransformerTrainer:
+STS-B train pairs with CosineSimilarityLoss, STS-B dev scored by EmbeddingSimilarityEvaluator before and after
+(`sharedbert.embeddings.finetune_sts`).
+
+    python benchmarks/st_finetune.py runs/build-minilm/healed --steps 200 --threads 1
+
+Results: benchmarks/results/st_finetune.json (--name changes the file name). The fine-tuned model goes to --output-dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="a sentence-transformers model folder (e.g. the healed SharedBert)")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--output-dir", default="runs/st-finetune")
+    parser.add_argument("--name", default="st_finetune")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import torch
+
+    from sharedbert import embeddings
+    from sharedbert.training.data import shared_data_dir
+
+    torch.set_num_threads(args.threads)
+    glue = shared_data_dir("glue/STS-B/train.tsv") / "glue" / "STS-B"
+    result = embeddings.finetune_sts(args.model, glue / "train.tsv", glue / "dev.tsv", args.output_dir,
+                                     max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr)
+    result = dict(model=str(args.model), threads=args.threads, **result)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=1))
+    print(f"STS-B dev Spearman (EmbeddingSimilarityEvaluator): {result['dev_before']:.4f} before, "
+          f"{result['dev_after']:.4f} after {args.steps} steps of batch {args.batch_size} "
+          f"({result['seconds']:.0f} s; {result['train_pairs']} training pairs)")
+
+
+if __name__ == "__main__":
+    main()

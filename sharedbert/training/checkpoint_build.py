@@ -1,0 +1,261 @@
+"""The checkpoint people would download: `sharedbert build-minilm OUT` builds the Hub-ready
+`sharedbert-all-MiniLM-L6-v2` folder (all-MiniLM-L6-v2 converted to shared attention and healed) in one command.
+
+1. converts and heals all-MiniLM-L6-v2 (`convert_checkpoint`: invariant fit, then distillation on the shared raw text
+   with every length up to the position table; resumable, so running the command again continues or reuses the run);
+2. measures it against the original in the same process: STS-B dev through sentence-transformers'
+   `EmbeddingSimilarityEvaluator`, agreement in length buckets on held-out text (`length_agreement`), parameters, and
+   inference speed (`speed_ratio`, the two models alternating round-robin);
+3. writes `eval_results.json` (STS-B, for the card's model-index) and `sharedbert_provenance.json` (how it was made)
+   beside the healed model, then stages and verifies the Hub folder (`sharedbert.hub.stage_for_hub`: weights, code,
+   tokenizer, sentence-transformers modules and the model card, loaded in a fresh process without the package).
+
+The held-out text (`HELD_OUT`) is a book of the shared corpus that healing never reads.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from ..atomic import atomic_write_text
+from ..heal import HealConfig
+from .data import corpus_files, read_text, shared_data_dir
+from .models import HUB_BASE_MODEL, resolve_source
+
+REPO_NAME = "sharedbert-all-MiniLM-L6-v2"
+CORPUS = "mlm-text"
+# Never read by healing: the length-bucket agreement is measured on it.
+HELD_OUT = "gutenberg-nltk/chesterton-thursday.txt"
+STS_DEV = "glue/STS-B/dev.tsv"
+# Token-length buckets of the agreement report (inclusive upper bounds): ≤128, 129–256, 257–512.
+BUCKETS = ((1, 128), (129, 256), (257, 512))
+
+
+def heal_recipe(minutes: float, threads: int | None = 1, **overrides) -> HealConfig:
+    """The healing of the published checkpoint: batch 16 of 6-40-word pieces, a quarter of the steps on 2 pieces of
+    100-400 words (up to 512 tokens), lr 3e-4 annealed to 0 over `minutes` of training."""
+    values = dict(max_minutes=minutes, batch_size=16, max_words=40, max_length=512, long_fraction=0.25,
+                  long_min_words=100, long_max_words=400, learning_rate=3e-4, warmup_steps=30, threads=threads,
+                  checkpoint_minutes=2.0, snapshot_minutes=[m for m in (10.0, 20.0) if m < minutes])
+    values.update(overrides)
+    return HealConfig(**values)
+
+
+def healing_corpus(corpus=None) -> tuple[list[Path], Path]:
+    """(the files healing reads, the held-out file): every text file of `corpus` (default: the shared mlm-text
+    folder) except `HELD_OUT`."""
+    if corpus is None:
+        found = shared_data_dir(CORPUS)
+        if found is None:
+            raise FileNotFoundError(f"No {CORPUS}/ in the shared data folder: pass --corpus FOLDER.")
+        corpus = found / CORPUS
+    files = corpus_files(corpus)
+    held = [f for f in files if f.as_posix().endswith(HELD_OUT)]
+    if not held:
+        raise FileNotFoundError(f"The held-out book {HELD_OUT} is not in {corpus}; healing needs it kept apart.")
+    return [f for f in files if f not in held], held[0]
+
+
+def held_out_texts(path, tokenizer, per_bucket: int = 48, seed: int = 0) -> dict[tuple[int, int], list[str]]:
+    """Pieces of the held-out text whose token length falls in each of `BUCKETS`, `per_bucket` each: consecutive
+    words cut at random lengths, so each bucket reads different passages."""
+    import random
+
+    words = read_text(Path(path)).split()
+    rng = random.Random(seed)
+    found = {bucket: [] for bucket in BUCKETS}
+    start = 0
+    while start < len(words) and any(len(v) < per_bucket for v in found.values()):
+        low, high = rng.choice([b for b in BUCKETS if len(found[b]) < per_bucket])
+        # ~1.3 tokens per word in this text: aim inside the bucket, then check with the tokenizer.
+        count = rng.randint(max(1, int(low / 1.5)), max(2, int(high / 1.3)))
+        text = " ".join(words[start:start + count])
+        start += count
+        length = len(tokenizer(text)["input_ids"])
+        for bucket in BUCKETS:
+            if bucket[0] <= length <= bucket[1] and len(found[bucket]) < per_bucket:
+                found[bucket].append(text)
+    return found
+
+
+@torch.no_grad()
+def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, batch_size: int = 8) -> list[dict]:
+    """Per length bucket: the mean cosine between the student's and the teacher's sentence embeddings (their Pooling,
+    mean by default), its minimum, and the distillation loss healing minimises (`heal.Distiller`)."""
+    from ..heal import Distiller
+
+    student.eval()
+    teacher.eval()
+    distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
+    rows = []
+    try:
+        for (low, high), pieces in texts.items():
+            cosines, losses = [], []
+            for start in range(0, len(pieces), batch_size):
+                batch = tokenizer(pieces[start:start + batch_size], padding=True, truncation=True, max_length=high,
+                                  return_tensors="pt")
+                batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+                loss, _ = distiller.loss(batch)
+                cosines += distiller.last_cosines.tolist()
+                losses.append(float(loss) * len(batch["input_ids"]))
+            rows.append(dict(bucket=f"{low}-{high}", texts=len(pieces), mean_cosine=statistics.fmean(cosines),
+                             min_cosine=min(cosines), distillation_loss=sum(losses) / len(pieces)))
+    finally:
+        distiller.close()
+    return rows
+
+
+@torch.no_grad()
+def speed_ratio(model, reference, tokenizer, texts: list[str], rounds: int = 5, batch_size: int = 32,
+                max_length: int = 128) -> dict:
+    """Inference throughput of `model` against `reference` on the same batches, alternating round-robin after a
+    warm-up; the ratio of median round times (above 1: `model` is faster). `model` runs folded for inference."""
+    batches = [tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=max_length,
+                         return_tensors="pt") for i in range(0, len(texts), batch_size)]
+    batches = [{k: v for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")} for b in batches]
+    fold = getattr(model, "fold_for_inference", None)
+    if fold is not None:
+        fold()
+    model.eval()
+    reference.eval()
+    times = {"model": [], "reference": []}
+    try:
+        for round_index in range(rounds + 1):
+            for name, m in (("model", model), ("reference", reference)):
+                started = time.perf_counter()
+                for batch in batches:
+                    m(**batch)
+                if round_index:  # round 0 is the warm-up
+                    times[name].append(time.perf_counter() - started)
+    finally:
+        if fold is not None:
+            model.unfold()
+    ratio = statistics.median(times["reference"]) / statistics.median(times["model"])
+    return dict(ratio=ratio, rounds=rounds, batches=len(batches), batch_size=batch_size, max_length=max_length,
+                model_seconds=statistics.median(times["model"]),
+                reference_seconds=statistics.median(times["reference"]), threads=torch.get_num_threads())
+
+
+def build_minilm_checkpoint(
+    out,
+    *,
+    work_dir="runs/build-minilm",
+    minutes: float = 20.0,
+    threads: int | None = 1,
+    corpus=None,
+    sts=None,
+    repo_id: str = f"your-name/{REPO_NAME}",
+    per_bucket: int = 48,
+    speed_rounds: int = 5,
+    heal_overrides: dict | None = None,
+    log=print,
+) -> dict:
+    """Build, measure and stage the Hub-ready folder `out`; return the report (also in WORK_DIR/build_report.json).
+    The healed model is WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes)."""
+    from transformers import AutoTokenizer, BertModel
+
+    from .. import SharedBertModel, embeddings
+    from ..hub import load_for_hub, stage_for_hub
+    from ..params import count_model_parameters
+    from .conversion import convert_checkpoint
+
+    if threads:
+        torch.set_num_threads(threads)
+    work_dir = Path(work_dir)
+    healed_dir = work_dir / "healed"
+    sts = Path(sts) if sts else (shared_data_dir(STS_DEV) or Path(".")) / STS_DEV
+    if not sts.is_file():
+        raise FileNotFoundError(f"STS-B dev file {sts} not found: pass --sts GLUE_ROOT/STS-B/dev.tsv.")
+    files, held_out = healing_corpus(corpus)
+    source = resolve_source("all-MiniLM-L6-v2")
+    recipe = heal_recipe(minutes, threads, **(heal_overrides or {}))
+
+    log(f"1. Convert and heal all-MiniLM-L6-v2 ({minutes:g} training minutes, {len(files)} corpus files, "
+        f"held out: {held_out.name})")
+    conversion = convert_checkpoint("all-MiniLM-L6-v2", healed_dir, attention_type="shared", heal=recipe, corpus=files,
+                                    checkpoint_dir=work_dir / "healed-checkpoints", threads=threads)
+    heal_report = conversion["heal"]
+    if heal_report["interrupted"]:
+        raise KeyboardInterrupt(f"Healing was interrupted; run the same command again to resume ({work_dir}).")
+
+    log("2. Measure against the original")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    original = BertModel.from_pretrained(source).eval()
+    healed = SharedBertModel.from_pretrained(healed_dir).eval()
+    original_st, healed_st = embeddings.load(source), embeddings.load(healed_dir)
+    unit_norm = float(healed_st.encode(["A man is playing a guitar."], convert_to_tensor=True).norm())
+    sts_original = embeddings.sts_spearman(original_st, sts)
+    sts_healed = embeddings.sts_spearman(healed_st, sts)
+    log(f"   STS-B dev Spearman (EmbeddingSimilarityEvaluator, cosine): original {sts_original:.4f}, "
+        f"SharedBert {sts_healed:.4f}")
+    texts = held_out_texts(held_out, tokenizer, per_bucket=per_bucket)
+    pooling = embeddings.pooling_of(source)
+    buckets = length_agreement(healed, original, tokenizer, texts, pooling=pooling)
+    for row in buckets:
+        log(f"   tokens {row['bucket']:>7}: embedding cosine {row['mean_cosine']:.4f} (min {row['min_cosine']:.4f}), "
+            f"distillation loss {row['distillation_loss']:.4f} ({row['texts']} held-out texts)")
+    params_healed, params_original = count_model_parameters(healed), count_model_parameters(original)
+    first, second, _ = embeddings.read_sts(sts)
+    speed = speed_ratio(healed, original, tokenizer, (first + second)[:256], rounds=speed_rounds)
+    log(f"   parameters {params_healed:,} vs {params_original:,} (×{params_healed / params_original:.3f}); "
+        f"inference ×{speed['ratio']:.3f} the original's speed (STS-B sentences, batch 32, folded, "
+        f"{speed['threads']} thread(s), median of {speed['rounds']} alternating rounds)")
+
+    eval_results = [
+        {"task": "STS-B", "task_type": "sentence-similarity", "dataset": "nyu-mll/glue", "dataset_config": "stsb",
+         "dataset_name": "GLUE STS-B", "split": "validation",
+         "metrics": {"spearmanr": round(sts_healed, 4)}},
+    ]
+    provenance = {
+        "base_model": HUB_BASE_MODEL,
+        "datasets": [],
+        "conversion": "sharedbert convert (attention_type shared, invariant fit), healed by distillation",
+        "healing corpus": "WikiText-2 raw test + 12 Project Gutenberg books (shared mlm-text, "
+                          f"{HELD_OUT.split('/')[-1]} held out)",
+        "healing minutes": round(heal_report["elapsed_seconds"] / 60, 1),
+        "healing steps": heal_report["steps"],
+        "healing batches": f"16 pieces of 6-40 words; {recipe.long_fraction:.0%} of the steps "
+                           f"{recipe.resolved_long_batch_size()} pieces of {recipe.long_min_words}-"
+                           f"{recipe.long_max_words} words; up to {recipe.max_length} tokens",
+        "STS-B dev Spearman of the original": round(sts_original, 4),
+        "parameters vs the original": f"{params_healed:,} vs {params_original:,} "
+                                      f"(×{params_healed / params_original:.3f})",
+        "inference speed vs the original": f"×{speed['ratio']:.2f} (CPU, {speed['threads']} thread(s), batch 32, "
+                                           "folded shared attention)",
+        "embedding cosine to the original by length": ", ".join(
+            f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in buckets),
+    }
+    atomic_write_text(healed_dir / "eval_results.json", json.dumps(eval_results, indent=1))
+    atomic_write_text(healed_dir / "sharedbert_provenance.json", json.dumps(provenance, indent=1))
+
+    log(f"3. Stage and verify the Hub folder {out}")
+    loaded = load_for_hub(healed_dir)
+    staged = stage_for_hub(healed_dir, out, repo_id=repo_id, log=lambda line: log("   " + line), loaded=loaded)
+    report = dict(
+        out=str(out), repo_id=repo_id, heal=heal_report, heal_config=asdict(recipe), corpus=[str(f) for f in files],
+        held_out=str(held_out), sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm,
+        length_buckets=buckets, parameters=dict(sharedbert=params_healed, original=params_original), speed=speed,
+        staged_files=staged.files, verification=staged.verification,
+    )
+    atomic_write_text(work_dir / "build_report.json", json.dumps(report, indent=1, default=str))
+    log(f"Built {out}: STS-B {sts_healed:.4f} (original {sts_original:.4f}); report {work_dir / 'build_report.json'}")
+    return report
+
+
+__all__ = [
+    "BUCKETS",
+    "HELD_OUT",
+    "REPO_NAME",
+    "build_minilm_checkpoint",
+    "heal_recipe",
+    "healing_corpus",
+    "held_out_texts",
+    "length_agreement",
+    "speed_ratio",
+]
