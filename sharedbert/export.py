@@ -110,12 +110,13 @@ def _load(model_dir: Path, task: str):
     from . import modeling_sharedbert
 
     if task == "sentence-embedding":
+        from . import embeddings
+
         try:
-            from sentence_transformers import SentenceTransformer
+            sentence_transformer = embeddings.load(model_dir).eval()
         except ImportError as error:
             raise ExportError("The sentence-embedding export needs sentence-transformers: "
                               "pip install sentence-transformers") from error
-        sentence_transformer = SentenceTransformer(str(model_dir), device="cpu", trust_remote_code=True).eval()
         model = sentence_transformer[0].auto_model
         wrapper, tokenizer = _SentenceEncoder(sentence_transformer), sentence_transformer.tokenizer
     else:
