@@ -43,3 +43,25 @@ def test_quick_study_trains_scores_reports_and_resumes(tmp_path, mlm_text_dir, m
     capsys.readouterr()
     assert study.main(arguments) == 0  # a second run skips the finished cell
     assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
+
+
+def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_process_ends(tmp_path):
+    import subprocess
+    import sys
+
+    holder = ("import sys, time, pathlib; sys.path.insert(0, sys.argv[1]); import seq2seq_study as study\n"
+              "with study.claim(pathlib.Path(sys.argv[2]), 'shared-all/seed1') as mine:\n"
+              "    print(mine, flush=True); time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", holder, str(study.RESULTS_DIR.parent), str(tmp_path)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "True"
+        with study.claim(tmp_path, "shared-all/seed1") as mine:
+            assert not mine  # held by the other process
+        with study.claim(tmp_path, "shared-all/seed2") as mine:
+            assert mine  # another cell is free
+    finally:
+        process.kill()
+        process.wait()
+    with study.claim(tmp_path, "shared-all/seed1") as mine:
+        assert mine  # a killed process's claim is released
