@@ -297,6 +297,11 @@ def _lr_lambda(config: HealConfig):
     return factor
 
 
+def has_checkpoint(checkpoint_dir) -> bool:
+    """Whether `checkpoint_dir` holds a resumable healing checkpoint (`heal(..., resume=True)` would continue it)."""
+    return (Path(checkpoint_dir) / CHECKPOINT_NAME / STATE_FILE).is_file()
+
+
 def heal(
     student,
     teacher,
@@ -365,7 +370,7 @@ def heal(
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     step, elapsed, position, long_position, losses, snapshots_done = 0, 0.0, 0, 0, [], []
-    if resume and (latest / STATE_FILE).is_file():
+    if resume and has_checkpoint(checkpoint_dir):
         state = load_checkpoint(latest, student, optimizer, scheduler)
         if state["corpus"] != pieces.fingerprint:
             raise ValueError(

@@ -211,6 +211,35 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert "sharedbert convert: error:" in err and "no such file or folder" in err
 
 
+def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resumes(corpus, tmp_path, capsys):
+    from sharedbert.cli import main
+
+    make_teacher().save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    common = [str(tmp_path / "bert"), "--attention-type", "shared", "--no-progress", "--threads", "1"]
+
+    def convert(out, *extra):
+        assert main(["convert", common[0], str(tmp_path / out), *common[1:], *extra]) == 0
+        return capsys.readouterr().out, json.loads((tmp_path / out / "conversion_report.json").read_text())
+
+    printed, report = convert("calibrated", "--corpus", str(corpus), "--calibration-sentences", "16")
+    assert "Calibrated on 16 pieces" in printed and report["calibration"]["sentences"] == 16 and report["heal"] is None
+    printed, report = convert("plain", "--corpus", str(corpus), "--calibration-sentences", "0")
+    assert "Calibrat" not in printed and report["calibration"] is None
+    calibrated, plain = (AutoModel.from_pretrained(tmp_path / name) for name in ("calibrated", "plain"))
+    weight = "encoder.attention.0.self.shared_proj.weight"
+    assert not torch.equal(calibrated.state_dict()[weight], plain.state_dict()[weight])
+
+    heal_args = ("--corpus", str(corpus), "--calibration-sentences", "16", "--heal", "--steps", "2", "--batch-size",
+                 "4")
+    printed, _ = convert("healed", *heal_args)
+    assert "Calibrated on 16 pieces" in printed and "Healed 2 steps" in printed
+    printed, report = convert("healed", *heal_args)  # resumes from the finished checkpoint: nothing to calibrate
+    assert "Calibration skipped: healing resumes from a checkpoint" in printed and report["calibration"] is None
+    printed, _ = convert("standard", "--corpus", str(corpus), "--attention-type", "standard")
+    assert "Calibration skipped: standard attention converts exactly" in printed
+
+
 def test_healing_mixes_long_batches_up_to_the_position_table(corpus, tmp_path, monkeypatch):
     """A share of the steps reads long pieces, truncated at the position table (64 here), never beyond it."""
     teacher, tokenizer = make_teacher(), make_tokenizer()

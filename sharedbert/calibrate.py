@@ -1,0 +1,216 @@
+"""Calibrate a converted SharedBert on real text, in closed form: no gradient steps, a minute of CPU.
+
+`convert.fit_attention` fits the attention from the weights alone, so it treats every input direction alike. BERT's
+hidden states are far from isotropic (a few LayerNorm channels dominate), so a fitting error along a direction the
+inputs never take costs nothing, and one along a dominant direction costs much. Calibration runs text through the
+teacher (the BERT the student was converted from) and the student, one attention set at a time, in depth order:
+
+1. **Whitened attention fit.** With Σ = E[x̃x̃ᵀ] the second moment of the student's own inputs to the layer (x̃ = [x, 1],
+   so biases count), the fit is redone on Q·Σ^½, K·Σ^½, V·Σ^½ and its rows mapped back by Σ^-½. The invariant fit's
+   Frobenius error then equals the expected error of the scores and value paths on this text
+   (E[(x̃ᵀ(B − B′)ỹ)²] = ‖Σ^½(B − B′)Σ^½‖² for independent x̃, ỹ).
+2. **Output refit.** The attention output projection is refitted by (ridge) least squares from the student's attention
+   context, which already carries the errors of the layers below, onto the teacher's attention output at that depth.
+
+On all-MiniLM-L6-v2 → shared attention (STS-B dev Spearman through sentence-transformers, before any healing): the
+weight-only fits score 0.768 ("weights") and 0.724 ("invariant"); calibrated on 512 sentences, 0.839
+(`benchmarks/calibration.py`). Healing then starts from there.
+
+Covers encoders (any head) of every attention type but standard (whose conversion is exact), without cross-layer
+sharing of attention (one set cannot match several different teacher layers; heal those instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .convert import fit_attention
+
+
+@dataclass
+class CalibrationFit:
+    """One attention set: the output projection's mean squared error on the calibration text before and after."""
+
+    attention_set: int
+    depths: list[int]
+    output_mse_before: float
+    output_mse_after: float
+
+
+class _Stop(Exception):
+    """Raised by a hook once everything a pass needs is captured: the rest of the forward is not run."""
+
+
+def calibration_batches(tokenizer, texts: list[str], batch_size: int = 32, max_length: int = 256) -> list[dict]:
+    """`texts` tokenised into padded batches (kept: calibration runs over them once per attention set)."""
+    if not texts:
+        raise ValueError("Calibration needs text: got no sentences.")
+    batches = []
+    for start in range(0, len(texts), batch_size):
+        encoded = tokenizer(texts[start : start + batch_size], padding=True, truncation=True, max_length=max_length,
+                            return_tensors="pt")
+        batches.append({k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
+    return batches
+
+
+@torch.no_grad()
+def calibrate(student, teacher, batches: list[dict], ridge: float = 1e-3) -> list[CalibrationFit]:
+    """Calibrate `student` (a SharedBert encoder or any head on one, converted from `teacher`) in place on `batches`
+    (from `calibration_batches`). Returns one `CalibrationFit` per attention set; an empty list for standard
+    attention, which the conversion already reproduces exactly.
+
+    `ridge` regularises Σ (towards a multiple of the identity) and the output refit (towards the current projection),
+    relative to the mean diagonal of the matrices."""
+    base = getattr(student, "base_model", student)
+    bert = getattr(teacher, "base_model", teacher)
+    config = base.config
+    if config.is_decoder or config.add_cross_attention:
+        raise ValueError("Calibration covers encoders; this SharedBert is a decoder (is_decoder/add_cross_attention).")
+    if config.attention_type == "standard":
+        return []
+    if len(set(config.attention_layer_map)) != len(config.attention_layer_map):
+        # Measured on a tiny random BERT shared three ways: the end-to-end error grew from 0.46 to 0.70. One set
+        # cannot match three different teacher layers, and the averaged feed-forward leaves nothing to compensate.
+        raise ValueError(
+            f"Calibration matches each attention set to one teacher layer; this SharedBert shares attention sets "
+            f"across layers (layer_sharing={config.layer_sharing!r}), where it made the fit worse. Heal instead "
+            "(`sharedbert convert ... --heal`)."
+        )
+    teacher_layers = bert.encoder.layer
+    if len(teacher_layers) != config.num_hidden_layers:
+        raise ValueError(f"The teacher has {len(teacher_layers)} layers and the student {config.num_hidden_layers}: "
+                         "calibrate against the BERT the student was converted from.")
+    was_training = (student.training, teacher.training)
+    student.eval()
+    teacher.eval()
+    try:
+        fits = []
+        for depth, unique in enumerate(config.attention_layer_map):
+            depths = [depth]
+            attention = base.encoder.attention[unique]
+            _refit_attention(attention, [teacher_layers[d].attention for d in depths], config,
+                             _input_moment(student, base, depths, batches), ridge)
+            fits.append(_refit_output(student, teacher, attention, teacher_layers, unique, depths, batches, ridge))
+        return fits
+    finally:
+        student.train(was_training[0])
+        teacher.train(was_training[1])
+
+
+def _augmented(x: torch.Tensor) -> torch.Tensor:
+    x = x.double()
+    return torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype, device=x.device)], -1)
+
+
+def _run(model, batch) -> None:
+    try:
+        model(**batch)
+    except _Stop:
+        pass
+
+
+def _input_moment(student, base, depths, batches) -> torch.Tensor:
+    """Σ = E[x̃x̃ᵀ] over the real tokens of the student's inputs to the layers at `depths`."""
+    total, count, mask = None, 0, {}
+    last = max(depths)
+
+    def capture(module, args, depth):
+        nonlocal total, count
+        x = _augmented(args[0][mask["value"]])
+        total = x.T @ x if total is None else total + x.T @ x
+        count += len(x)
+        if depth == last:
+            raise _Stop
+
+    hooks = [base.encoder.layer[d].register_forward_pre_hook(lambda m, a, d=d: capture(m, a, d)) for d in depths]
+    try:
+        for batch in batches:
+            mask["value"] = batch["attention_mask"].bool()
+            _run(student, batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total / count
+
+
+def _sqrt_and_inverse(moment: torch.Tensor, ridge: float) -> tuple[torch.Tensor, torch.Tensor]:
+    moment = moment + ridge * moment.diagonal().mean() * torch.eye(len(moment), dtype=moment.dtype)
+    values, vectors = torch.linalg.eigh(moment)
+    values = values.clamp_min(1e-12 * float(values.max()))
+    return (vectors * values.sqrt()) @ vectors.T, (vectors / values.sqrt()) @ vectors.T
+
+
+def _refit_attention(attention, teacher_attentions, config, moment, ridge) -> None:
+    """The invariant fit of the teacher's projections (averaged over the set's depths, as the conversion does),
+    weighted by the input moment."""
+    root, inverse_root = (t.float() for t in _sqrt_and_inverse(moment, ridge))
+
+    def rows(name):
+        linears = [getattr(a.self, name) for a in teacher_attentions]
+        return torch.stack([torch.cat([l.weight, l.bias[:, None]], 1).float() for l in linears]).mean(0)
+
+    output_weight = torch.stack([a.output.dense.weight.float() for a in teacher_attentions]).mean(0)
+    fitted, _ = fit_attention(config.attention_type, rows("query") @ root, rows("key") @ root, rows("value") @ root,
+                              config.num_attention_heads, o=output_weight)
+    for name in [key[: -len(".weight")] for key in fitted if key.endswith(".weight") and "." in key]:
+        if name == "output.dense":
+            continue
+        whitened = torch.cat([fitted.pop(f"{name}.weight"), fitted.pop(f"{name}.bias")[:, None]], 1)
+        fitted[f"{name}.weight"], fitted[f"{name}.bias"] = (whitened @ inverse_root)[:, :-1], (
+            whitened @ inverse_root)[:, -1]
+    for key, value in fitted.items():
+        target = attention.output.dense.weight if key == "output.dense.weight" else attention.self.get_parameter(key)
+        target.copy_(value.to(target.dtype))
+
+
+def _refit_output(student, teacher, attention, teacher_layers, unique, depths, batches, ridge) -> CalibrationFit:
+    """Least squares from the student's attention context at `depths` onto the teacher's attention output there."""
+    dense: nn.Linear = attention.output.dense
+    hidden = dense.weight.shape[0]
+    gram = torch.zeros(hidden + 1, hidden + 1, dtype=torch.float64)
+    cross = torch.zeros(hidden + 1, hidden, dtype=torch.float64)
+    target_energy, count = 0.0, 0
+    weights_before = torch.cat([dense.weight.double().T, dense.bias.double()[None]])
+    error_before = 0.0
+    for batch in batches:
+        mask = batch["attention_mask"].bool()
+        contexts, targets = [], []
+        student_hook = dense.register_forward_pre_hook(lambda m, a: _collect(contexts, a[0], len(depths)))
+        teacher_hooks = [teacher_layers[d].attention.output.dense.register_forward_hook(
+            lambda m, a, out: _collect(targets, out, len(depths))) for d in depths]
+        try:
+            _run(student, batch)
+            _run(teacher, batch)
+        finally:
+            student_hook.remove()
+            for hook in teacher_hooks:
+                hook.remove()
+        for context, target in zip(contexts, targets):
+            x, y = _augmented(context[mask]), target[mask].double()
+            gram += x.T @ x
+            cross += x.T @ y
+            error_before += float((x @ weights_before - y).pow(2).sum())
+            target_energy += float(y.pow(2).sum())
+            count += y.numel()
+    # Ridge towards the current projection (not towards zero): directions the text barely excites keep the fit.
+    strength = ridge * gram.diagonal().mean()
+    solution = torch.linalg.solve(gram + strength * torch.eye(len(gram), dtype=gram.dtype),
+                                  cross + strength * weights_before)
+    # ‖XW − Y‖² = tr(WᵀGW) − 2·tr(WᵀC) + ‖Y‖², from the accumulated sums.
+    error_after = float((solution * (gram @ solution)).sum() - 2 * (solution * cross).sum()) + target_energy
+    dense.weight.copy_(solution[:-1].T.to(dense.weight.dtype))
+    dense.bias.copy_(solution[-1].to(dense.bias.dtype))
+    return CalibrationFit(attention_set=unique, depths=list(depths), output_mse_before=error_before / count,
+                          output_mse_after=max(error_after, 0.0) / count)
+
+
+def _collect(store: list, tensor: torch.Tensor, needed: int) -> None:
+    store.append(tensor)
+    if len(store) == needed:
+        raise _Stop
+
+
+__all__ = ["CalibrationFit", "calibrate", "calibration_batches"]
