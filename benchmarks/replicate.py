@@ -215,7 +215,8 @@ class Study:
     def _load(self) -> dict:
         if self.json_path.is_file():
             data = json.loads(self.json_path.read_text(encoding="utf-8"))
-            if data.get("recipe_hash") != self.hash:
+            # --report-only renders whatever the JSON holds, under its own recipe (the report reads it from there).
+            if data.get("recipe_hash") != self.hash and not getattr(self.args, "report_only", False):
                 raise ValueError(
                     f"{self.json_path} holds results of a different recipe ({data.get('recipe_hash')} vs "
                     f"{self.hash}, e.g. --quick vs full or other step counts); mixing them would be meaningless. "
@@ -704,7 +705,8 @@ def run(args) -> int:
                                  * (1 + len(args.tasks) + ("sst2" in args.tasks))}
         if not args.report_only:
             study.run()
-        if (study.tokenizer_folder / "tokenizer_config.json").is_file():
+        same_recipe = study.results.get("recipe_hash") == study.hash
+        if same_recipe and (study.tokenizer_folder / "tokenizer_config.json").is_file():
             study.unigram_baseline()  # needs the study's vocabulary, which a bare --report-only may not have
         study.save()
     except (ValueError, OSError) as error:  # DataError is a ValueError

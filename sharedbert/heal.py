@@ -481,7 +481,7 @@ def heal(
 
 
 def write_model_card(folder, source: str, attention_type: str, layer_sharing: str, result: HealResult | None,
-                     config: HealConfig | None, corpus=None, fit_report=None):
+                     config: HealConfig | None, corpus=None, fit_report=None, calibration_sentences=None):
     """A short README.md noting the base model, the conversion and the healing run (written by sharedbert.hub.card)."""
     healing = None
     if result is not None and config is not None:
@@ -492,4 +492,4 @@ def write_model_card(folder, source: str, attention_type: str, layer_sharing: st
         )
     retained_energy = [fit.retained_energy for fit in fit_report or []]
     write_conversion_card(folder, source, attention_type, layer_sharing, retained_energy=retained_energy,
-                          healing=healing)
+                          healing=healing, calibration_sentences=calibration_sentences)

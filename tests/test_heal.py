@@ -224,6 +224,7 @@ def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resum
 
     printed, report = convert("calibrated", "--corpus", str(corpus), "--calibration-sentences", "16")
     assert "Calibrated on 16 pieces" in printed and report["calibration"]["sentences"] == 16 and report["heal"] is None
+    assert "Calibrated in closed form on 16 pieces" in (tmp_path / "calibrated" / "README.md").read_text()
     printed, report = convert("plain", "--corpus", str(corpus), "--calibration-sentences", "0")
     assert "Calibrat" not in printed and report["calibration"] is None
     calibrated, plain = (AutoModel.from_pretrained(tmp_path / name) for name in ("calibrated", "plain"))

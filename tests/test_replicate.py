@@ -81,6 +81,12 @@ def test_quick_end_to_end_then_resume(tmp_path, glue_dir, mlm_text_dir):
     # Another recipe must not mix with these results.
     other = _args(tmp_path, data_dir, "--pretrain-steps", "4")
     assert replicate.run(other) == 2
+    # ...but the report of those results can be rewritten by a command line of any recipe.
+    (out / "replication.md").unlink()
+    rendering = _args(tmp_path, data_dir, "--pretrain-steps", "4", "--report-only")
+    assert replicate.run(rendering) == 0 and rendering.executed == []
+    assert "| standard |" in (out / "replication.md").read_text()
+    assert json.loads((out / "replication.json").read_text())["cells"].keys() == after.keys()
 
 
 def test_typos_are_seeded_and_at_the_rate():

@@ -381,9 +381,11 @@ def conversion_card(
     *,
     retained_energy: list[float] | tuple[float, ...] = (),
     healing: HealingSummary | None = None,
+    calibration_sentences: int | None = None,
 ) -> str:
     """A short README.md noting the base model, the conversion and the healing run. `retained_energy` is the share of
-    the attention weight energy the initial fit kept, per attention set."""
+    the attention weight energy the initial fit kept, per attention set; `calibration_sentences`, how many pieces of
+    text `sharedbert.calibrate` fitted it to (None: not calibrated)."""
     lines = [
         "---",
         "library_name: transformers",
@@ -400,6 +402,10 @@ def conversion_card(
     if retained_energy:
         kept = ", ".join(f"{energy:.3f}" for energy in retained_energy)
         lines += ["", f"Share of the attention weight energy kept by the initial fit, per layer: {kept}."]
+    if calibration_sentences:
+        lines += ["", f"Calibrated in closed form on {calibration_sentences} pieces of text (attention fit weighted by "
+                      "the layer inputs' second moment, output projections refitted by least squares, layer by layer; "
+                      "`sharedbert.calibrate`)."]
     if healing is not None:
         lines += [
             "",
@@ -426,9 +432,11 @@ def write_conversion_card(
     *,
     retained_energy: list[float] | tuple[float, ...] = (),
     healing: HealingSummary | None = None,
+    calibration_sentences: int | None = None,
 ) -> Path:
     """Write the `conversion_card` to `folder/README.md` (atomically); return its path."""
     path = Path(folder) / CARD_FILE
-    text = conversion_card(base_model, attention_type, layer_sharing, retained_energy=retained_energy, healing=healing)
+    text = conversion_card(base_model, attention_type, layer_sharing, retained_energy=retained_energy, healing=healing,
+                           calibration_sentences=calibration_sentences)
     atomic_write_text(path, text)
     return path

@@ -215,7 +215,9 @@ def build_minilm_checkpoint(
     provenance = {
         "base_model": HUB_BASE_MODEL,
         "datasets": [],
-        "conversion": "sharedbert convert (attention_type shared, invariant fit), healed by distillation",
+        "conversion": "sharedbert convert (attention_type shared, invariant fit"
+                      + (f", calibrated on {conversion['calibration']['sentences']} pieces of the healing corpus"
+                         if conversion.get("calibration") else "") + "), healed by distillation",
         "healing corpus": "WikiText-2 raw test + 12 Project Gutenberg books (shared mlm-text, "
                           f"{HELD_OUT.split('/')[-1]} held out)",
         "healing minutes": round(heal_report["elapsed_seconds"] / 60, 1),
@@ -239,6 +241,7 @@ def build_minilm_checkpoint(
     staged = stage_for_hub(healed_dir, out, repo_id=repo_id, log=lambda line: log("   " + line), loaded=loaded)
     report = dict(
         out=str(out), repo_id=repo_id, heal=heal_report, heal_config=asdict(recipe), corpus=[str(f) for f in files],
+        calibration=conversion.get("calibration"),
         held_out=str(held_out), sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm,
         length_buckets=buckets, parameters=dict(sharedbert=params_healed, original=params_original), speed=speed,
         staged_files=staged.files, verification=staged.verification,

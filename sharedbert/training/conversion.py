@@ -130,7 +130,7 @@ def convert_checkpoint(
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_model_card(tmp, model.config.converted_from or src, attention_type, layer_sharing, result, heal_config,
-                         corpus, report)
+                         corpus, report, calibration_sentences=calibration and calibration["sentences"])
         if _is_local_sentence_transformer(source):
             sentence_files = copy_modules(source, tmp)
             summary["sentence_transformers_files"] = sentence_files
