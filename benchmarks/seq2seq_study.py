@@ -187,13 +187,18 @@ def decoder_step_flops(variant: str, hidden: int, ffn: int, layers: int, vocab: 
 
 
 # ----------------------------------------------------------------------------------------------------- the study
-def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Path, threads: int) -> dict:
+def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Path, threads: int,
+             checkpoint_minutes: float | None = 5.0, checkpoint_steps: int | None = None) -> dict:
     import sacrebleu
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     from sharedbert.params import count_model_parameters
     from sharedbert.training import resolve_precision
+    from sharedbert.training.trainer import ResumableTrainer, RunCheckpoints
+
+    class StudyTrainer(ResumableTrainer, Seq2SeqTrainer):
+        """Seq2SeqTrainer's generation with the package's resumable checkpoints."""
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -205,7 +210,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
     test_set = tokenize_pairs(tokenizer, test_pairs, recipe.max_length)
     model = build_model(variant, source, tokenizer)
     arguments = Seq2SeqTrainingArguments(
-        output_dir=str(work_dir / f"{variant}-seed{seed}"), max_steps=recipe.steps,
+        output_dir=str(work_dir / f"{variant}-seed{seed}" / "trainer"), max_steps=recipe.steps,
         per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=64,
         learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup, weight_decay=0.01, seed=seed,
         train_sampling_strategy=recipe.sampling,
@@ -214,12 +219,22 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
         predict_with_generate=True, generation_max_length=recipe.max_length, generation_num_beams=1,
         disable_tqdm=True, dataloader_num_workers=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train_set,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
-                             processing_class=tokenizer)
+    # Checkpoints every few minutes (the package's pickle-free ones), so a cell killed at the end of a sitting
+    # continues where it stopped; the signature refuses a checkpoint of another recipe, variant or seed.
+    cell_dir = work_dir / f"{variant}-seed{seed}"
+    checkpoints = RunCheckpoints(cell_dir / "model", {"variant": variant, "seed": seed, "recipe": asdict(recipe)},
+                                 checkpoint_dir=cell_dir / "checkpoints", every_minutes=checkpoint_minutes,
+                                 every_steps=checkpoint_steps)
+    trainer = StudyTrainer(model=model, args=arguments, train_dataset=train_set,
+                           data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+                           processing_class=tokenizer, callbacks=[checkpoints.callback], **checkpoints.trainer_kwargs())
+    resumed = checkpoints.resume_from is not None
+    if resumed:
+        print(f"{variant}/seed{seed}: resuming from {checkpoints.resume_from}", flush=True)
     started = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(checkpoints.resume_from) if resumed else None)
     train_seconds = time.perf_counter() - started
+    checkpoints.raise_if_interrupted()
     tokens = sum(len(row["input_ids"]) + len(row["labels"]) for row in train_set.select(range(
         min(len(train_set), recipe.steps * recipe.batch_size))))
     prediction = trainer.predict(test_set)
@@ -228,14 +243,17 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
     hypotheses = [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
     references = normalise(tokenizer, [target for _, target in test_pairs])
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    checkpoints.discard()  # scored: the caller merges the result next
     return {
         "variant": variant, "seed": seed, "parameters": count_model_parameters(model),
         "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
         "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
         "exact_match": 100.0 * sum(h == r for h, r in zip(hypotheses, references)) / len(references),
         "final_train_loss": losses[-1] if losses else None,
-        "train_tokens_per_second_unshared_machine": tokens / train_seconds,
+        # This process's share only when the cell resumed a checkpoint (then no rate is given).
+        "train_tokens_per_second_unshared_machine": None if resumed else tokens / train_seconds,
         "train_minutes": train_seconds / 60,
+        "resumed": resumed,
         "precision": resolve_precision(recipe.precision),
         "examples": [{"source": s, "reference": r, "output": h}
                      for (s, _), r, h in list(zip(test_pairs, references, hypotheses))[:5]],
@@ -417,6 +435,9 @@ def main(argv=None) -> int:
     parser.add_argument("--speed", action="store_true", help="measure speed side by side instead of the study")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the speed measurement")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--checkpoint-minutes", type=float, default=5.0,
+                        help="save a resumable checkpoint of the cell in training this often (work dir)")
+    parser.add_argument("--checkpoint-steps", type=int, default=None, help="also every N steps")
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import sharedbert  # noqa: F401  (registers the Auto classes)
@@ -439,7 +460,8 @@ def main(argv=None) -> int:
                         print(f"{key}: done, skipped")
                         continue
                     print(f"{key}: training", flush=True)
-                    cell = run_cell(variant, seed, recipe, source, args.work_dir, args.threads)
+                    cell = run_cell(variant, seed, recipe, source, args.work_dir, args.threads,
+                                    args.checkpoint_minutes, args.checkpoint_steps)
                     merge_result(args.output_dir, recipe, key, cell)
                     print(f"{key}: chrF {cell['chrf']:.1f}, exact match {cell['exact_match']:.1f}%", flush=True)
     from sharedbert.atomic import atomic_write_text

@@ -65,3 +65,30 @@ def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_proce
         process.wait()
     with study.claim(tmp_path, "shared-all/seed1") as mine:
         assert mine  # a killed process's claim is released
+
+
+@pytest.mark.slow
+def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_text_dir, minilm_path):
+    """Ctrl-C (as at the end of a sitting) saves a checkpoint and stops; the next run continues the cell from it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
+                 "--work-dir", str(tmp_path / "work"), "--checkpoint-steps", "2"]
+    process = subprocess.Popen([sys.executable, str(study.RESULTS_DIR.parent / "seq2seq_study.py"), *arguments],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoints = tmp_path / "work" / "shared-all-seed1" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not any(checkpoints.glob("checkpoint-*")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) != 0  # interrupted: no result
+    assert not (tmp_path / "results" / "seq2seq.json").exists()
+    assert any(checkpoints.glob("checkpoint-*"))
+
+    assert study.main(arguments) == 0
+    cell = json.loads((tmp_path / "results" / "seq2seq.json").read_text())["cells"]["shared-all/seed1"]
+    assert cell["resumed"] is True and cell["train_tokens_per_second_unshared_machine"] is None
+    assert not checkpoints.exists()  # discarded once the cell is scored
