@@ -9,7 +9,8 @@ are split once (a fixed seed, independent of the model seed) into training and h
 Variants (one recipe for all):
 * ``bert2bert``: transformers' own `EncoderDecoderModel.from_encoder_decoder_pretrained(minilm, minilm)`;
 * ``shared2shared``: `SharedBertForConditionalGeneration`, shared-projection attention on both sides, converted from
-  the same checkpoint, nothing shared between encoder and decoder (as BERT2BERT);
+  the same checkpoint and calibrated on 512 training sentences (`sharedbert.calibrate`), nothing shared between
+  encoder and decoder (as BERT2BERT);
 * ``shared-all``: the same with every layer weight shared between encoder and decoder (T5 / BERTShare: only
   cross-attention is the decoder's own) and the embeddings tied three ways (Vaswani et al. §3.4).
 
@@ -66,9 +67,11 @@ class Recipe:
     # Batches of similar length (transformers' LengthGroupedSampler): random batches padded to their longest sentence
     # spent ~1.5x the time per step here (2.5-3.3 s against 0.8-2.0 s at 2 threads, measured side by side).
     sampling: str = "group_by_length"
+    # The SharedBert variants start from the conversion calibrated on this many training sentences (0: uncalibrated).
+    calibration_sentences: int = 512
 
 
-QUICK = Recipe(train_sentences=256, test_sentences=16, steps=6, batch_size=8, max_length=32)
+QUICK = Recipe(train_sentences=256, test_sentences=16, steps=6, batch_size=8, max_length=32, calibration_sentences=16)
 
 
 # ---------------------------------------------------------------------------------------------------------- data
@@ -151,18 +154,26 @@ def normalise(tokenizer, texts: list[str]) -> list[str]:
 
 
 # -------------------------------------------------------------------------------------------------------- models
-def build_model(variant: str, source: str, tokenizer):
-    """A warm-started model of `variant` (see the module docstring), with generation settings for [CLS]...[SEP]."""
+def build_model(variant: str, source: str, tokenizer, calibration_texts: list[str] | None = None):
+    """A warm-started model of `variant` (see the module docstring), with generation settings for [CLS]...[SEP].
+    The SharedBert variants start from the conversion of `source`, calibrated on `calibration_texts` when given
+    (`sharedbert.calibrate`: closed form, no gradient steps)."""
     if variant == "bert2bert":
         from transformers import EncoderDecoderModel
 
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(source, source)
     elif variant in ("shared2shared", "shared-all"):
-        from sharedbert.convert import warm_start_seq2seq
+        from transformers import BertModel
 
+        from sharedbert.calibrate import calibrate, calibration_batches
+        from sharedbert.convert import from_bert, warm_start_seq2seq
+
+        converted = from_bert(source, attention_type="shared", fit_method="invariant")
+        if calibration_texts:
+            calibrate(converted, BertModel.from_pretrained(source), calibration_batches(tokenizer, calibration_texts))
         everything = variant == "shared-all"
-        model = warm_start_seq2seq(source, tokenizer, attention_type="shared",
-                                   share_encoder_decoder_layers=everything, share_encoder_decoder_embeddings=everything)
+        model = warm_start_seq2seq(converted, tokenizer, share_encoder_decoder_layers=everything,
+                                   share_encoder_decoder_embeddings=everything)
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
     for config in (model.config, model.generation_config):
@@ -208,7 +219,8 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
     test_pairs = sorted(test_pairs, key=lambda pair: len(pair[0]))
     train_set = tokenize_pairs(tokenizer, train_pairs, recipe.max_length)
     test_set = tokenize_pairs(tokenizer, test_pairs, recipe.max_length)
-    model = build_model(variant, source, tokenizer)
+    # Calibration reads the clean training sentences (the targets): text of the task, none of the test set.
+    model = build_model(variant, source, tokenizer, [target for _, target in train_pairs[: recipe.calibration_sentences]])
     arguments = Seq2SeqTrainingArguments(
         output_dir=str(work_dir / f"{variant}-seed{seed}" / "trainer"), max_steps=recipe.steps,
         per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=64,
