@@ -177,10 +177,10 @@ def _refit_output(student, teacher, attention, teacher_layers, unique, depths, b
     error_before = 0.0
     for batch in batches:
         mask = batch["attention_mask"].bool()
-        contexts, targets = [], []
-        student_hook = dense.register_forward_pre_hook(lambda m, a: _collect(contexts, a[0], len(depths)))
+        contexts, targets = _Collector(len(depths)), _Collector(len(depths))
+        student_hook = dense.register_forward_pre_hook(lambda m, args: contexts.add(args[0]))
         teacher_hooks = [teacher_layers[d].attention.output.dense.register_forward_hook(
-            lambda m, a, out: _collect(targets, out, len(depths))) for d in depths]
+            lambda m, args, out: targets.add(out)) for d in depths]
         try:
             _run(student, batch)
             _run(teacher, batch)
@@ -188,7 +188,7 @@ def _refit_output(student, teacher, attention, teacher_layers, unique, depths, b
             student_hook.remove()
             for hook in teacher_hooks:
                 hook.remove()
-        for context, target in zip(contexts, targets):
+        for context, target in zip(contexts.tensors, targets.tensors):
             x, y = _augmented(context[mask]), target[mask].double()
             gram += x.T @ x
             cross += x.T @ y
@@ -207,10 +207,16 @@ def _refit_output(student, teacher, attention, teacher_layers, unique, depths, b
                           output_mse_after=max(error_after, 0.0) / count)
 
 
-def _collect(store: list, tensor: torch.Tensor, needed: int) -> None:
-    store.append(tensor)
-    if len(store) == needed:
-        raise _Stop
+class _Collector:
+    """Keeps the tensors a hook sees and stops the forward once it has the `needed` ones."""
+
+    def __init__(self, needed: int):
+        self.needed, self.tensors = needed, []
+
+    def add(self, tensor: torch.Tensor) -> None:
+        self.tensors.append(tensor)
+        if len(self.tensors) == self.needed:
+            raise _Stop
 
 
 __all__ = ["CalibrationFit", "calibrate", "calibration_batches"]

@@ -114,14 +114,14 @@ def test_calibration_on_real_text_improves_minilm_embeddings(minilm_path, mlm_te
     calibration = calibration_batches(tokenizer, pieces.batch(0, 128))
     held_out = calibration_batches(tokenizer, pieces.batch(10_000, 64))
 
+    def mean_pooled(model, batch):
+        mask = batch["attention_mask"][..., None].float()
+        return (model(**batch).last_hidden_state * mask).sum(1) / mask.sum(1)
+
     def embedding_cosine():
         with torch.no_grad():
-            values = []
-            for batch in held_out:
-                mask = batch["attention_mask"][..., None].float()
-                pool = lambda model: (model(**batch).last_hidden_state * mask).sum(1) / mask.sum(1)  # noqa: E731
-                values.append(torch.cosine_similarity(pool(student), pool(teacher)))
-            return float(torch.cat(values).mean())
+            return float(torch.cat([torch.cosine_similarity(mean_pooled(student, b), mean_pooled(teacher, b))
+                                    for b in held_out]).mean())
 
     before = embedding_cosine()
     calibrate(student, teacher, calibration)
