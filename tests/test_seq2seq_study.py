@@ -92,3 +92,11 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
     cell = json.loads((tmp_path / "results" / "seq2seq.json").read_text())["cells"]["shared-all/seed1"]
     assert cell["resumed"] is True and cell["train_tokens_per_second_unshared_machine"] is None
     assert not checkpoints.exists()  # discarded once the cell is scored
+
+
+def test_results_of_another_recipe_are_refused_before_any_training(tmp_path, monkeypatch):
+    (tmp_path / "seq2seq.json").write_text(json.dumps({"recipe": {"steps": 1}, "cells": {"bert2bert/seed1": {}}}))
+    monkeypatch.setattr(study, "run_cell", lambda *a, **k: pytest.fail("trained despite the recipe mismatch"))
+    monkeypatch.setattr("sharedbert.training.resolve_source", lambda name: name)
+    with pytest.raises(SystemExit, match="another recipe"):
+        study.main(["--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "w")])
