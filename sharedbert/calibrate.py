@@ -155,9 +155,10 @@ def _refit_attention(attention, teacher_attentions, config, moment, ridge) -> No
     output_weight = torch.stack([a.output.dense.weight.float() for a in teacher_attentions]).mean(0)
     fitted, _ = fit_attention(config.attention_type, rows("query") @ root, rows("key") @ root, rows("value") @ root,
                               config.num_attention_heads, o=output_weight)
-    for name in [key[: -len(".weight")] for key in fitted if key.endswith(".weight") and "." in key]:
-        if name == "output.dense":
-            continue
+    # Linear layers that read the (whitened) input map back by Σ^-½; the output projection reads the context instead.
+    reading_input = [key.removesuffix(".weight") for key in fitted
+                     if key.endswith(".weight") and key != "output.dense.weight"]
+    for name in reading_input:
         whitened = torch.cat([fitted.pop(f"{name}.weight"), fitted.pop(f"{name}.bias")[:, None]], 1)
         fitted[f"{name}.weight"], fitted[f"{name}.bias"] = (whitened @ inverse_root)[:, :-1], (
             whitened @ inverse_root)[:, -1]
