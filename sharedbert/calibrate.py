@@ -13,8 +13,8 @@ teacher (the BERT the student was converted from) and the student, one attention
    context, which already carries the errors of the layers below, onto the teacher's attention output at that depth.
 
 On all-MiniLM-L6-v2 → shared attention (STS-B dev Spearman through sentence-transformers, before any healing): the
-weight-only fits score 0.768 ("weights") and 0.724 ("invariant"); calibrated on 512 sentences, 0.839
-(`benchmarks/calibration.py`). Healing then starts from there.
+weight-only fits score 0.768 ("weights") and 0.724 ("invariant"); calibrated on 512 pieces of the healing corpus,
+0.844 (`benchmarks/calibration.py`). Healing then starts from there.
 
 Covers encoders (any head) of every attention type but standard (whose conversion is exact), without cross-layer
 sharing of attention (one set cannot match several different teacher layers; heal those instead).
@@ -32,16 +32,46 @@ from .convert import fit_attention
 
 @dataclass
 class CalibrationFit:
-    """One attention set: the output projection's mean squared error on the calibration text before and after."""
+    """One layer's attention set: the output projection's mean squared error on the calibration text before and
+    after."""
 
     attention_set: int
-    depths: list[int]
+    depth: int
     output_mse_before: float
     output_mse_after: float
 
 
 class _Stop(Exception):
     """Raised by a hook once everything a pass needs is captured: the rest of the forward is not run."""
+
+
+class _Capture:
+    """A hook target that keeps the one tensor a pass needs (a module's first input or its output) and stops the
+    forward there."""
+
+    def __init__(self):
+        self.tensor = None
+
+    def input(self, module, args):
+        self.tensor = args[0]
+        raise _Stop
+
+    def output(self, module, args, output):
+        self.tensor = output
+        raise _Stop
+
+
+def unsupported(config) -> str | None:
+    """Why `calibrate` cannot handle a SharedBert of this config, or None when it can (standard attention it can: it
+    has nothing to do)."""
+    if config.is_decoder or config.add_cross_attention:
+        return "calibration covers encoders; this SharedBert is a decoder (is_decoder/add_cross_attention)"
+    if len(set(config.attention_layer_map)) != len(config.attention_layer_map):
+        # Measured on a tiny random BERT shared three ways: the end-to-end error grew from 0.46 to 0.70. One set
+        # cannot match three different teacher layers, and the averaged feed-forward leaves nothing to compensate.
+        return (f"attention is shared across layers (layer_sharing={config.layer_sharing!r}): calibration matches "
+                "each attention set to one teacher layer, and one set cannot match several")
+    return None
 
 
 def calibration_batches(tokenizer, texts: list[str], batch_size: int = 32, max_length: int = 256) -> list[dict]:
@@ -59,26 +89,19 @@ def calibration_batches(tokenizer, texts: list[str], batch_size: int = 32, max_l
 @torch.no_grad()
 def calibrate(student, teacher, batches: list[dict], ridge: float = 1e-3) -> list[CalibrationFit]:
     """Calibrate `student` (a SharedBert encoder or any head on one, converted from `teacher`) in place on `batches`
-    (from `calibration_batches`). Returns one `CalibrationFit` per attention set; an empty list for standard
-    attention, which the conversion already reproduces exactly.
+    (from `calibration_batches`). Returns one `CalibrationFit` per layer; an empty list for standard attention, which
+    the conversion already reproduces exactly. Raises ValueError for what `unsupported` names.
 
     `ridge` regularises Σ (towards a multiple of the identity) and the output refit (towards the current projection),
     relative to the mean diagonal of the matrices."""
     base = getattr(student, "base_model", student)
     bert = getattr(teacher, "base_model", teacher)
     config = base.config
-    if config.is_decoder or config.add_cross_attention:
-        raise ValueError("Calibration covers encoders; this SharedBert is a decoder (is_decoder/add_cross_attention).")
+    reason = unsupported(config)
+    if reason is not None:
+        raise ValueError(f"Cannot calibrate: {reason}. Heal instead (`sharedbert convert ... --heal`).")
     if config.attention_type == "standard":
         return []
-    if len(set(config.attention_layer_map)) != len(config.attention_layer_map):
-        # Measured on a tiny random BERT shared three ways: the end-to-end error grew from 0.46 to 0.70. One set
-        # cannot match three different teacher layers, and the averaged feed-forward leaves nothing to compensate.
-        raise ValueError(
-            f"Calibration matches each attention set to one teacher layer; this SharedBert shares attention sets "
-            f"across layers (layer_sharing={config.layer_sharing!r}), where it made the fit worse. Heal instead "
-            "(`sharedbert convert ... --heal`)."
-        )
     teacher_layers = bert.encoder.layer
     if len(teacher_layers) != config.num_hidden_layers:
         raise ValueError(f"The teacher has {len(teacher_layers)} layers and the student {config.num_hidden_layers}: "
@@ -89,11 +112,13 @@ def calibrate(student, teacher, batches: list[dict], ridge: float = 1e-3) -> lis
     try:
         fits = []
         for depth, unique in enumerate(config.attention_layer_map):
-            depths = [depth]
-            attention = base.encoder.attention[unique]
-            _refit_attention(attention, [teacher_layers[d].attention for d in depths], config,
-                             _input_moment(student, base, depths, batches), ridge)
-            fits.append(_refit_output(student, teacher, attention, teacher_layers, unique, depths, batches, ridge))
+            attention, teacher_attention = base.encoder.attention[unique], teacher_layers[depth].attention
+            _refit_attention(attention, teacher_attention, config,
+                             _input_moment(student, base.encoder.layer[depth], batches), ridge)
+            before, after = _refit_output(student, teacher, attention.output.dense, teacher_attention.output.dense,
+                                          batches, ridge)
+            fits.append(CalibrationFit(attention_set=unique, depth=depth, output_mse_before=before,
+                                       output_mse_after=after))
         return fits
     finally:
         student.train(was_training[0])
@@ -112,27 +137,17 @@ def _run(model, batch) -> None:
         pass
 
 
-def _input_moment(student, base, depths, batches) -> torch.Tensor:
-    """Σ = E[x̃x̃ᵀ] over the real tokens of the student's inputs to the layers at `depths`."""
-    total, count, mask = None, 0, {}
-    last = max(depths)
-
-    def capture(module, args, depth):
-        nonlocal total, count
-        x = _augmented(args[0][mask["value"]])
-        total = x.T @ x if total is None else total + x.T @ x
-        count += len(x)
-        if depth == last:
-            raise _Stop
-
-    hooks = [base.encoder.layer[d].register_forward_pre_hook(lambda m, a, d=d: capture(m, a, d)) for d in depths]
+def _input_moment(student, layer, batches) -> torch.Tensor:
+    """Σ = E[x̃x̃ᵀ] over the real tokens of the student's inputs to `layer`."""
+    total, count, capture = 0.0, 0, _Capture()
+    hook = layer.register_forward_pre_hook(capture.input)
     try:
         for batch in batches:
-            mask["value"] = batch["attention_mask"].bool()
             _run(student, batch)
+            x = _augmented(capture.tensor[batch["attention_mask"].bool()])
+            total, count = total + x.T @ x, count + len(x)
     finally:
-        for hook in hooks:
-            hook.remove()
+        hook.remove()
     return total / count
 
 
@@ -143,18 +158,16 @@ def _sqrt_and_inverse(moment: torch.Tensor, ridge: float) -> tuple[torch.Tensor,
     return (vectors * values.sqrt()) @ vectors.T, (vectors / values.sqrt()) @ vectors.T
 
 
-def _refit_attention(attention, teacher_attentions, config, moment, ridge) -> None:
-    """The invariant fit of the teacher's projections (averaged over the set's depths, as the conversion does),
-    weighted by the input moment."""
+def _refit_attention(attention, teacher_attention, config, moment, ridge) -> None:
+    """The invariant fit of the teacher layer's projections, weighted by the input moment."""
     root, inverse_root = (t.float() for t in _sqrt_and_inverse(moment, ridge))
 
     def rows(name):
-        linears = [getattr(a.self, name) for a in teacher_attentions]
-        return torch.stack([torch.cat([l.weight, l.bias[:, None]], 1).float() for l in linears]).mean(0)
+        linear = getattr(teacher_attention.self, name)
+        return torch.cat([linear.weight, linear.bias[:, None]], 1).float()
 
-    output_weight = torch.stack([a.output.dense.weight.float() for a in teacher_attentions]).mean(0)
     fitted, _ = fit_attention(config.attention_type, rows("query") @ root, rows("key") @ root, rows("value") @ root,
-                              config.num_attention_heads, o=output_weight)
+                              config.num_attention_heads, o=teacher_attention.output.dense.weight.float())
     # Linear layers that read the (whitened) input map back by Σ^-½; the output projection reads the context instead.
     reading_input = [key.removesuffix(".weight") for key in fitted
                      if key.endswith(".weight") and key != "output.dense.weight"]
@@ -167,35 +180,31 @@ def _refit_attention(attention, teacher_attentions, config, moment, ridge) -> No
         target.copy_(value.to(target.dtype))
 
 
-def _refit_output(student, teacher, attention, teacher_layers, unique, depths, batches, ridge) -> CalibrationFit:
-    """Least squares from the student's attention context at `depths` onto the teacher's attention output there."""
-    dense: nn.Linear = attention.output.dense
+def _refit_output(student, teacher, dense: nn.Linear, teacher_dense: nn.Linear, batches, ridge) -> tuple[float, float]:
+    """Least squares from the student's attention context (the input of `dense`) onto the teacher's attention output
+    (the output of `teacher_dense`); `dense` is replaced by the solution. Returns the mean squared error before and
+    after."""
     hidden = dense.weight.shape[0]
     gram = torch.zeros(hidden + 1, hidden + 1, dtype=torch.float64)
     cross = torch.zeros(hidden + 1, hidden, dtype=torch.float64)
-    target_energy, count = 0.0, 0
+    target_energy, error_before, count = 0.0, 0.0, 0
     weights_before = torch.cat([dense.weight.double().T, dense.bias.double()[None]])
-    error_before = 0.0
-    for batch in batches:
-        mask = batch["attention_mask"].bool()
-        contexts, targets = _Collector(len(depths)), _Collector(len(depths))
-        student_hook = dense.register_forward_pre_hook(lambda m, args: contexts.add(args[0]))
-        teacher_hooks = [teacher_layers[d].attention.output.dense.register_forward_hook(
-            lambda m, args, out: targets.add(out)) for d in depths]
-        try:
+    context, target = _Capture(), _Capture()
+    hooks = [dense.register_forward_pre_hook(context.input), teacher_dense.register_forward_hook(target.output)]
+    try:
+        for batch in batches:
             _run(student, batch)
             _run(teacher, batch)
-        finally:
-            student_hook.remove()
-            for hook in teacher_hooks:
-                hook.remove()
-        for context, target in zip(contexts.tensors, targets.tensors):
-            x, y = _augmented(context[mask]), target[mask].double()
+            mask = batch["attention_mask"].bool()
+            x, y = _augmented(context.tensor[mask]), target.tensor[mask].double()
             gram += x.T @ x
             cross += x.T @ y
             error_before += float((x @ weights_before - y).pow(2).sum())
             target_energy += float(y.pow(2).sum())
             count += y.numel()
+    finally:
+        for hook in hooks:
+            hook.remove()
     # Ridge towards the current projection (not towards zero): directions the text barely excites keep the fit.
     strength = ridge * gram.diagonal().mean()
     solution = torch.linalg.solve(gram + strength * torch.eye(len(gram), dtype=gram.dtype),
@@ -204,20 +213,7 @@ def _refit_output(student, teacher, attention, teacher_layers, unique, depths, b
     error_after = float((solution * (gram @ solution)).sum() - 2 * (solution * cross).sum()) + target_energy
     dense.weight.copy_(solution[:-1].T.to(dense.weight.dtype))
     dense.bias.copy_(solution[-1].to(dense.bias.dtype))
-    return CalibrationFit(attention_set=unique, depths=list(depths), output_mse_before=error_before / count,
-                          output_mse_after=max(error_after, 0.0) / count)
+    return error_before / count, max(error_after, 0.0) / count
 
 
-class _Collector:
-    """Keeps the tensors a hook sees and stops the forward once it has the `needed` ones."""
-
-    def __init__(self, needed: int):
-        self.needed, self.tensors = needed, []
-
-    def add(self, tensor: torch.Tensor) -> None:
-        self.tensors.append(tensor)
-        if len(self.tensors) == self.needed:
-            raise _Stop
-
-
-__all__ = ["CalibrationFit", "calibrate", "calibration_batches"]
+__all__ = ["CalibrationFit", "calibrate", "calibration_batches", "unsupported"]

@@ -51,7 +51,7 @@ def test_calibration_brings_the_student_closer_to_the_teacher_on_held_out_input(
     fits = calibrate(student, teacher, id_batches(seed=1))
     after = hidden_error(student, teacher, held_out)
     assert after < 0.8 * before, (before, after)
-    assert [fit.depths for fit in fits] == [[0], [1], [2]]
+    assert [fit.depth for fit in fits] == [0, 1, 2]
     for fit in fits:
         assert fit.output_mse_after <= fit.output_mse_before + 1e-9
     assert not student.training  # left as it was found (from_bert returns eval mode)
@@ -89,13 +89,13 @@ def test_standard_attention_is_exact_already_and_left_alone():
 def test_bad_input_is_refused_with_the_reason():
     teacher = tiny_bert()
     decoder = from_bert(teacher, attention_type="shared", is_decoder=True)
-    with pytest.raises(ValueError, match="encoders"):
+    with pytest.raises(ValueError, match="covers encoders"):
         calibrate(decoder, teacher, id_batches(seed=1, count=1))
     student = from_bert(teacher, attention_type="shared")
     with pytest.raises(ValueError, match="layers"):
         calibrate(student, tiny_bert(layers=2), id_batches(seed=1, count=1))
     shared_sets = from_bert(teacher, attention_type="shared", layer_sharing="attention")
-    with pytest.raises(ValueError, match="shares attention sets across layers"):
+    with pytest.raises(ValueError, match="attention is shared across layers"):
         calibrate(shared_sets, teacher, id_batches(seed=1, count=1))
     with pytest.raises(ValueError, match="no sentences"):
         calibration_batches(None, [])
