@@ -34,8 +34,8 @@ def main(argv=None) -> int:
     from sharedbert.atomic import atomic_write_text
     from sharedbert.calibrate import calibrate, calibration_batches
     from sharedbert.convert import from_bert
-    from sharedbert.heal import TextPieces
     from sharedbert.training import resolve_source, shared_data_dir
+    from sharedbert.training.conversion import calibration_texts
 
     torch.set_num_threads(args.threads)
     data = shared_data_dir("glue")
@@ -45,7 +45,9 @@ def main(argv=None) -> int:
     base = resolve_source("all-MiniLM-L6-v2")
     tokenizer = AutoTokenizer.from_pretrained(base)
     teacher = BertModel.from_pretrained(base).eval()
-    pieces = TextPieces([corpus], 6, 40, seed=1)  # what `sharedbert convert --corpus` calibrates on
+
+    # What `sharedbert convert --corpus` calibrates on; a smaller count takes a prefix of the same pieces.
+    texts = calibration_texts([corpus], max(args.sentences))
 
     def score(model):
         return embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=base), sts)
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
             print(rows[-1], flush=True)
         for count in args.sentences:
             model = from_bert(base, attention_type=attention_type, fit_method="invariant")
-            batches = calibration_batches(tokenizer, pieces.batch(0, count))
+            batches = calibration_batches(tokenizer, texts[:count])
             started = time.perf_counter()
             calibrate(model, teacher, batches)
             seconds = time.perf_counter() - started

@@ -19,7 +19,7 @@ import torch
 from transformers import AutoTokenizer, BertModel
 
 from ..atomic import atomic_directory
-from ..calibrate import calibrate, calibration_batches
+from ..calibrate import calibrate, calibration_batches, unsupported
 from ..convert import from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..heal import HealConfig, TextPieces, has_checkpoint, write_model_card
@@ -93,12 +93,13 @@ def convert_checkpoint(
     result = None
     out = Path(out)
     checkpoint_dir = Path(checkpoint_dir or f"{out}-checkpoints")
-    teacher = BertModel.from_pretrained(source) if corpus is not None else None
     resuming = heal_config is not None and resume and has_checkpoint(checkpoint_dir)
     calibration = None
     skip = calibration_skipped(model.config, calibration_sentences, resuming) if corpus is not None else "no corpus"
+    # The original model teaches both calibration and healing; neither needs it loaded twice, nothing else at all.
+    teacher = BertModel.from_pretrained(source) if skip is None or heal_config is not None else None
     if skip is None:
-        texts = TextPieces(corpus, 6, 40, seed=1).batch(0, calibration_sentences)
+        texts = calibration_texts(corpus, calibration_sentences)
         fits = calibrate(model, teacher, calibration_batches(tokenizer, texts))
         calibration = {"sentences": len(texts), "output_mse": [[f.output_mse_before, f.output_mse_after] for f in fits]}
         print(f"Calibrated on {len(texts)} pieces of the corpus; attention output error per layer (before → after): "
@@ -139,6 +140,11 @@ def convert_checkpoint(
     return summary
 
 
+def calibration_texts(corpus, count: int) -> list[str]:
+    """The `count` pieces of `corpus` (6-40 words, a fixed seed) that `convert_checkpoint` calibrates on."""
+    return TextPieces(corpus, 6, 40, seed=1).batch(0, count)
+
+
 def calibration_skipped(config, calibration_sentences: int, resuming: bool) -> str | None:
     """Why `convert_checkpoint` does not calibrate a conversion with this config, or None when it does."""
     if not calibration_sentences:
@@ -147,13 +153,11 @@ def calibration_skipped(config, calibration_sentences: int, resuming: bool) -> s
         return "healing resumes from a checkpoint, which holds the student already"
     if config.attention_type == "standard":
         return "standard attention converts exactly"
-    if len(set(config.attention_layer_map)) != len(config.attention_layer_map):
-        return "attention is shared across layers (one set cannot match several teacher layers)"
-    return None
+    return unsupported(config)
 
 
 def _is_local_sentence_transformer(source: str) -> bool:
     return Path(source).is_dir() and is_sentence_transformer(source)
 
 
-__all__ = ["calibration_skipped", "convert_checkpoint"]
+__all__ = ["calibration_skipped", "calibration_texts", "convert_checkpoint"]
