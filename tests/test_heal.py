@@ -241,6 +241,19 @@ def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resum
     assert "Calibration skipped: standard attention converts exactly" in printed
 
 
+def test_calibration_cuts_pieces_to_a_short_position_table(corpus, tmp_path):
+    """Calibration pieces run up to 40 words; a model with a 24-position table calibrates on them cut to 24 tokens
+    (it used to fail with 'Sequence length ... exceeds max_position_embeddings')."""
+    from sharedbert.training.conversion import convert_checkpoint
+
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(WORDS) + 7, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=48, max_position_embeddings=24)).save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    report = convert_checkpoint(str(tmp_path / "bert"), tmp_path / "out", corpus=corpus, calibration_sentences=16)
+    assert report["calibration"]["sentences"] == 16
+
+
 def test_healing_mixes_long_batches_up_to_the_position_table(corpus, tmp_path, monkeypatch):
     """A share of the steps reads long pieces, truncated at the position table (64 here), never beyond it."""
     teacher, tokenizer = make_teacher(), make_tokenizer()

@@ -100,7 +100,9 @@ def convert_checkpoint(
     teacher = BertModel.from_pretrained(source) if skip is None or heal_config is not None else None
     if skip is None:
         texts = calibration_texts(corpus, calibration_sentences)
-        fits = calibrate(model, teacher, calibration_batches(tokenizer, texts))
+        # Pieces longer than the position table (a small model's) are cut to it, as healing cuts them.
+        batches = calibration_batches(tokenizer, texts, max_length=min(256, model.config.max_position_embeddings))
+        fits = calibrate(model, teacher, batches)
         calibration = {"sentences": len(texts), "output_mse": [[f.output_mse_before, f.output_mse_after] for f in fits]}
         print(f"Calibrated on {len(texts)} pieces of the corpus; attention output error per layer (before → after): "
               + ", ".join(f"{f.output_mse_before:.4f} → {f.output_mse_after:.4f}" for f in fits))
