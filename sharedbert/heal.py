@@ -125,23 +125,56 @@ class HealResult:
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
+@dataclass(frozen=True)
+class TextInMemory:
+    """A corpus held in memory rather than in files, such as a task's training sentences (labels unused): pass it
+    wherever a corpus goes (`heal`, `convert_checkpoint`). `name` says what it is in reports and model cards."""
+
+    name: str
+    texts: tuple[str, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "texts", tuple(self.texts))
+        if not all(isinstance(text, str) for text in self.texts):
+            raise TypeError(f"TextInMemory {self.name!r} holds something other than strings; pass a sequence of texts.")
+
+    def __str__(self):
+        return self.name
+
+    def digest(self) -> str:
+        digest = hashlib.sha256()
+        for text in self.texts:
+            digest.update(text.encode("utf-8") + b"\0")
+        return digest.hexdigest()
+
+
 class TextPieces:
     """Raw text cut into pieces of random word length, in a reproducible shuffled order.
 
-    Files are decoded as UTF-8 with undecodable bytes replaced (some Gutenberg files are Latin-1) and split on any
-    whitespace (so CRLF files are fine). Piece lengths come from `seed`, so the same corpus and seed always give the
-    same pieces; epoch e visits them in the permutation drawn from (seed, e).
+    The corpus is text files or folders (`corpus_files`), or a `TextInMemory`. Files are decoded as UTF-8 with
+    undecodable bytes replaced (some Gutenberg files are Latin-1) and split on any whitespace (so CRLF files are fine).
+    Piece lengths come from `seed`, so the same corpus and seed always give the same pieces; epoch e visits them in the
+    permutation drawn from (seed, e).
     """
 
     def __init__(self, paths, min_words: int, max_words: int, seed: int):
-        self.files = corpus_files(paths)
-        words = []
-        for path in self.files:
-            words.extend(path.read_bytes().decode("utf-8", errors="replace").split())
+        digest = hashlib.sha256()
+        if isinstance(paths, TextInMemory):
+            self.files = []
+            words = " ".join(paths.texts).split()
+            digest.update(f"{paths.name}:{paths.digest()};".encode())
+            described = paths.name
+        else:
+            self.files = corpus_files(paths)
+            words = []
+            for path in self.files:
+                words.extend(path.read_bytes().decode("utf-8", errors="replace").split())
+                digest.update(f"{path.name}:{path.stat().st_size};".encode())
+            described = ", ".join(str(p) for p in self.files[:3]) + (" ..." if len(self.files) > 3 else "")
         if len(words) < min_words:
             raise ValueError(
-                f"The corpus ({', '.join(str(p) for p in self.files[:3])}{' ...' if len(self.files) > 3 else ''}) holds "
-                f"{len(words)} words; healing needs real text (at least {min_words} words, ideally megabytes)."
+                f"The corpus ({described}) holds {len(words)} words; healing needs real text (at least {min_words} "
+                "words, ideally megabytes)."
             )
         rng = random.Random(seed)
         self.pieces = []
@@ -151,9 +184,6 @@ class TextPieces:
             self.pieces.append(" ".join(words[start : start + length]))
             start += length
         self.seed = seed
-        digest = hashlib.sha256()
-        for path in self.files:
-            digest.update(f"{path.name}:{path.stat().st_size};".encode())
         self.fingerprint = f"{digest.hexdigest()[:16]}:{len(self.pieces)}"
 
     def __len__(self):
@@ -321,7 +351,7 @@ def heal(
         student: the converted SharedBert (any head; its encoder is trained).
         teacher: the original BERT (any head; its encoder is read, never changed).
         tokenizer: the teacher's tokenizer.
-        corpus: text file(s) or folder(s).
+        corpus: text file(s) or folder(s), or a `TextInMemory`.
         checkpoint_dir: where `latest/` (resumable state) and `minute-XX/` snapshots go.
         config: budget and hyper-parameters.
         resume: continue from `checkpoint_dir/latest` when it exists.
@@ -486,7 +516,7 @@ def write_model_card(folder, source: str, attention_type: str, layer_sharing: st
     healing = None
     if result is not None and config is not None:
         healing = HealingSummary(
-            corpus=[str(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus or [])],
+            corpus=[str(c) for c in ([corpus] if isinstance(corpus, (str, Path, TextInMemory)) else corpus or [])],
             steps=result.steps, batch_size=config.batch_size,
             minutes=result.elapsed_seconds / 60, first_loss=result.first_loss, last_loss=result.last_loss,
         )

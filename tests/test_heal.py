@@ -14,7 +14,7 @@ from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 from sharedbert.convert import from_bert
 from sharedbert import embeddings
 from sharedbert.embeddings import encode, sts_spearman
-from sharedbert.heal import HealConfig, TextPieces, heal
+from sharedbert.heal import HealConfig, TextInMemory, TextPieces, heal
 from sharedbert.training.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
@@ -62,6 +62,29 @@ def test_text_pieces_decode_any_bytes_and_are_reproducible(corpus):
     # Positions run on across epochs: position len(pieces) starts a new permutation of the same pieces.
     n = len(pieces)
     assert sorted(pieces.batch(n, n)) == sorted(pieces.pieces)
+
+
+def test_text_in_memory_is_a_corpus_with_its_own_fingerprint(corpus, tmp_path):
+    """A task's sentences heal without being written to files; the fingerprint follows the texts, so a checkpoint
+    healed on other sentences is not resumed silently."""
+    texts = [" ".join(WORDS[i : i + 9]) for i in range(30)]
+    in_memory = TextInMemory("thirty sentences", texts)
+    pieces = TextPieces(in_memory, 4, 12, seed=0)
+    assert pieces.files == [] and " ".join(pieces.pieces).split() == " ".join(texts).split()
+    assert pieces.fingerprint == TextPieces(TextInMemory("thirty sentences", list(texts)), 4, 12, seed=0).fingerprint
+    assert pieces.fingerprint != TextPieces(TextInMemory("thirty sentences", texts[:-1] + ["a b c d"]), 4, 12,
+                                            seed=0).fingerprint
+    with pytest.raises(TypeError, match="other than strings"):
+        TextInMemory("labels", [1, 0])
+    with pytest.raises(ValueError, match="holds 2 words"):
+        TextPieces(TextInMemory("two words", ["too short"]), 4, 12, seed=0)
+
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    student = from_bert(teacher, attention_type="shared")
+    result = heal(student, teacher, tokenizer, in_memory, tmp_path / "ck", small_config(max_steps=3), resume=False)
+    assert result.steps == 3
+    with pytest.raises(ValueError, match="another corpus"):  # resuming on other text is refused
+        heal(student, teacher, tokenizer, corpus, tmp_path / "ck", small_config(max_steps=6))
 
 
 def test_healing_lowers_the_distillation_loss(corpus, tmp_path):

@@ -310,11 +310,9 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     """The README's main command with a tiny BERT and 64 sentences: conversion, both fine-tunes, staging through
     sharedbert.hub (verified in a clean process), reload with trust_remote_code, pipeline, parameter savings."""
     out = tmp_path / "demo"
-    corpus = tmp_path / "text.txt"
-    corpus.write_text("A gorgeous, witty and moving film about two old friends and a long road home. " * 20)
     code = cli.main(["demo", "--model", str(tiny_bert_dir), "--data-dir", str(glue_dir), "--train-samples", "64",
                      "--max-length", "32", "--output-dir", str(out), "--repo-id", "someone/tiny-demo",
-                     "--heal-steps", "2", "--corpus", str(corpus)])
+                     "--heal-steps", "2"])
     printed = capsys.readouterr().out
     assert code == 0, printed[-3000:]
     summary = json.loads((out / "demo_results.json").read_text())
@@ -326,7 +324,12 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     assert [p["label"] in ("negative", "positive") for p in summary["pipeline"]] == [True] * 4
     assert "GLUE SST-2 TSVs from --data-dir" in printed and "demo wall time:" in printed
     # Healed before fine-tuning, speed measured in the same run, limits stated.
-    assert summary["healing"] == "converted and healed here for 2 steps"
-    assert (out / "healed" / "model.safetensors").is_file()
+    # Calibrated and healed on the task's own training sentences when no corpus is given.
+    train_rows = len((glue_dir / "SST-2" / "train.tsv").read_text().splitlines()) - 1
+    assert summary["healing"] == ("converted, calibrated and healed here for 2 steps on SST-2 training sentences "
+                                  f"({train_rows:,}, labels unused)")
+    report = json.loads((out / "healed" / "conversion_report.json").read_text())
+    assert report["heal"]["steps"] == 2 and report["calibration"]["sentences"] > 0
+    assert "SST-2 training sentences" in (out / "healed" / "README.md").read_text()
     assert summary["speed_ratio"] > 0 and summary["speed"]["rounds"] == 3
     assert "Limits:" in printed and "SharedBert − BERT:" in printed

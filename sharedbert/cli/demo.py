@@ -31,7 +31,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="When no healed model exists: heal the conversion for this many minutes first (default "
                         "2; 0 fine-tunes the unhealed conversion).")
     parser.add_argument("--heal-steps", type=int, help="Heal for this many steps instead of minutes.")
-    parser.add_argument("--corpus", help="Raw text to heal on (default: mlm-text in the shared data folder).")
+    parser.add_argument("--corpus", help="Raw text files or folders to calibrate and heal on (default: SST-2's "
+                        "training sentences, labels unused).")
     parser.add_argument("--train-samples", type=int, default=8000,
                         help="SST-2 training sentences (a random subset; default 8000, sized for about 5 CPU minutes).")
     parser.add_argument("--max-length", type=int, default=64, help="Tokens per sentence (default 64).")

