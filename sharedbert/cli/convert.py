@@ -50,6 +50,12 @@ def add_parser(subparsers):
     heal.add_argument("--lr", type=float, default=2e-4)
     heal.add_argument("--warmup-steps", type=int, default=30)
     heal.add_argument("--max-words", type=int, default=40, help="text pieces have 6..N words")
+    heal.add_argument("--max-length", type=int, default=512,
+                      help="tokens per sequence, at most the position table (default 512)")
+    heal.add_argument("--long-fraction", type=float, default=0.25,
+                      help="share of the steps on long pieces (100-400 words), so every position is healed")
+    heal.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
+                      help="auto: bf16 autocast only where the CPU/GPU computes bf16 natively, else fp32")
     heal.add_argument("--snapshot-minutes", type=float, nargs="*", default=[],
                       help="also save full model folders at these training minutes (for a healing curve)")
     heal.add_argument("--checkpoint-minutes", type=float, default=5.0, help="save a resumable checkpoint this often")
@@ -74,6 +80,7 @@ def run(args) -> int:
     heal = dict(
         max_steps=args.steps, max_minutes=args.minutes, batch_size=args.batch_size, learning_rate=args.lr,
         warmup_steps=args.warmup_steps, max_words=args.max_words, snapshot_minutes=list(args.snapshot_minutes),
+        max_length=args.max_length, long_fraction=args.long_fraction, precision=args.precision,
         checkpoint_minutes=args.checkpoint_minutes, checkpoint_steps=args.checkpoint_steps, threads=args.threads,
         seed=args.seed, progress=not args.no_progress,
     ) if args.heal else None
