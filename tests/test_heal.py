@@ -218,10 +218,14 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     make_tokenizer().save_pretrained(tmp_path / "bert")
     out = tmp_path / "out"
     code = main(["convert", str(tmp_path / "bert"), str(out), "--attention-type", "shared", "--heal", "--corpus",
-                 str(corpus), "--steps", "3", "--batch-size", "4", "--no-progress", "--threads", "1"])
+                 str(corpus), "--steps", "3", "--batch-size", "4", "--no-progress", "--threads", "1",
+                 "--max-length", "24", "--long-fraction", "0", "--precision", "fp32"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "attention set 1:" in printed and "Healed 3 steps" in printed
+    state = json.loads((tmp_path / "out-checkpoints" / "latest" / "trainer_state.json").read_text())
+    assert {k: state["heal_config"][k] for k in ("max_length", "long_fraction", "precision")} == {
+        "max_length": 24, "long_fraction": 0.0, "precision": "fp32"}  # the healing options reach the run
     model = AutoModel.from_pretrained(out)
     assert model.config.attention_type == "shared" and model.config.converted_from == str(tmp_path / "bert")
     assert "base_model: " + str(tmp_path / "bert") in (out / "README.md").read_text()
