@@ -203,6 +203,31 @@ def test_every_command_has_help(command, capsys):
     assert f"usage: sharedbert {command}" in capsys.readouterr().out
 
 
+def test_evaluate_writes_predictions_in_the_datasets_order(tiny_bert_dir, glue_dir, tmp_path):
+    """transformers 5 shuffles evaluation batches by length when training groups by length; the predictions file
+    must still follow the test set's rows. A regression head makes every row's value distinct."""
+    from sharedbert.training.evaluation import evaluate
+
+    out = tmp_path / "stsb"
+    finetune(task="stsb", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=0, **SMALL)
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
+    with torch.no_grad():  # spread the barely-trained outputs, so rows differ in the file's 3 decimals
+        model.classifier.weight.mul_(1e4)
+    model.save_pretrained(out)
+    predictions = tmp_path / "stsb.tsv"
+    evaluate(model=str(out), task="stsb", data_dir=glue_dir, split="test", max_eval_samples=200, max_length=32,
+             predictions_path=str(predictions))
+    written = [float(line.split("\t")[1]) for line in predictions.read_text().splitlines()[1:]]
+    rows = data.load_task("stsb", data_dir=glue_dir, splits=("test",)).datasets["test"].select(range(200))
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    with torch.no_grad():
+        direct = [float(model(**tokenizer(row["text"], row["text_pair"], truncation=True, max_length=32,
+                                          return_tensors="pt")).logits) for row in rows]
+    assert len(written) == 200 and len(set(written)) > 50
+    assert written == pytest.approx(direct, rel=1e-3, abs=0.05)
+
+
 def test_evaluate_writes_test_predictions(tiny_bert_dir, glue_dir, tmp_path):
     out = tmp_path / "run"
     finetune(task="wnli", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=0, **SMALL)

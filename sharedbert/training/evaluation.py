@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from ..atomic import atomic_write_text
 from . import data as data_module
 from .models import load_tokenizer
-from .trainer import atomic_write_json, output_folder, training_arguments
+from .trainer import PredictingTrainer, atomic_write_json, output_folder, training_arguments
 
 
 def evaluate(
@@ -68,7 +68,8 @@ def evaluate(
 
     with output_folder() as workdir:  # the Trainer needs a folder; nothing is kept
         args = training_arguments(workdir, eval_batch_size=batch_size, evaluations=0)
-        trainer = Trainer(model=classifier, args=args, processing_class=tok, data_collator=DataCollatorWithPadding(tok))
+        trainer = PredictingTrainer(model=classifier, args=args, processing_class=tok,
+                                    data_collator=DataCollatorWithPadding(tok))
         output = trainer.predict(eval_set if labelled else eval_set.remove_columns("label"))
     predictions = data_module.predictions_from_logits(spec, output.predictions)
     metrics = data_module.compute_metrics(spec, predictions, eval_set["label"]) if labelled else {}

@@ -254,7 +254,26 @@ class CheckpointCallback(TrainerCallback):
             self._sigint = None
 
 
-class ResumableTrainer(Trainer):
+class InOrderPredictions:
+    """A Trainer mixin whose `predict`/`evaluate` read the dataset in its own order.
+
+    transformers 5 also applies `train_sampling_strategy="group_by_length"` (which `training_arguments` sets) to
+    evaluation: `_get_eval_sampler` returns a shuffled `LengthGroupedSampler`, so `predict(...).predictions` come out
+    in another order than the dataset's. Metrics the Trainer computes from its own `label_ids` are unaffected, but any
+    caller that pairs the predictions with the dataset (a predictions file, references for BLEU/chrF) pairs them
+    with the wrong rows."""
+
+    def _get_eval_sampler(self, eval_dataset):
+        if eval_dataset is None or not hasattr(eval_dataset, "__len__"):
+            return None
+        return torch.utils.data.SequentialSampler(eval_dataset)
+
+
+class PredictingTrainer(InOrderPredictions, Trainer):
+    """A `Trainer` whose predictions follow the dataset's order (`InOrderPredictions`)."""
+
+
+class ResumableTrainer(InOrderPredictions, Trainer):
     """A `Trainer` whose checkpoints hold no pickle and never appear half-written.
 
     Each checkpoint is a folder `checkpoint_dir/checkpoint-STEP` with the weights (`model.safetensors`), the tokenizer,
@@ -541,6 +560,8 @@ def save_run(trainer: Trainer, tokenizer, folder: Path, results_name: str, resul
 
 __all__ = [
     "BatchSeededCollator",
+    "InOrderPredictions",
+    "PredictingTrainer",
     "CheckpointCallback",
     "EpochSeededSampler",
     "KeepBestCallback",
