@@ -26,7 +26,8 @@ def add_parser(subparsers):
     )
     parser.add_argument("out", help="the staged, Hub-ready folder to write (new, empty, or an earlier staged one)")
     parser.add_argument("--work-dir", default="runs/build-minilm", help="healed model and checkpoints (resumable)")
-    parser.add_argument("--minutes", type=float, default=45.0, help="healing budget in training minutes (default 45, the measured build)")
+    parser.add_argument("--minutes", type=float, default=45.0,
+                        help="healing budget in training minutes (default 45, the measured build)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: best on a shared machine)")
     parser.add_argument("--corpus", help="raw-text folder (default: mlm-text in the shared data folder)")
     parser.add_argument("--sts", help="STS-B dev TSV (default: glue/STS-B/dev.tsv in the shared data folder)")

