@@ -22,7 +22,7 @@ checkpoint: setup
 	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --minutes 45 --threads 1
 
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --durations=15
 
 clean:
 	rm -rf $(VENV) runs
