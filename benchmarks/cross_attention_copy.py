@@ -130,8 +130,8 @@ def main(argv=None) -> int:
             runs.append(run(kind, seed, steps))
             print(f"{kind} seed {seed}: steps to copy {runs[-1]['steps_to_copy']}, "
                   f"final loss {runs[-1]['final_loss']:.4f} ({runs[-1]['seconds']:.0f} s)", flush=True)
-    results = {"command": "python benchmarks/cross_attention_copy.py " + " ".join(sys.argv[1:] if argv is None
-                                                                                  else argv),
+    results = {"command": ("python benchmarks/cross_attention_copy.py " + " ".join(sys.argv[1:] if argv is None
+                                                                                   else argv)).strip(),
                "steps": steps, "seeds": seeds, "attention_types": list(kinds), "threads": args.threads,
                "torch": torch.__version__, "runs": runs}
     args.output_dir.mkdir(parents=True, exist_ok=True)

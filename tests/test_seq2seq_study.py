@@ -93,6 +93,17 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
     assert cell["resumed"] is True and cell["train_tokens_per_second_unshared_machine"] is None
     assert not checkpoints.exists()  # discarded once the cell is scored
 
+    # The resumed cell is the cell that was never stopped: same last training loss, same generations.
+    uninterrupted = [*arguments]
+    uninterrupted[uninterrupted.index("--output-dir") + 1] = str(tmp_path / "results-uninterrupted")
+    uninterrupted[uninterrupted.index("--work-dir") + 1] = str(tmp_path / "work-uninterrupted")
+    assert study.main(uninterrupted) == 0
+    reference = json.loads((tmp_path / "results-uninterrupted" / "seq2seq.json").read_text())["cells"][
+        "shared-all/seed1"]
+    assert reference["resumed"] is False
+    assert cell["final_train_loss"] == pytest.approx(reference["final_train_loss"], rel=1e-5)
+    assert cell["examples"] == reference["examples"] and cell["chrf"] == pytest.approx(reference["chrf"])
+
 
 def test_results_of_another_recipe_are_refused_before_any_training(tmp_path, monkeypatch):
     (tmp_path / "seq2seq.json").write_text(json.dumps({"recipe": {"steps": 1}, "cells": {"bert2bert/seed1": {}}}))
