@@ -404,7 +404,10 @@ def report(output_dir: Path) -> str:
     lines = ["# Sequence-to-sequence study: sentence denoising, warm-started from all-MiniLM-L6-v2", ""]
     if "recipe" in data:
         lines += [f"Recipe: {data['recipe']}", ""]
-    lines += ["| variant | parameters | × BERT2BERT | chrF | BLEU | exact match | seeds |", "|---|---|---|---|---|---|---|"]
+    # The last logged training loss says whether a model learned to copy from its source: source-blind models
+    # plateau near 5 (they write fluent text unrelated to the source), copying ones fall to about 2.
+    lines += ["| variant | parameters | × BERT2BERT | chrF | BLEU | exact match | final training loss | seeds |",
+              "|---|---|---|---|---|---|---|---|"]
     by_variant = {v: [c for c in cells.values() if c["variant"] == v] for v in VARIANTS}
     base_params = by_variant[BASELINE][0]["parameters"] if by_variant[BASELINE] else None
 
@@ -419,15 +422,18 @@ def report(output_dir: Path) -> str:
         lines.append(f"| {variant} | {params:,} | {params / base_params:.3f} |" if base_params else
                      f"| {variant} | {params:,} | – |")
         lines[-1] += (f" {spread([r['chrf'] for r in rows])} | {spread([r['bleu'] for r in rows])} | "
-                      f"{spread([r['exact_match'] for r in rows])} | {len(rows)} |")
+                      f"{spread([r['exact_match'] for r in rows])} | "
+                      f"{spread([r['final_train_loss'] for r in rows if r.get('final_train_loss') is not None])} | "
+                      f"{len(rows)} |")
     if by_variant[BASELINE]:
         lines += ["", "Paired chrF differences against BERT2BERT (same seeds; mean ± standard error):"]
         base = {r["seed"]: r["chrf"] for r in by_variant[BASELINE]}
         for variant in VARIANTS[1:]:
             diffs = [r["chrf"] - base[r["seed"]] for r in by_variant[variant] if r["seed"] in base]
             if diffs:
-                error = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
-                lines.append(f"- {variant}: {statistics.mean(diffs):+.2f} ± {error:.2f} (n={len(diffs)})")
+                error = (f" ± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f}" if len(diffs) > 1
+                         else " (one seed: no spread yet)")
+                lines.append(f"- {variant}: {statistics.mean(diffs):+.2f}{error} (n={len(diffs)})")
     speed = data.get("speed")
     if speed:
         lines += ["", f"Speed, side by side in one process ({speed['threads']} threads, {speed['rounds']} rounds, "
