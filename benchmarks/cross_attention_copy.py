@@ -14,7 +14,7 @@ for `attention_type`, trained with AdamW (lr 1e-3, batches of 32, no dropout) fr
 Reported per attention type over seeds: the first step at which the 50-step mean training loss falls below 0.1
 ("steps to copy"; the task's loss can reach 0) and the final 50-step mean loss.
 
-    python benchmarks/cross_attention_copy.py                 # 4 types x 3 seeds, about 12 minutes on one core
+    python benchmarks/cross_attention_copy.py                 # 4 types x 3 seeds, about 14 minutes on one core
     python benchmarks/cross_attention_copy.py --quick         # seconds (the test runs it)
 
 Writes benchmarks/results/cross_attention_copy.{json,md}.
@@ -44,9 +44,8 @@ def make_batch(generator):
     sources = torch.zeros((BATCH, LENGTH + MAX_JUNK), dtype=torch.long)
     for row in range(BATCH):
         at = int(torch.randint(0, LENGTH + 1, (1,), generator=generator))
-        junk = torch.randint(JUNK_TOKENS.start, JUNK_TOKENS.stop, (int(torch.randint(1, MAX_JUNK + 1, (1,),
-                                                                                     generator=generator)),),
-                             generator=generator)
+        junk_length = int(torch.randint(1, MAX_JUNK + 1, (1,), generator=generator))
+        junk = torch.randint(JUNK_TOKENS.start, JUNK_TOKENS.stop, (junk_length,), generator=generator)
         noisy = torch.cat([targets[row, :at], junk, targets[row, at:]])
         sources[row, : len(noisy)] = noisy
 
@@ -120,6 +119,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import torch
 
+    from sharedbert.atomic import atomic_write_text
+
     torch.set_num_threads(args.threads)
     kinds, seeds, steps = ATTENTION_TYPES, args.seeds, args.steps
     if args.quick:
@@ -136,11 +137,8 @@ def main(argv=None) -> int:
                "torch": torch.__version__, "runs": runs}
     args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = "cross_attention_copy" + ("_quick" if args.quick else "")
-    for suffix, text in ((".json", json.dumps(results, indent=1) + "\n"), (".md", report(results))):
-        path = args.output_dir / (stem + suffix)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(text)
-        temporary.replace(path)
+    atomic_write_text(args.output_dir / (stem + ".json"), json.dumps(results, indent=1) + "\n")
+    atomic_write_text(args.output_dir / (stem + ".md"), report(results))
     print(report(results))
     return 0
 
