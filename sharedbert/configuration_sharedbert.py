@@ -10,7 +10,8 @@ A BERT configuration plus the three weight-sharing choices this model family com
   attention-only / FFN-only; Takase & Kiyono 2021's sequence / cycle / cycle_rev orders).
 * ``tie_word_embeddings``: the masked-LM decoder reuses the word-embedding matrix (Press & Wolf 2017).
 * ``is_decoder`` / ``add_cross_attention``: a left-to-right decoder (causal self-attention), optionally with a
-  cross-attention sublayer after self-attention in every layer, as in BERT's `BertLMHeadModel`.
+  cross-attention sublayer after self-attention in every layer, as in BERT's `BertLMHeadModel`;
+  ``cross_attention_type`` projects cross-attention another way than self-attention (default: the same way).
 * ``is_encoder_decoder`` and the ``share_encoder_decoder_*`` / ``decoder_vocab_size`` / ``scale_embedding`` fields:
   the sequence-to-sequence model `SharedBertForConditionalGeneration` (T5 / BERTShare layer sharing, Vaswani et al.
   §3.4's three-way tied embeddings and √d_model scaling, Rothe et al. 2020's BERT2BERT warm start).
@@ -68,7 +69,13 @@ class SharedBertConfig(PreTrainedConfig):
         add_cross_attention (`bool`, defaults to `False`):
             A cross-attention sublayer after self-attention in every layer, attending to `encoder_hidden_states`.
             Requires `is_decoder=True`. It projects queries and keys/values as the configured `attention_type` does
-            (see the modeling module's docstring) and is shared across depth like the self-attention.
+            (see the modeling module's docstring), unless `cross_attention_type` says otherwise, and is shared
+            across depth like the self-attention.
+        cross_attention_type (`str`, *optional*):
+            How cross-attention projects its queries, keys and values: one of the `attention_type` values, or None
+            (default) for the same as `attention_type`. E.g. `"standard"` gives shared-projection self-attention
+            with BERT's separate Wq, Wk, Wv in cross-attention, where queries and keys come from two different
+            streams (decoder and encoder states); see docs/generation.md for what that changed on a real task.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its keys and values (`past_key_values`) for fast generation. Encoders ignore it.
         is_encoder_decoder (`bool`, defaults to `False`):
@@ -117,6 +124,7 @@ class SharedBertConfig(PreTrainedConfig):
     classifier_dropout: float | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
+    cross_attention_type: str | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = False
     share_encoder_decoder_layers: bool = False
@@ -193,6 +201,8 @@ class SharedBertConfig(PreTrainedConfig):
                 f"{[h for h in (1, 2, 4, 8, 12, 16) if self.hidden_size % h == 0]}."
             )
         _require_choice("attention_type", self.attention_type, ATTENTION_TYPES)
+        if self.cross_attention_type is not None:
+            _require_choice("cross_attention_type", self.cross_attention_type, ATTENTION_TYPES)
         _require_choice("layer_sharing", self.layer_sharing, LAYER_SHARING_MODES)
         _require_choice("sharing_order", self.sharing_order, SHARING_ORDERS)
         if self.num_unique_layers > self.num_hidden_layers:
@@ -269,6 +279,11 @@ class SharedBertConfig(PreTrainedConfig):
         if config is not self and decoder and self.is_encoder_decoder:
             config.vocab_size = self.target_vocab_size
         return config
+
+    @property
+    def effective_cross_attention_type(self) -> str:
+        """The attention type of the cross-attention sublayers: `cross_attention_type`, else `attention_type`."""
+        return self.cross_attention_type if self.cross_attention_type is not None else self.attention_type
 
     @property
     def target_vocab_size(self) -> int:

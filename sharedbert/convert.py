@@ -125,7 +125,6 @@ def from_bert(
     values.update(config_overrides)
     values.setdefault("converted_from", source_name)
     config = SharedBertConfig(**values)
-    fit_method = resolve_fit_method(fit_method, config.attention_type)
     if model_class is None:
         if architecture not in HEAD_CLASSES:
             raise ValueError(
@@ -246,7 +245,9 @@ def _strip_prefix(state_dict):
     return {key.removeprefix("bert."): value for key, value in state_dict.items()}
 
 
-def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_method: str = "invariant"):
+def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_method: str = "auto"):
+    """SharedBert weights for `config` from BERT's `bert` (keys without `bert.`). `fit_method` is resolved per
+    sublayer, by the type of that sublayer: cross-attention may have its own (`cross_attention_type`)."""
     target = {}
 
     def take(key):
@@ -263,10 +264,10 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         target[f"{prefix}embeddings.LayerNorm.{p}"] = take(f"embeddings.LayerNorm.{p}")
 
     report = []
-    sublayers = [("attention", "attention")]
+    sublayers = [("attention", "attention", config.attention_type)]
     if config.add_cross_attention and "encoder.layer.0.crossattention.self.query.weight" in bert:
-        sublayers.append(("crossattention", "crossattention"))
-    for (ours, theirs), (unique, layers) in (
+        sublayers.append(("crossattention", "crossattention", config.effective_cross_attention_type))
+    for (ours, theirs, attention_type), (unique, layers) in (
         (names, group) for names in sublayers for group in _groups(config.attention_layer_map).items()
     ):
         att = f"{prefix}encoder.{ours}.{unique}"
@@ -278,8 +279,9 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
             torch.cat([mean_over(layers, src + f"self.{n}.weight"), mean_over(layers, src + f"self.{n}.bias")[:, None]], 1)
             for n in ("query", "key", "value")
         )
-        o = target[f"{att}.output.dense.weight"] if fit_method == "invariant" else None
-        fitted, retained = fit_attention(config.attention_type, q, k, v, config.num_attention_heads, o=o)
+        invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
+        o = target[f"{att}.output.dense.weight"] if invariant else None
+        fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o)
         if "output.dense.weight" in fitted:  # the value channels changed basis: the output projection follows
             target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})
@@ -474,6 +476,7 @@ def _fit_invariant(attention_type, q, k, v, o, num_heads):
 
 # Fields that describe the seq2seq model rather than its stacks: they go to the seq2seq config, not to `from_bert`.
 SEQ2SEQ_FIELDS = (
+    "cross_attention_type",
     "share_encoder_decoder_layers",
     "share_encoder_decoder_embeddings",
     "scale_embedding",
@@ -603,6 +606,7 @@ def encoder_decoder_to_seq2seq(model, fit_method: str = "auto", **config_overrid
             None if decoder.config.vocab_size == encoder.config.vocab_size else decoder.config.vocab_size
         ),
         tie_word_embeddings=decoder.config.tie_word_embeddings,
+        cross_attention_type=decoder.config.cross_attention_type,
     )
     for field in ("decoder_start_token_id", "pad_token_id", "eos_token_id", "bos_token_id"):
         value = getattr(model.generation_config, field, None)

@@ -12,6 +12,8 @@ Decoding (`is_decoder`, `add_cross_attention`, `SharedBertLMHeadModel`, `SharedB
   both sides where the type ties them. shared: one Ws of its own, S_X = X·Ws + b and S_H = H·Ws + b, Q = S_X⊙dq,
   K = S_H⊙dk, V = S_H⊙dv; standard: separate Wq (on X), Wk and Wv (on H); symmetric: K = H·Wq + bq, Wq applied to
   the encoder states; pairwise: the same plus the per-head bilinear matrix P_h, scores Q_X·P_h·K_Hᵀ.
+  `cross_attention_type` chooses another type for cross-attention alone (e.g. shared self-attention with standard
+  cross-attention).
 * Cross-layer sharing covers the decoder too: the cross-attention sublayers follow the attention index map (with
   `layer_sharing="attention"` or `"all"` they are shared across depth exactly as self-attention is).
 * A cache slot belongs to each depth (`layer_idx` = depth), never to a stored module: a module shared by several
@@ -408,7 +410,8 @@ class SharedBertAttention(nn.Module):
     def __init__(self, config: SharedBertConfig, is_cross_attention: bool = False):
         super().__init__()
         self.is_cross_attention = is_cross_attention
-        self.self = SELF_ATTENTION_CLASSES[config.attention_type](config)
+        attention_type = config.effective_cross_attention_type if is_cross_attention else config.attention_type
+        self.self = SELF_ATTENTION_CLASSES[attention_type](config)
         self.output = SharedBertSelfOutput(config)
         self.folded_versions = None  # parameter versions at the last `fold_for_inference`, to catch stale folds
 
@@ -894,13 +897,18 @@ def describe_incompatible_checkpoint(
                 return attention_type
         return None
 
-    found = attention_type_of(checkpoint_keys)
     lines = [f"The checkpoint at {path} does not fit this SharedBert config."]
-    if found and found != config.attention_type:
-        lines.append(
-            f"It holds attention_type={found!r} weights but the config asks for {config.attention_type!r}: "
-            f"load it with attention_type={found!r} (or convert it with sharedbert.convert)."
-        )
+    # Self- and cross-attention are judged apart: `cross_attention_type` may give them different types.
+    for field, is_cross, wanted in (
+        ("attention_type", False, config.attention_type),
+        ("cross_attention_type", True, config.effective_cross_attention_type),
+    ):
+        found = attention_type_of([key for key in checkpoint_keys if (".crossattention." in key) == is_cross])
+        if found and found != wanted:
+            lines.append(
+                f"It holds {field}={found!r} weights but the config asks for {wanted!r}: load it with "
+                f"{field}={found!r} (or convert it with sharedbert.convert)."
+            )
     if missing:
         lines.append(f"Weights missing from the checkpoint ({len(missing)}): {missing[:5]}")
     if unexpected:

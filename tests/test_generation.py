@@ -14,6 +14,7 @@ from transformers import (
 
 from sharedbert import ATTENTION_TYPES, SharedBertLMHeadModel, SharedBertModel
 from sharedbert.convert import from_bert
+from sharedbert.modeling_sharedbert import SELF_ATTENTION_CLASSES, SharedProjectionSelfAttention
 
 SHARING = [("none", None), ("all", 1), ("attention", 2)]
 
@@ -31,13 +32,15 @@ def random_bert_decoder(cross_attention: bool) -> BertLMHeadModel:
     return bert
 
 
-def decoder(attention_type="shared", layer_sharing="none", num_unique_layers=None, cross_attention=True):
+def decoder(attention_type="shared", layer_sharing="none", num_unique_layers=None, cross_attention=True,
+            cross_attention_type=None):
     config = tiny_config(
         attention_type=attention_type,
         layer_sharing=layer_sharing,
         num_unique_layers=num_unique_layers,
         is_decoder=True,
         add_cross_attention=cross_attention,
+        cross_attention_type=cross_attention_type,
     )
     model = SharedBertLMHeadModel(config).eval()
     with torch.no_grad():  # the per-channel vectors start at 1 and P_h at I: move them so each type is itself
@@ -199,6 +202,61 @@ def test_cross_attention_keys_and_values_are_computed_once_per_generation(attent
     calls.clear()
     model.generate(prompt(), max_new_tokens=7, do_sample=False, use_cache=False, **encoder_states())
     assert len(calls) == 7 * model.config.num_hidden_layers  # without the cache: every step again
+
+
+# --- cross_attention_type: cross-attention of another type than self-attention --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "self_type, cross_type", [("shared", "standard"), ("standard", "shared"), ("symmetric", "pairwise")]
+)
+def test_cross_attention_type_sets_cross_attention_alone(tmp_path, self_type, cross_type):
+    model = decoder(self_type, "all", 1, cross_attention_type=cross_type)
+    stack = model.sharedbert.encoder
+    assert all(type(module.self) is SELF_ATTENTION_CLASSES[self_type] for module in stack.attention)
+    assert all(type(module.self) is SELF_ATTENTION_CLASSES[cross_type] for module in stack.crossattention)
+    ids, extra = prompt(), encoder_states()
+    cached = model.generate(ids, max_new_tokens=8, do_sample=False, **extra)
+    assert torch.equal(model.generate(ids, max_new_tokens=8, do_sample=False, use_cache=False, **extra), cached)
+    with torch.no_grad():
+        expected = model(ids, **extra).logits
+    model.save_pretrained(tmp_path)
+    reloaded = SharedBertLMHeadModel.from_pretrained(tmp_path).eval()
+    assert reloaded.config.cross_attention_type == cross_type
+    with torch.no_grad():
+        assert torch.equal(reloaded(ids, **extra).logits, expected)
+    # Folding folds whichever sublayers are shared-projection attention, and only those.
+    model.fold_for_inference()
+    with torch.no_grad():
+        assert (model(ids, **extra).logits - expected).abs().max() <= 1e-5
+    for module in (*stack.attention, *stack.crossattention):
+        assert (module.folded_versions is not None) == isinstance(module.self, SharedProjectionSelfAttention)
+
+
+def test_checkpoint_of_another_cross_attention_type_is_refused_by_name(tmp_path):
+    decoder("shared", cross_attention_type="standard").save_pretrained(tmp_path)
+    with pytest.raises(ValueError) as error:
+        SharedBertLMHeadModel.from_pretrained(tmp_path, cross_attention_type=None)
+    message = str(error.value)
+    assert "cross_attention_type='standard' weights" in message and "asks for 'shared'" in message
+    assert "It holds attention_type=" not in message  # the self-attention weights do fit
+
+
+def test_standard_cross_attention_converts_exactly_beside_fitted_self_attention():
+    """from_bert fits each sublayer by its own type: standard cross-attention is BERT's, copied exactly."""
+    bert = random_bert_decoder(cross_attention=True)
+    ours = from_bert(bert, attention_type="shared", cross_attention_type="standard")
+    for depth in range(bert.config.num_hidden_layers):
+        theirs = bert.bert.encoder.layer[depth].crossattention.self
+        mine = ours.sharedbert.encoder.crossattention[depth].self
+        for name in ("query", "key", "value"):
+            assert torch.equal(getattr(mine, name).weight, getattr(theirs, name).weight), (depth, name)
+        assert type(ours.sharedbert.encoder.attention[depth].self) is SharedProjectionSelfAttention
+
+
+def test_unknown_cross_attention_type_is_refused():
+    with pytest.raises(ValueError, match=r"`cross_attention_type` must be one of \['shared', 'standard'"):
+        tiny_config(is_decoder=True, add_cross_attention=True, cross_attention_type="separate")
 
 
 # --- bad inputs ------------------------------------------------------------------------------------------------

@@ -250,7 +250,8 @@ def test_the_card_template_is_package_data(staged, tmp_path):
         ("SharedBertLMHeadModel", dict(is_decoder=True, add_cross_attention=True)),
         ("SharedBertForPreTraining", {}),
         ("SharedBertForConditionalGeneration", dict(is_encoder_decoder=True, share_encoder_decoder_layers=True,
-                                                    share_encoder_decoder_embeddings=True)),
+                                                    share_encoder_decoder_embeddings=True,
+                                                    cross_attention_type="standard")),
     ],
 )
 def test_generation_heads_stage_and_verify_without_the_package(architecture, overrides, tmp_path):
@@ -263,6 +264,13 @@ def test_generation_heads_stage_and_verify_without_the_package(architecture, ove
     assert staged.verification["max_abs_diff"] <= hub.TOLERANCE
     card = ModelCard.load(tmp_path / "staged" / "README.md")
     assert hub.card.HEAD_DESCRIPTIONS[architecture] in card.text
+    # The card's cross-attention row: its own type where set, self-attention's otherwise, none without cross-attention.
+    cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared`: one shared projection",
+                 "SharedBertForConditionalGeneration": "| Cross-attention | `standard`: BERT's separate"}
+    if architecture in cross_row:
+        assert cross_row[architecture] in card.text
+    else:
+        assert "| Cross-attention |" not in card.text
 
 
 def test_model_card(staged, sources):

@@ -28,6 +28,7 @@ VARIANTS = {
     "embeddings": {"share_encoder_decoder_embeddings": True},
     "all": FULLY_SHARED,
     "all+scaled+albert": {**FULLY_SHARED, "scale_embedding": True, "layer_sharing": "all", "num_unique_layers": 2},
+    "all+standard-cross": {**FULLY_SHARED, "cross_attention_type": "standard"},
 }
 
 
@@ -116,6 +117,13 @@ def test_bert2bert_converts_exactly_into_the_seq2seq_class():
     for beams in (1, 3):
         expected = bert2bert.generate(**inputs, max_new_tokens=6, num_beams=beams, do_sample=False)
         assert torch.equal(model.generate(**inputs, max_new_tokens=6, num_beams=beams, do_sample=False), expected)
+    # Shared self-attention beside BERT's own cross-attention: the cross-attention weights carry over exactly.
+    mixed = encoder_decoder_to_seq2seq(bert2bert, attention_type="shared", cross_attention_type="standard")
+    assert mixed.config.cross_attention_type == "standard"
+    for depth, layer in enumerate(bert2bert.decoder.bert.encoder.layer):
+        for name in ("query", "key", "value"):
+            assert torch.equal(getattr(mixed.decoder.crossattention[depth].self, name).weight,
+                               getattr(layer.crossattention.self, name).weight)
 
 
 # --- generation and the cache ---------------------------------------------------------------------------------
@@ -181,6 +189,17 @@ def test_fully_shared_model_counts_each_part_once():
     assert _count(unshared) == _count(model) + _count(SharedBertModel(config, add_pooling_layer=False).encoder) + (
         _count(SharedBertModel(config).embeddings)
     )
+
+
+def test_cross_attention_type_changes_only_the_cross_attention_parameters():
+    shared = SharedBertForConditionalGeneration(tiny_config(is_encoder_decoder=True, **FULLY_SHARED))
+    config = tiny_config(is_encoder_decoder=True, cross_attention_type="standard", **FULLY_SHARED)
+    mixed = SharedBertForConditionalGeneration(config)
+    assert type(mixed.decoder.crossattention[0].self).__name__ == "StandardSelfAttention"
+    assert type(mixed.sharedbert.encoder.attention[0].self).__name__ == "SharedProjectionSelfAttention"
+    d, sets = config.hidden_size, len(set(config.attention_layer_map))
+    # Standard: Wq, Wk, Wv and three biases; shared: Ws, b and dq, dk, dv.
+    assert _count(mixed) - _count(shared) == sets * ((3 * d * d + 3 * d) - (d * d + 4 * d))
 
 
 def test_parameters_at_minilm_dims_against_bert2bert():
@@ -341,6 +360,14 @@ def test_warm_start_from_a_sharedbert_checkpoint(tmp_path):
             assert torch.equal(model.state_dict()[key], value), key
     with pytest.raises(ValueError, match="missing|fit"):
         warm_start_seq2seq(tmp_path, decoder_start_token_id=2, attention_type="shared")
+    # Cross-attention starts untrained either way, so its type is a seq2seq choice a SharedBert checkpoint allows.
+    standard_cross = warm_start_seq2seq(tmp_path, decoder_start_token_id=2, cross_attention_type="standard",
+                                        **FULLY_SHARED)
+    assert standard_cross.config.cross_attention_type == "standard"
+    assert type(standard_cross.decoder.crossattention[0].self).__name__ == "StandardSelfAttention"
+    for key, value in model.state_dict().items():
+        if ".crossattention." not in key:
+            assert torch.equal(standard_cross.state_dict()[key], value), key
 
 
 # --- remote code, Trainer, PEFT ---------------------------------------------------------------------------------

@@ -260,6 +260,10 @@ def build_model_card(
         "mask_token": getattr(loaded.tokenizer, "mask_token", None),
         "attention_type": config.attention_type,
         "attention_description": ATTENTION_DESCRIPTIONS[config.attention_type],
+        # Only a model with cross-attention (a decoder, a seq2seq model) has a cross-attention row.
+        "cross_attention_type": (config.effective_cross_attention_type
+                                 if config.add_cross_attention or config.is_encoder_decoder else None),
+        "cross_attention_description": ATTENTION_DESCRIPTIONS[config.effective_cross_attention_type],
         "sharing_description": _sharing_description(config),
         "tied_embeddings": bool(config.tie_word_embeddings),
         "config": config,
