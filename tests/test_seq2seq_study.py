@@ -30,6 +30,34 @@ def test_flop_bound_counts_the_projections_shared_attention_saves():
     assert 1.0 < base / shared < 1.1  # the vocabulary projection dominates a decoding step at these sizes
 
 
+def test_each_shared_variant_is_built_as_named(tmp_path):
+    """The variants differ only where their names say: what encoder and decoder share, and the cross-attention type."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from sharedbert import SharedBertTokenizer
+
+    BertForMaskedLM(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=37)).save_pretrained(tmp_path)
+    tokenizer = SharedBertTokenizer(vocab={t: i for i, t in enumerate(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(94))])})
+    built = {variant: study.build_model(variant, str(tmp_path), tokenizer) for variant in study.VARIANTS[1:]}
+    expected = {"shared2shared": (False, "SharedProjectionSelfAttention"),
+                "shared-all": (True, "SharedProjectionSelfAttention"),
+                "shared-all-standard-cross": (True, "StandardSelfAttention")}
+    for variant, model in built.items():
+        shares, cross = expected[variant]
+        config = model.config
+        assert config.share_encoder_decoder_layers is shares and config.share_encoder_decoder_embeddings is shares
+        assert type(model.decoder.crossattention[0].self).__name__ == cross, variant
+        assert type(model.sharedbert.encoder.attention[0].self).__name__ == "SharedProjectionSelfAttention"
+        assert model.generation_config.decoder_start_token_id == tokenizer.cls_token_id
+    mixed, shared = built["shared-all-standard-cross"].state_dict(), built["shared-all"].state_dict()
+    for key, value in shared.items():  # the same warm start everywhere but cross-attention
+        if ".crossattention." not in key:
+            assert torch.equal(mixed[key], value), key
+
+
 @pytest.mark.slow
 def test_quick_study_trains_scores_reports_and_resumes(tmp_path, mlm_text_dir, minilm_path, capsys):
     arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
