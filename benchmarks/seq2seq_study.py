@@ -52,7 +52,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-VARIANTS = ("bert2bert", "shared2shared", "shared-all", "shared-all-standard-cross")
+FULLY_SHARED = {"share_encoder_decoder_layers": True, "share_encoder_decoder_embeddings": True}
+# The SharedBert variants' seq2seq settings (see the module docstring); BERT2BERT is transformers' own.
+SHAREDBERT_VARIANTS = {
+    "shared2shared": {},
+    "shared-all": FULLY_SHARED,
+    "shared-all-standard-cross": {**FULLY_SHARED, "cross_attention_type": "standard"},
+}
+VARIANTS = ("bert2bert", *SHAREDBERT_VARIANTS)
 BASELINE = "bert2bert"
 
 
@@ -171,7 +178,7 @@ def build_model(variant: str, source: str, tokenizer, calibration_texts: list[st
         from transformers import EncoderDecoderModel
 
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(source, source)
-    elif variant in VARIANTS[1:]:
+    elif variant in SHAREDBERT_VARIANTS:
         from transformers import BertModel
 
         from sharedbert.calibrate import calibrate, calibration_batches
@@ -180,11 +187,7 @@ def build_model(variant: str, source: str, tokenizer, calibration_texts: list[st
         converted = from_bert(source, attention_type="shared", fit_method="invariant")
         if calibration_texts:
             calibrate(converted, BertModel.from_pretrained(source), calibration_batches(tokenizer, calibration_texts))
-        everything = variant.startswith("shared-all")
-        cross_attention_type = "standard" if variant.endswith("standard-cross") else None
-        model = warm_start_seq2seq(converted, tokenizer, share_encoder_decoder_layers=everything,
-                                   share_encoder_decoder_embeddings=everything,
-                                   cross_attention_type=cross_attention_type)
+        model = warm_start_seq2seq(converted, tokenizer, **SHAREDBERT_VARIANTS[variant])
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
     for config in (model.config, model.generation_config):
