@@ -260,6 +260,8 @@ def build_model_card(
         "mask_token": getattr(loaded.tokenizer, "mask_token", None),
         "attention_type": config.attention_type,
         "attention_description": ATTENTION_DESCRIPTIONS[config.attention_type],
+        "stack_description": ("a BERT-style encoder and decoder" if config.is_encoder_decoder
+                              else "a causal BERT-style decoder" if config.is_decoder else "a BERT encoder"),
         # Only a model with cross-attention (a decoder, a seq2seq model) has a cross-attention row.
         "cross_attention_type": (config.effective_cross_attention_type
                                  if config.add_cross_attention or config.is_encoder_decoder else None),
