@@ -264,10 +264,11 @@ def test_generation_heads_stage_and_verify_without_the_package(architecture, ove
     assert staged.verification["max_abs_diff"] <= hub.TOLERANCE
     card = ModelCard.load(tmp_path / "staged" / "README.md")
     assert hub.card.HEAD_DESCRIPTIONS[architecture] in card.text
-    # The card's cross-attention row: its own type where set, self-attention's otherwise, none without cross-attention.
+    # The opening sentence names the stack: decoder, encoder and decoder, or encoder.
     stack = {"SharedBertLMHeadModel": "a causal BERT-style decoder whose self-attention",
              "SharedBertForConditionalGeneration": "a BERT-style encoder and decoder whose self-attention"}
     assert stack.get(architecture, "a BERT encoder whose self-attention") in card.text
+    # The card's cross-attention row: its own type where set, self-attention's otherwise, none without cross-attention.
     cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared`: one shared projection",
                  "SharedBertForConditionalGeneration": "| Cross-attention | `standard`: BERT's separate"}
     if architecture in cross_row:
