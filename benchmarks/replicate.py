@@ -186,6 +186,19 @@ def recipe_hash(recipe: dict) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def corpus_tokenizer(folder: Path, corpus: list[str], vocab_size: int, block_size: int) -> Path:
+    """A WordPiece vocabulary trained on `corpus` into `folder`, once: training is deterministic, and studies that
+    share a work dir wait on a lock rather than train it twice."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder.with_name(f".{folder.name}.lock")):
+        if not (folder / "tokenizer_config.json").is_file():
+            units = data_module.corpus_units(data_module.corpus_files(corpus))
+            tok = train_wordpiece(units["text"], vocab_size=vocab_size, model_max_length=block_size)
+            with atomic_directory(folder) as tmp:
+                tok.save_pretrained(str(tmp))
+    return folder
+
+
 def cell_key(variant: str, seed: int, stage: str) -> str:
     return f"{variant}/seed{seed}/{stage}"
 
@@ -259,16 +272,8 @@ class Study:
 
     def tokenizer_dir(self) -> Path:
         """The study's WordPiece vocabulary, trained once on the corpus (deterministic) and reused by every cell."""
-        folder = self.tokenizer_folder
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        with file_lock(self.work_dir / f".tokenizer-{self.hash}.lock"):  # studies sharing the work dir train it once
-            if not (folder / "tokenizer_config.json").is_file():
-                units = data_module.corpus_units(data_module.corpus_files(self.corpus()))
-                tok = train_wordpiece(units["text"], vocab_size=self.recipe["vocab_size"],
-                                      model_max_length=self.recipe["block_size"])
-                with atomic_directory(folder) as tmp:
-                    tok.save_pretrained(str(tmp))
-        return folder
+        return corpus_tokenizer(self.tokenizer_folder, self.corpus(), self.recipe["vocab_size"],
+                                self.recipe["block_size"])
 
     def unigram_baseline(self) -> dict:
         """The MLM loss of a model that knows only token frequencies: the entropy (nats) of the corpus's tokens under
@@ -735,8 +740,8 @@ def main(argv=None) -> int:
     return run(args)
 
 
-__all__ = ["VARIANTS", "TASKS", "add_typos", "aggregate", "build_parser", "claims", "compare", "main",
-           "render_markdown", "run"]
+__all__ = ["FULL", "VARIANTS", "TASKS", "add_typos", "aggregate", "build_parser", "claims", "compare",
+           "corpus_tokenizer", "main", "render_markdown", "run"]
 
 
 if __name__ == "__main__":
