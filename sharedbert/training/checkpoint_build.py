@@ -16,6 +16,7 @@ The held-out text (`HELD_OUT`) is a book of the shared corpus that healing never
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import asdict
@@ -104,11 +105,26 @@ def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, bat
                 loss, _ = distiller.loss(batch)
                 cosines += distiller.last_cosines.tolist()
                 losses.append(float(loss) * len(batch["input_ids"]))
+            sem = statistics.stdev(cosines) / math.sqrt(len(cosines)) if len(cosines) > 1 else float("nan")
             rows.append(dict(bucket=f"{low}-{high}", texts=len(pieces), mean_cosine=statistics.fmean(cosines),
-                             min_cosine=min(cosines), distillation_loss=sum(losses) / len(pieces)))
+                             sem_cosine=sem, min_cosine=min(cosines), distillation_loss=sum(losses) / len(pieces)))
     finally:
         distiller.close()
     return rows
+
+
+def length_gaps(rows: list[dict]) -> list[dict]:
+    """Each longer bucket's mean cosine against the first (shortest) bucket's: the difference, its standard error
+    (the buckets hold different pieces, so the two errors add in quadrature) and whether it is within noise, i.e.
+    not below the short bucket's by more than two standard errors."""
+    first = rows[0]
+    gaps = []
+    for row in rows[1:]:
+        difference = row["mean_cosine"] - first["mean_cosine"]
+        error = math.hypot(row["sem_cosine"], first["sem_cosine"])
+        gaps.append(dict(bucket=row["bucket"], against=first["bucket"], difference=difference, standard_error=error,
+                         within_noise=difference >= -2 * error))
+    return gaps
 
 
 @torch.no_grad()
@@ -200,6 +216,11 @@ def build_minilm_checkpoint(
     for row in buckets:
         log(f"   tokens {row['bucket']:>7}: embedding cosine {row['mean_cosine']:.4f} (min {row['min_cosine']:.4f}), "
             f"distillation loss {row['distillation_loss']:.4f} ({row['texts']} held-out texts)")
+    gaps = length_gaps(buckets)
+    for gap in gaps:
+        log(f"   tokens {gap['bucket']:>7} against {gap['against']}: cosine {gap['difference']:+.4f} ± "
+            f"{gap['standard_error']:.4f} (standard error): "
+            + ("within noise" if gap["within_noise"] else "worse by more than two standard errors"))
     params_healed, params_original = count_model_parameters(healed), count_model_parameters(original)
     first, second, _ = embeddings.read_sts(sts)
     speed = speed_ratio(healed, original, tokenizer, (first + second)[:256], rounds=speed_rounds)
@@ -243,7 +264,8 @@ def build_minilm_checkpoint(
         out=str(out), repo_id=repo_id, heal=heal_report, heal_config=asdict(recipe), corpus=[str(f) for f in files],
         calibration=conversion.get("calibration"),
         held_out=str(held_out), sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm,
-        length_buckets=buckets, parameters=dict(sharedbert=params_healed, original=params_original), speed=speed,
+        length_buckets=buckets, length_gaps=gaps, parameters=dict(sharedbert=params_healed, original=params_original),
+        speed=speed,
         staged_files=staged.files, verification=staged.verification,
     )
     atomic_write_text(work_dir / "build_report.json", json.dumps(report, indent=1, default=str))

@@ -1,0 +1,70 @@
+"""The measuring half of `sharedbert build-minilm` (sharedbert.training.checkpoint_build): held-out pieces land in
+their length buckets, the agreement per bucket is 1 for an exact conversion and below 1 for a lossy one, and a longer
+bucket is judged against the shortest by its standard error."""
+
+import math
+
+import pytest
+import torch
+from test_heal import WORDS, make_teacher, make_tokenizer
+
+from sharedbert.convert import from_bert
+from sharedbert.training.checkpoint_build import held_out_texts, length_agreement, length_gaps
+
+
+@pytest.fixture
+def book(tmp_path):
+    g = torch.Generator().manual_seed(1)
+    words = [WORDS[i] for i in torch.randint(len(WORDS), (6000,), generator=g)]
+    path = tmp_path / "book.txt"
+    path.write_text(" ".join(words), encoding="utf-8")
+    return path
+
+
+def test_held_out_pieces_fall_in_their_token_length_buckets(book, monkeypatch):
+    import sharedbert.training.checkpoint_build as build
+
+    monkeypatch.setattr(build, "BUCKETS", ((1, 24), (25, 48), (49, 64)))
+    tokenizer = make_tokenizer()
+    texts = held_out_texts(book, tokenizer, per_bucket=6, seed=0)
+    assert list(texts) == [(1, 24), (25, 48), (49, 64)]
+    for (low, high), pieces in texts.items():
+        assert len(pieces) == 6 and len(set(pieces)) == 6
+        assert all(low <= len(tokenizer(piece)["input_ids"]) <= high for piece in pieces)
+    assert held_out_texts(book, tokenizer, per_bucket=6, seed=0) == texts  # seeded: the same pieces every build
+
+
+def _texts(book, tokenizer):
+    words = book.read_text().split()
+    return {(1, 24): [" ".join(words[i * 20:i * 20 + 15]) for i in range(5)],
+            (25, 64): [" ".join(words[200 + i * 60:200 + i * 60 + 50]) for i in range(5)]}
+
+
+def test_an_exact_conversion_agrees_in_every_bucket_and_a_lossy_one_does_not(book):
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    texts = _texts(book, tokenizer)
+    exact = length_agreement(from_bert(teacher, attention_type="standard").eval(), teacher, tokenizer, texts)
+    assert [row["bucket"] for row in exact] == ["1-24", "25-64"]
+    for row in exact:
+        assert row["texts"] == 5
+        assert row["mean_cosine"] == pytest.approx(1.0, abs=1e-5) and row["min_cosine"] == pytest.approx(1.0, abs=1e-5)
+        assert row["sem_cosine"] < 1e-5 and row["distillation_loss"] < 1e-6
+    assert all(gap["within_noise"] for gap in length_gaps(exact))
+
+    lossy = length_agreement(from_bert(teacher, attention_type="shared").eval(), teacher, tokenizer, texts)
+    for row in lossy:
+        assert row["mean_cosine"] < 1 - 1e-6 and row["distillation_loss"] > 1e-5
+        assert row["min_cosine"] <= row["mean_cosine"] and row["sem_cosine"] > 0
+
+
+def test_a_longer_bucket_is_worse_only_when_below_the_short_one_by_two_standard_errors():
+    rows = [dict(bucket="1-128", mean_cosine=0.95, sem_cosine=0.003),
+            dict(bucket="129-256", mean_cosine=0.942, sem_cosine=0.004),
+            dict(bucket="257-512", mean_cosine=0.92, sem_cosine=0.004)]
+    near, far = length_gaps(rows)
+    assert near["against"] == "1-128" and near["difference"] == pytest.approx(-0.008)
+    assert near["standard_error"] == pytest.approx(0.005)  # independent pieces: errors add in quadrature
+    assert near["within_noise"]  # -0.008 is 1.6 standard errors
+    assert far["difference"] == pytest.approx(-0.03) and not far["within_noise"]
+    better = length_gaps([rows[0], dict(bucket="129-256", mean_cosine=0.99, sem_cosine=math.nan)])
+    assert better[0]["difference"] == pytest.approx(0.04)
