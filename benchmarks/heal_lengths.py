@@ -36,7 +36,14 @@ def main():
 
     from sharedbert import SharedBertModel, embeddings
     from sharedbert.convert import from_bert
-    from sharedbert.training.checkpoint_build import STS_DEV, healing_corpus, held_out_texts, length_agreement
+    from sharedbert.atomic import atomic_write_text
+    from sharedbert.training.checkpoint_build import (
+        STS_DEV,
+        healing_corpus,
+        held_out_texts,
+        length_agreement,
+        length_gaps,
+    )
     from sharedbert.training.data import shared_data_dir
     from sharedbert.training.models import resolve_source
 
@@ -67,24 +74,29 @@ def main():
         model.eval()
         buckets = length_agreement(model, original, tokenizer, texts, pooling=pooling)
         spearman = embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=source), sts)
-        rows.append(dict(model=name, minutes=minutes, steps=steps, sts_b=spearman, buckets=buckets))
+        rows.append(dict(model=name, minutes=minutes, steps=steps, sts_b=spearman, buckets=buckets,
+                         gaps=length_gaps(buckets)))
         print(name, f"STS-B {spearman:.4f}",
               " ".join(f"{b['bucket']}: cos {b['mean_cosine']:.4f} loss {b['distillation_loss']:.4f}" for b in buckets),
               flush=True)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({"held_out": held_out.name, "per_bucket": args.per_bucket,
-                                                           "rows": rows}, indent=1))
+    atomic_write_text(RESULTS / f"{args.name}.json", json.dumps({"held_out": held_out.name,
+                                                                 "per_bucket": args.per_bucket, "rows": rows}, indent=1))
     header = [b["bucket"] for b in rows[0]["buckets"]]
     lines = [f"Agreement with all-MiniLM-L6-v2 on held-out text ({held_out.name}, {args.per_bucket} pieces per "
              "bucket): mean embedding cosine / distillation loss, by token length; STS-B dev Spearman "
-             "(EmbeddingSimilarityEvaluator).", "",
-             "| model | minutes | steps | STS-B | " + " | ".join(f"{h} tokens" for h in header) + " |",
-             "|---|---|---|---|" + "---|" * len(header)]
+             "(EmbeddingSimilarityEvaluator). Then each longer bucket's cosine minus the shortest's, ± its standard "
+             "error; * marks a bucket worse by more than two standard errors.", "",
+             "| model | minutes | steps | STS-B | " + " | ".join(f"{h} tokens" for h in header) + " | "
+             + " | ".join(f"{h} − {header[0]}" for h in header[1:]) + " |",
+             "|---|---|---|---|" + "---|" * (2 * len(header) - 1)]
     for row in rows:
         cells = " | ".join(f"{b['mean_cosine']:.4f} / {b['distillation_loss']:.3f}" for b in row["buckets"])
-        lines.append(f"| {row['model']} | {row['minutes']} | {row['steps']} | {row['sts_b']:.4f} | {cells} |")
-    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+        gaps = " | ".join(f"{g['difference']:+.4f} ± {g['standard_error']:.4f}" + ("" if g["within_noise"] else " *")
+                          for g in row["gaps"])
+        lines.append(f"| {row['model']} | {row['minutes']} | {row['steps']} | {row['sts_b']:.4f} | {cells} | {gaps} |")
+    atomic_write_text(RESULTS / f"{args.name}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
