@@ -348,13 +348,23 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     assert {"config.json", "model.safetensors", "modeling_sharedbert.py"} <= {p.name for p in (out / "hub").iterdir()}
     assert [p["label"] in ("negative", "positive") for p in summary["pipeline"]] == [True] * 4
     assert "GLUE SST-2 TSVs from --data-dir" in printed and "demo wall time:" in printed
-    # Healed before fine-tuning, speed measured in the same run, limits stated.
-    # Calibrated and healed on the task's own training sentences when no corpus is given.
+    # No healed model: BERT is fine-tuned first, and that fine-tuned BERT is converted, calibrated and healed toward
+    # on the task's own training sentences (no corpus given), then fine-tuned; speed measured, limits stated.
     train_rows = len((glue_dir / "SST-2" / "train.tsv").read_text().splitlines()) - 1
-    assert summary["healing"] == ("converted, calibrated and healed here for 2 steps on SST-2 training sentences "
-                                  f"({train_rows:,}, labels unused)")
+    assert summary["healing"] == ("converted from the fine-tuned BERT, calibrated and healed toward it here for 2 steps "
+                                  f"on SST-2 training sentences ({train_rows:,}, labels unused)")
     report = json.loads((out / "healed" / "conversion_report.json").read_text())
+    assert report["source"] == str(out / "bert-sst2")
     assert report["heal"]["steps"] == 2 and report["calibration"]["sentences"] > 0
     assert "SST-2 training sentences" in (out / "healed" / "README.md").read_text()
+    bert_results = json.loads((out / "bert-sst2" / "eval_results.json").read_text())
+    assert bert_results["metrics"]["accuracy"] == summary["bert"]["accuracy"]  # the baseline is the converted model
+    assert printed.count("BERT SST-2 dev accuracy") == 1  # fine-tuned once, not again as a separate baseline
+    # The healed SharedBert starts from the fine-tuned classifier: before healing, conversion keeps BERT's head.
+    from safetensors.torch import load_file
+
+    bert_weights = load_file(out / "bert-sst2" / "model.safetensors")
+    healed_weights = load_file(out / "healed" / "model.safetensors")
+    assert torch.equal(bert_weights["classifier.weight"], healed_weights["classifier.weight"])
     assert summary["speed_ratio"] > 0 and summary["speed"]["rounds"] == 3
     assert "Limits:" in printed and "SharedBert − BERT:" in printed

