@@ -153,6 +153,15 @@ def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int
     return out, str(corpus)
 
 
+def finetune_bert(common: dict, **saving) -> dict:
+    """Fine-tune the unconverted BERT with the demo's budget (`common`), print its score and return its results;
+    `saving` says where it goes (`output_dir`, `overwrite`) or that it is not kept (`save=False`)."""
+    baseline = finetune(**common, no_convert=True, **saving)
+    print(f"BERT SST-2 dev accuracy: {baseline['metrics']['accuracy']:.4f} "
+          f"({baseline['eval_samples']} sentences; {baseline['train_seconds']:.0f} s)")
+    return baseline
+
+
 def run_demo(
     data_dir=None,
     model: str | None = None,
@@ -209,9 +218,7 @@ def run_demo(
         if skip_baseline:
             print("--skip-baseline does not apply here: the SharedBert is converted from the fine-tuned BERT")
         bert_dir = output_dir / "bert-sst2"
-        baseline = finetune(**common, no_convert=True, output_dir=bert_dir, overwrite=True)
-        print(f"BERT SST-2 dev accuracy: {baseline['metrics']['accuracy']:.4f} "
-              f"({baseline['eval_samples']} sentences; {baseline['train_seconds']:.0f} s)")
+        baseline = finetune_bert(common, output_dir=bert_dir, overwrite=True)
         _say(f"3. Convert the fine-tuned BERT to SharedBert (attention_type={attention_type}), heal it toward BERT "
              f"for {budget}, fine-tune on SST-2")
         healed_dir, healed_on = heal_here(bert_dir, output_dir / "healed", corpus, heal_minutes, heal_steps,
@@ -230,9 +237,7 @@ def run_demo(
 
     if baseline is None and not skip_baseline:
         _say("3. The same budget for the unconverted BERT checkpoint")
-        baseline = finetune(**common, no_convert=True, save=False)
-        print(f"BERT SST-2 dev accuracy: {baseline['metrics']['accuracy']:.4f} "
-              f"({baseline['eval_samples']} sentences; {baseline['train_seconds']:.0f} s)")
+        baseline = finetune_bert(common, save=False)
 
     _say("4. Stage a Hub-ready folder")
     staged_ok, staged_how = stage(model_dir, staged_dir, repo_id, base=base)
