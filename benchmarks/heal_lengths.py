@@ -5,6 +5,10 @@ and the distillation loss healing minimises, in token-length buckets ≤128, 129
 healing never reads (`sharedbert.training.checkpoint_build.HELD_OUT`). Minute 0 is the unhealed conversion (the
 invariant fit healing starts from); STS-B dev (EmbeddingSimilarityEvaluator) is reported beside it.
 
+Two designs: different passages per bucket (`held_out_texts`, `length_agreement`; a bucket's gap to the shortest
+mixes length with what the passages say), and the same passages cut to one length per bucket (`held_out_passages`,
+`prefix_agreement`; paired, so the gap is length alone and its standard error is the paired differences').
+
     python benchmarks/heal_lengths.py --models runs/build-minilm/healed-checkpoints/minute-10 \
         runs/build-minilm/healed-checkpoints/minute-20 runs/build-minilm/healed --threads 1
 
@@ -40,9 +44,11 @@ def main():
     from sharedbert.training.checkpoint_build import (
         STS_DEV,
         healing_corpus,
+        held_out_passages,
         held_out_texts,
         length_agreement,
         length_gaps,
+        prefix_agreement,
     )
     from sharedbert.training.data import shared_data_dir
     from sharedbert.training.models import resolve_source
@@ -54,6 +60,7 @@ def main():
     pooling = embeddings.pooling_of(source)
     _, held_out = healing_corpus()
     texts = held_out_texts(held_out, tokenizer, per_bucket=args.per_bucket)
+    passages = held_out_passages(held_out, tokenizer, count=args.per_bucket)
     sts = shared_data_dir(STS_DEV) / STS_DEV
 
     def progress_of(folder: Path):
@@ -74,30 +81,41 @@ def main():
         model.eval()
         buckets = length_agreement(model, original, tokenizer, texts, pooling=pooling)
         spearman = embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=source), sts)
+        prefixes, prefix_gaps = prefix_agreement(model, original, tokenizer, passages, pooling=pooling)
         rows.append(dict(model=name, minutes=minutes, steps=steps, sts_b=spearman, buckets=buckets,
-                         gaps=length_gaps(buckets)))
+                         gaps=length_gaps(buckets), prefix_buckets=prefixes, prefix_gaps=prefix_gaps))
         print(name, f"STS-B {spearman:.4f}",
               " ".join(f"{b['bucket']}: cos {b['mean_cosine']:.4f} loss {b['distillation_loss']:.4f}" for b in buckets),
-              flush=True)
+              "| same passages:", " ".join(f"{b['bucket']}: cos {b['mean_cosine']:.4f}" for b in prefixes), flush=True)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     atomic_write_text(RESULTS / f"{args.name}.json", json.dumps({"held_out": held_out.name,
                                                                  "per_bucket": args.per_bucket, "rows": rows}, indent=1))
-    header = [b["bucket"] for b in rows[0]["buckets"]]
     lines = [f"Agreement with all-MiniLM-L6-v2 on held-out text ({held_out.name}, {args.per_bucket} pieces per "
              "bucket): mean embedding cosine / distillation loss, by token length; STS-B dev Spearman "
              "(EmbeddingSimilarityEvaluator). Then each longer bucket's cosine minus the shortest's, ± its standard "
              "error; * marks a bucket worse by more than two standard errors.", "",
-             "| model | minutes | steps | STS-B | " + " | ".join(f"{h} tokens" for h in header) + " | "
+             "Different passages in each bucket:", ""]
+    lines += table(rows, "buckets", "gaps")
+    lines += ["", f"The same {args.per_bucket} passages cut to one length drawn in each bucket (the shortest from 32 "
+              "tokens; differences paired by passage):", ""]
+    lines += table(rows, "prefix_buckets", "prefix_gaps")
+    atomic_write_text(RESULTS / f"{args.name}.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def table(rows: list[dict], buckets: str, gaps: str) -> list[str]:
+    header = [b["bucket"] for b in rows[0][buckets]]
+    lines = ["| model | minutes | steps | STS-B | " + " | ".join(f"{h} tokens" for h in header) + " | "
              + " | ".join(f"{h} − {header[0]}" for h in header[1:]) + " |",
              "|---|---|---|---|" + "---|" * (2 * len(header) - 1)]
     for row in rows:
-        cells = " | ".join(f"{b['mean_cosine']:.4f} / {b['distillation_loss']:.3f}" for b in row["buckets"])
-        gaps = " | ".join(f"{g['difference']:+.4f} ± {g['standard_error']:.4f}" + ("" if g["within_noise"] else " *")
-                          for g in row["gaps"])
-        lines.append(f"| {row['model']} | {row['minutes']} | {row['steps']} | {row['sts_b']:.4f} | {cells} | {gaps} |")
-    atomic_write_text(RESULTS / f"{args.name}.md", "\n".join(lines) + "\n")
-    print("\n".join(lines))
+        cells = " | ".join(f"{b['mean_cosine']:.4f} / {b['distillation_loss']:.3f}" for b in row[buckets])
+        differences = " | ".join(f"{g['difference']:+.4f} ± {g['standard_error']:.4f}"
+                                 + ("" if g["within_noise"] else " *") for g in row[gaps])
+        lines.append(f"| {row['model']} | {row['minutes']} | {row['steps']} | {row['sts_b']:.4f} | {cells} | "
+                     f"{differences} |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The measuring half of `sharedbert build-minilm` (sharedbert.training.checkpoint_build): held-out pieces land in
-their length buckets, the agreement per bucket is 1 for an exact conversion and below 1 for a lossy one, and a longer
-bucket is judged against the shortest by its standard error."""
+their length buckets, the agreement per bucket is 1 for an exact conversion and below 1 for a lossy one, a longer
+bucket is judged against the shortest by its standard error, and the paired design reads the same passages at every
+length."""
 
 import math
 
@@ -9,7 +10,13 @@ import torch
 from test_heal import WORDS, make_teacher, make_tokenizer
 
 from sharedbert.convert import from_bert
-from sharedbert.training.checkpoint_build import held_out_texts, length_agreement, length_gaps
+from sharedbert.training.checkpoint_build import (
+    held_out_passages,
+    held_out_texts,
+    length_agreement,
+    length_gaps,
+    prefix_agreement,
+)
 
 
 @pytest.fixture
@@ -68,3 +75,52 @@ def test_a_longer_bucket_is_worse_only_when_below_the_short_one_by_two_standard_
     assert far["difference"] == pytest.approx(-0.03) and not far["within_noise"]
     better = length_gaps([rows[0], dict(bucket="129-256", mean_cosine=0.99, sem_cosine=math.nan)])
     assert better[0]["difference"] == pytest.approx(0.04)
+
+
+SMALL_BUCKETS = ((1, 24), (25, 48), (49, 64))
+
+
+def test_held_out_passages_are_long_enough_for_every_bucket_and_drawn_from_the_seed(book, monkeypatch):
+    import sharedbert.training.checkpoint_build as build
+
+    monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
+    tokenizer = make_tokenizer()
+    passages = held_out_passages(book, tokenizer, count=8, seed=0, shortest=8)
+    assert len(passages) == 8 and len({p["text"] for p in passages}) == 8
+    for passage in passages:
+        assert len(tokenizer(passage["text"])["input_ids"]) >= 64
+        low_first = [8, 25, 49]
+        assert all(low <= n <= high for n, low, (_, high) in zip(passage["lengths"], low_first, SMALL_BUCKETS))
+    assert held_out_passages(book, tokenizer, count=8, seed=0, shortest=8) == passages
+    assert held_out_passages(book, tokenizer, count=8, seed=1, shortest=8) != passages  # lengths come from the seed
+    with pytest.raises(ValueError, match="passages of 64\\+ tokens"):
+        held_out_passages(book, tokenizer, count=10_000)
+
+
+def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_differences(book, monkeypatch):
+    import sharedbert.training.checkpoint_build as build
+
+    monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    passages = held_out_passages(book, tokenizer, count=6, seed=0, shortest=8)
+
+    rows, gaps = prefix_agreement(from_bert(teacher, attention_type="standard").eval(), teacher, tokenizer, passages)
+    assert [row["bucket"] for row in rows] == ["1-24", "25-48", "49-64"]
+    assert all(row["mean_cosine"] == pytest.approx(1.0, abs=1e-5) for row in rows)
+    assert all(gap["within_noise"] and gap["paired"] for gap in gaps)
+
+    student = from_bert(teacher, attention_type="shared").eval()
+    rows, gaps = prefix_agreement(student, teacher, tokenizer, passages)
+    for index, row in enumerate(rows):
+        assert row["texts"] == 6 and row["mean_tokens"] == pytest.approx(sum(p["lengths"][index] for p in passages) / 6)
+        assert row["mean_cosine"] < 1 - 1e-6
+    # Each bucket's rows equal length_agreement on the prefixes themselves, cut by the tokenizer at those lengths.
+    for index, row in enumerate(rows):
+        prefixes = [tokenizer.decode(tokenizer(p["text"], truncation=True, max_length=p["lengths"][index])["input_ids"],
+                                     skip_special_tokens=True) for p in passages]
+        alone = length_agreement(student, teacher, tokenizer, {SMALL_BUCKETS[index]: prefixes}, batch_size=1)[0]
+        assert alone["mean_cosine"] == pytest.approx(row["mean_cosine"], abs=1e-5)
+    for gap, row in zip(gaps, rows[1:]):
+        assert gap["difference"] == pytest.approx(row["mean_cosine"] - rows[0]["mean_cosine"])
+        # Paired: the error is that of the per-passage differences, not the two buckets' errors in quadrature.
+        assert gap["standard_error"] != pytest.approx(math.hypot(row["sem_cosine"], rows[0]["sem_cosine"]))

@@ -4,7 +4,8 @@
 1. converts and heals all-MiniLM-L6-v2 (`convert_checkpoint`: invariant fit, then distillation on the shared raw text
    with every length up to the position table; resumable, so running the command again continues or reuses the run);
 2. measures it against the original in the same process: STS-B dev through sentence-transformers'
-   `EmbeddingSimilarityEvaluator`, agreement in length buckets on held-out text (`length_agreement`), parameters, and
+   `EmbeddingSimilarityEvaluator`, agreement in length buckets on held-out text (`length_agreement` on different
+   passages per bucket, `prefix_agreement` on the same passages cut to each length), parameters, and
    inference speed (`speed_ratio`, the two models alternating round-robin);
 3. writes `eval_results.json` (STS-B, for the card's model-index) and `sharedbert_provenance.json` (how it was made)
    beside the healed model, then stages and verifies the Hub folder (`sharedbert.hub.stage_for_hub`: weights, code,
@@ -85,32 +86,95 @@ def held_out_texts(path, tokenizer, per_bucket: int = 48, seed: int = 0) -> dict
     return found
 
 
+def held_out_passages(path, tokenizer, count: int = 48, seed: int = 0, shortest: int = 32) -> list[dict]:
+    """`count` passages of the held-out text, each at least as long as the longest bucket, with one token length drawn
+    in every bucket (from `shortest` tokens up in the first): `{"text", "lengths"}`. The prefixes of one passage at
+    those lengths differ in nothing but length, so `prefix_agreement` compares the buckets passage by passage, where
+    `held_out_texts` puts different passages in each bucket."""
+    import random
+
+    words = read_text(Path(path)).split()
+    rng = random.Random(seed)
+    longest = BUCKETS[-1][1]
+    span = longest  # words: a word is at least one token, so nearly always `longest` tokens or more (else skipped)
+    passages = []
+    for start in range(0, len(words) - span + 1, span):
+        if len(passages) == count:
+            break
+        text = " ".join(words[start:start + span])
+        if len(tokenizer(text)["input_ids"]) >= longest:
+            lengths = [rng.randint(min(max(low, shortest), high), high) for low, high in BUCKETS]
+            passages.append(dict(text=text, lengths=lengths))
+    if len(passages) < count:
+        raise ValueError(f"{path} holds {len(passages)} passages of {longest}+ tokens; {count} were asked for.")
+    return passages
+
+
+def _agreement(distiller, tokenizer, items: list[tuple[str, int]], batch_size: int) -> tuple[list[float], list[float]]:
+    """(per item cosine between the student's and the teacher's sentence embeddings, per item distillation loss) for
+    `(text, max_length)` items, each text cut to its own max_length in tokens."""
+    cosines, losses = [], []
+    for start in range(0, len(items), batch_size):
+        encoded = [tokenizer(text, truncation=True, max_length=length) for text, length in items[start:start + batch_size]]
+        batch = tokenizer.pad(encoded, return_tensors="pt")
+        batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        loss, _ = distiller.loss(batch)
+        cosines += distiller.last_cosines.tolist()
+        losses += [float(loss)] * len(encoded)  # the batch mean stands for each of its items
+    return cosines, losses
+
+
+def _bucket_row(bucket, cosines, losses, **extra) -> dict:
+    sem = statistics.stdev(cosines) / math.sqrt(len(cosines)) if len(cosines) > 1 else float("nan")
+    return dict(bucket=f"{bucket[0]}-{bucket[1]}", texts=len(cosines), mean_cosine=statistics.fmean(cosines),
+                sem_cosine=sem, min_cosine=min(cosines), distillation_loss=statistics.fmean(losses), **extra)
+
+
 @torch.no_grad()
 def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, batch_size: int = 8) -> list[dict]:
     """Per length bucket: the mean cosine between the student's and the teacher's sentence embeddings (their Pooling,
-    mean by default), its minimum, and the distillation loss healing minimises (`heal.Distiller`)."""
+    mean by default), its standard error and minimum, and the distillation loss healing minimises (`heal.Distiller`)."""
     from ..heal import Distiller
 
     student.eval()
     teacher.eval()
     distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
-    rows = []
     try:
-        for (low, high), pieces in texts.items():
-            cosines, losses = [], []
-            for start in range(0, len(pieces), batch_size):
-                batch = tokenizer(pieces[start:start + batch_size], padding=True, truncation=True, max_length=high,
-                                  return_tensors="pt")
-                batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-                loss, _ = distiller.loss(batch)
-                cosines += distiller.last_cosines.tolist()
-                losses.append(float(loss) * len(batch["input_ids"]))
-            sem = statistics.stdev(cosines) / math.sqrt(len(cosines)) if len(cosines) > 1 else float("nan")
-            rows.append(dict(bucket=f"{low}-{high}", texts=len(pieces), mean_cosine=statistics.fmean(cosines),
-                             sem_cosine=sem, min_cosine=min(cosines), distillation_loss=sum(losses) / len(pieces)))
+        return [_bucket_row(bucket, *_agreement(distiller, tokenizer, [(text, bucket[1]) for text in pieces], batch_size))
+                for bucket, pieces in texts.items()]
     finally:
         distiller.close()
-    return rows
+
+
+@torch.no_grad()
+def prefix_agreement(student, teacher, tokenizer, passages: list[dict], pooling=None,
+                     batch_size: int = 8) -> tuple[list[dict], list[dict]]:
+    """The length report on `held_out_passages`: every passage is read at one prefix length per bucket. Returns
+    (rows as `length_agreement`'s, plus the mean prefix length; gaps as `length_gaps`', but paired: each passage's
+    cosine at the longer prefix minus its own at the shortest, mean and standard error over passages)."""
+    from ..heal import Distiller
+
+    student.eval()
+    teacher.eval()
+    distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
+    try:
+        per_bucket = []
+        for index, bucket in enumerate(BUCKETS):
+            items = [(p["text"], p["lengths"][index]) for p in passages]
+            per_bucket.append(_agreement(distiller, tokenizer, items, batch_size))
+    finally:
+        distiller.close()
+    rows = [_bucket_row(bucket, cosines, losses, mean_tokens=statistics.fmean(p["lengths"][i] for p in passages))
+            for i, (bucket, (cosines, losses)) in enumerate(zip(BUCKETS, per_bucket))]
+    shortest = per_bucket[0][0]
+    gaps = []
+    for row, (cosines, _) in zip(rows[1:], per_bucket[1:]):
+        differences = [c - s for c, s in zip(cosines, shortest)]
+        error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else float("nan")
+        difference = statistics.fmean(differences)
+        gaps.append(dict(bucket=row["bucket"], against=rows[0]["bucket"], difference=difference, standard_error=error,
+                         within_noise=difference >= -2 * error, paired=True))
+    return rows, gaps
 
 
 def length_gaps(rows: list[dict]) -> list[dict]:
@@ -125,6 +189,13 @@ def length_gaps(rows: list[dict]) -> list[dict]:
         gaps.append(dict(bucket=row["bucket"], against=first["bucket"], difference=difference, standard_error=error,
                          within_noise=difference >= -2 * error))
     return gaps
+
+
+def _log_gaps(gaps: list[dict], design: str, log) -> None:
+    for gap in gaps:
+        log(f"   tokens {gap['bucket']:>7} against {gap['against']} ({design}): cosine {gap['difference']:+.4f} ± "
+            f"{gap['standard_error']:.4f} (standard error): "
+            + ("within noise" if gap["within_noise"] else "worse by more than two standard errors"))
 
 
 @torch.no_grad()
@@ -217,10 +288,13 @@ def build_minilm_checkpoint(
         log(f"   tokens {row['bucket']:>7}: embedding cosine {row['mean_cosine']:.4f} (min {row['min_cosine']:.4f}), "
             f"distillation loss {row['distillation_loss']:.4f} ({row['texts']} held-out texts)")
     gaps = length_gaps(buckets)
-    for gap in gaps:
-        log(f"   tokens {gap['bucket']:>7} against {gap['against']}: cosine {gap['difference']:+.4f} ± "
-            f"{gap['standard_error']:.4f} (standard error): "
-            + ("within noise" if gap["within_noise"] else "worse by more than two standard errors"))
+    _log_gaps(gaps, "different passages per bucket", log)
+    passages = held_out_passages(held_out, tokenizer, count=per_bucket)
+    prefixes, prefix_gaps = prefix_agreement(healed, original, tokenizer, passages, pooling=pooling)
+    for row in prefixes:
+        log(f"   the same {row['texts']} passages cut to {row['bucket']:>7} tokens (mean {row['mean_tokens']:.0f}): "
+            f"embedding cosine {row['mean_cosine']:.4f} (min {row['min_cosine']:.4f})")
+    _log_gaps(prefix_gaps, "the same passages, paired", log)
     params_healed, params_original = count_model_parameters(healed), count_model_parameters(original)
     first, second, _ = embeddings.read_sts(sts)
     speed = speed_ratio(healed, original, tokenizer, (first + second)[:256], rounds=speed_rounds)
@@ -253,6 +327,8 @@ def build_minilm_checkpoint(
                                            "folded shared attention)",
         "embedding cosine to the original by length": ", ".join(
             f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in buckets),
+        "embedding cosine to the original, the same passages cut to each length": ", ".join(
+            f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in prefixes),
     }
     atomic_write_text(healed_dir / "eval_results.json", json.dumps(eval_results, indent=1))
     atomic_write_text(healed_dir / "sharedbert_provenance.json", json.dumps(provenance, indent=1))
@@ -264,7 +340,7 @@ def build_minilm_checkpoint(
         out=str(out), repo_id=repo_id, heal=heal_report, heal_config=asdict(recipe), corpus=[str(f) for f in files],
         calibration=conversion.get("calibration"),
         held_out=str(held_out), sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm,
-        length_buckets=buckets, length_gaps=gaps, parameters=dict(sharedbert=params_healed, original=params_original),
+        length_buckets=buckets, length_gaps=gaps, prefix_buckets=prefixes, prefix_gaps=prefix_gaps, parameters=dict(sharedbert=params_healed, original=params_original),
         speed=speed,
         staged_files=staged.files, verification=staged.verification,
     )
@@ -280,7 +356,10 @@ __all__ = [
     "build_minilm_checkpoint",
     "heal_recipe",
     "healing_corpus",
+    "held_out_passages",
     "held_out_texts",
     "length_agreement",
+    "length_gaps",
+    "prefix_agreement",
     "speed_ratio",
 ]
