@@ -28,9 +28,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="BERT checkpoint to start from (default: all-MiniLM-L6-v2).")
     parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune (default: runs/build-minilm/healed "
                         "when `sharedbert build-minilm` made it, else one healed here).")
-    parser.add_argument("--heal-steps", type=int, default=100,
+    parser.add_argument("--heal-steps", type=int, default=200,
                         help="When no healed model exists: convert the fine-tuned BERT and heal it toward it for this "
-                        "many steps before fine-tuning (default 100, about 2 minutes on 2 idle cores; 0 fine-tunes "
+                        "many steps before fine-tuning (default 200, about 2.5 minutes on 2 idle cores; 0 fine-tunes "
                         "the base checkpoint's unhealed conversion).")
     parser.add_argument("--heal-minutes", type=float, help="Heal for this many training minutes instead of steps "
                         "(the result then depends on how busy the machine is).")

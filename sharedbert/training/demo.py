@@ -166,7 +166,7 @@ def run_demo(
     data_dir=None,
     model: str | None = None,
     healed: str | None = None,
-    heal_steps: int | None = 100,
+    heal_steps: int | None = 200,
     heal_minutes: float | None = None,
     corpus=None,
     train_samples: int = 8000,
