@@ -115,7 +115,8 @@ def _agreement(distiller, tokenizer, items: list[tuple[str, int]], batch_size: i
     `(text, max_length)` items, each text cut to its own max_length in tokens."""
     cosines, losses = [], []
     for start in range(0, len(items), batch_size):
-        encoded = [tokenizer(text, truncation=True, max_length=length) for text, length in items[start:start + batch_size]]
+        chunk = items[start:start + batch_size]
+        encoded = [tokenizer(text, truncation=True, max_length=length) for text, length in chunk]
         batch = tokenizer.pad(encoded, return_tensors="pt")
         batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         loss, _ = distiller.loss(batch)
@@ -140,8 +141,11 @@ def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, bat
     teacher.eval()
     distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
     try:
-        return [_bucket_row(bucket, *_agreement(distiller, tokenizer, [(text, bucket[1]) for text in pieces], batch_size))
-                for bucket, pieces in texts.items()]
+        rows = []
+        for bucket, pieces in texts.items():
+            items = [(text, bucket[1]) for text in pieces]
+            rows.append(_bucket_row(bucket, *_agreement(distiller, tokenizer, items, batch_size)))
+        return rows
     finally:
         distiller.close()
 
@@ -340,7 +344,8 @@ def build_minilm_checkpoint(
         out=str(out), repo_id=repo_id, heal=heal_report, heal_config=asdict(recipe), corpus=[str(f) for f in files],
         calibration=conversion.get("calibration"),
         held_out=str(held_out), sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm,
-        length_buckets=buckets, length_gaps=gaps, prefix_buckets=prefixes, prefix_gaps=prefix_gaps, parameters=dict(sharedbert=params_healed, original=params_original),
+        length_buckets=buckets, length_gaps=gaps, prefix_buckets=prefixes, prefix_gaps=prefix_gaps,
+        parameters=dict(sharedbert=params_healed, original=params_original),
         speed=speed,
         staged_files=staged.files, verification=staged.verification,
     )
