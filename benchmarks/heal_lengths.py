@@ -8,6 +8,8 @@ invariant fit healing starts from); STS-B dev (EmbeddingSimilarityEvaluator) is 
 Two designs: different passages per bucket (`held_out_texts`, `length_agreement`; a bucket's gap to the shortest
 mixes length with what the passages say), and the same passages cut to one length per bucket (`held_out_passages`,
 `prefix_agreement`; paired, so the gap is length alone and its standard error is the paired differences').
+A third table is a diagnostic: the relative error of the last hidden state (Σ‖s − t‖² / Σ‖t‖²) in bands of 64
+positions, on the same passages read whole (512 tokens) and cut to 192 tokens, to tell position from sequence length.
 
     python benchmarks/heal_lengths.py --models runs/build-minilm/healed-checkpoints/minute-10 \
         runs/build-minilm/healed-checkpoints/minute-20 runs/build-minilm/healed --threads 1
@@ -39,8 +41,8 @@ def main():
     from transformers import AutoTokenizer, BertModel
 
     from sharedbert import SharedBertModel, embeddings
-    from sharedbert.convert import from_bert
     from sharedbert.atomic import atomic_write_text
+    from sharedbert.convert import from_bert
     from sharedbert.training.checkpoint_build import (
         STS_DEV,
         healing_corpus,
@@ -82,8 +84,10 @@ def main():
         buckets = length_agreement(model, original, tokenizer, texts, pooling=pooling)
         spearman = embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=source), sts)
         prefixes, prefix_gaps = prefix_agreement(model, original, tokenizer, passages, pooling=pooling)
+        positions = {cut: position_error(model, original, tokenizer, passages, cut) for cut in CUTS}
         rows.append(dict(model=name, minutes=minutes, steps=steps, sts_b=spearman, buckets=buckets,
-                         gaps=length_gaps(buckets), prefix_buckets=prefixes, prefix_gaps=prefix_gaps))
+                         gaps=length_gaps(buckets), prefix_buckets=prefixes, prefix_gaps=prefix_gaps,
+                         position_error=positions))
         print(name, f"STS-B {spearman:.4f}",
               " ".join(f"{b['bucket']}: cos {b['mean_cosine']:.4f} loss {b['distillation_loss']:.4f}" for b in buckets),
               "| same passages:", " ".join(f"{b['bucket']}: cos {b['mean_cosine']:.4f}" for b in prefixes), flush=True)
@@ -100,8 +104,37 @@ def main():
     lines += ["", f"The same {args.per_bucket} passages cut to one length drawn in each bucket (the shortest from 32 "
               "tokens; differences paired by passage):", ""]
     lines += table(rows, "prefix_buckets", "prefix_gaps")
+    bands = [f"{low}-{low + BAND}" for low in range(0, max(CUTS), BAND)]
+    lines += ["", "Relative error of the last hidden state by position, the same passages read at two lengths:", "",
+              "| model | tokens | " + " | ".join(bands) + " |", "|---|---|" + "---|" * len(bands)]
+    for row in rows:
+        for cut, errors in row["position_error"].items():
+            lines.append(f"| {row['model']} | {cut} | " + " | ".join(f"{e:.3f}" for e in errors)
+                         + " | " * (len(bands) - len(errors)) + " |")
     atomic_write_text(RESULTS / f"{args.name}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+CUTS = (512, 192)  # sequence lengths of the position diagnostic
+BAND = 64  # positions per band
+
+
+def position_error(model, original, tokenizer, passages: list[dict], cut: int, batch_size: int = 8) -> list[float]:
+    """Σ‖s − t‖² / Σ‖t‖² of the last hidden state in bands of BAND positions, the passages cut to `cut` tokens."""
+    import torch
+
+    squared_error, squared_norm = torch.zeros(cut, dtype=torch.float64), torch.zeros(cut, dtype=torch.float64)
+    with torch.no_grad():
+        for start in range(0, len(passages), batch_size):
+            batch = tokenizer([p["text"] for p in passages[start:start + batch_size]], truncation=True,
+                              max_length=cut, padding=True, return_tensors="pt")
+            batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+            mask = batch["attention_mask"].unsqueeze(-1)
+            teacher, student = original(**batch).last_hidden_state, model(**batch).last_hidden_state
+            length = teacher.shape[1]
+            squared_error[:length] += ((student - teacher).pow(2) * mask).sum((0, 2)).double()
+            squared_norm[:length] += (teacher.pow(2) * mask).sum((0, 2)).double()
+    return [float(squared_error[a:a + BAND].sum() / squared_norm[a:a + BAND].sum()) for a in range(0, cut, BAND)]
 
 
 def table(rows: list[dict], buckets: str, gaps: str) -> list[str]:

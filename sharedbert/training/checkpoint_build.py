@@ -102,7 +102,7 @@ def held_out_passages(path, tokenizer, count: int = 48, seed: int = 0, shortest:
         if len(passages) == count:
             break
         text = " ".join(words[start:start + span])
-        if len(tokenizer(text)["input_ids"]) >= longest:
+        if len(tokenizer(text, truncation=True, max_length=longest)["input_ids"]) == longest:  # cut: no length warning
             lengths = [rng.randint(min(max(low, shortest), high), high) for low, high in BUCKETS]
             passages.append(dict(text=text, lengths=lengths))
     if len(passages) < count:
