@@ -125,59 +125,56 @@ def _agreement(distiller, tokenizer, items: list[tuple[str, int]], batch_size: i
     return cosines, losses
 
 
+@torch.no_grad()
+def _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size) -> list[tuple[list[float], list[float]]]:
+    """`_agreement` for each list of items, with one `heal.Distiller` (the loss healing minimises)."""
+    from ..heal import Distiller
+
+    student.eval()
+    teacher.eval()
+    distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
+    try:
+        return [_agreement(distiller, tokenizer, items, batch_size) for items in item_lists]
+    finally:
+        distiller.close()
+
+
 def _bucket_row(bucket, cosines, losses, **extra) -> dict:
     sem = statistics.stdev(cosines) / math.sqrt(len(cosines)) if len(cosines) > 1 else float("nan")
     return dict(bucket=f"{bucket[0]}-{bucket[1]}", texts=len(cosines), mean_cosine=statistics.fmean(cosines),
                 sem_cosine=sem, min_cosine=min(cosines), distillation_loss=statistics.fmean(losses), **extra)
 
 
-@torch.no_grad()
+def _gap(row: dict, against: dict, difference: float, error: float, **extra) -> dict:
+    """A longer bucket's cosine gap to the shortest, within noise unless below it by more than two standard errors."""
+    return dict(bucket=row["bucket"], against=against["bucket"], difference=difference, standard_error=error,
+                within_noise=difference >= -2 * error, **extra)
+
+
 def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, batch_size: int = 8) -> list[dict]:
     """Per length bucket: the mean cosine between the student's and the teacher's sentence embeddings (their Pooling,
     mean by default), its standard error and minimum, and the distillation loss healing minimises (`heal.Distiller`)."""
-    from ..heal import Distiller
-
-    student.eval()
-    teacher.eval()
-    distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
-    try:
-        rows = []
-        for bucket, pieces in texts.items():
-            items = [(text, bucket[1]) for text in pieces]
-            rows.append(_bucket_row(bucket, *_agreement(distiller, tokenizer, items, batch_size)))
-        return rows
-    finally:
-        distiller.close()
+    buckets = list(texts)
+    item_lists = [[(text, bucket[1]) for text in texts[bucket]] for bucket in buckets]
+    measured = _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size)
+    return [_bucket_row(bucket, cosines, losses) for bucket, (cosines, losses) in zip(buckets, measured)]
 
 
-@torch.no_grad()
 def prefix_agreement(student, teacher, tokenizer, passages: list[dict], pooling=None,
                      batch_size: int = 8) -> tuple[list[dict], list[dict]]:
     """The length report on `held_out_passages`: every passage is read at one prefix length per bucket. Returns
     (rows as `length_agreement`'s, plus the mean prefix length; gaps as `length_gaps`', but paired: each passage's
     cosine at the longer prefix minus its own at the shortest, mean and standard error over passages)."""
-    from ..heal import Distiller
-
-    student.eval()
-    teacher.eval()
-    distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
-    try:
-        per_bucket = []
-        for index, bucket in enumerate(BUCKETS):
-            items = [(p["text"], p["lengths"][index]) for p in passages]
-            per_bucket.append(_agreement(distiller, tokenizer, items, batch_size))
-    finally:
-        distiller.close()
+    item_lists = [[(p["text"], p["lengths"][index]) for p in passages] for index in range(len(BUCKETS))]
+    measured = _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size)
     rows = [_bucket_row(bucket, cosines, losses, mean_tokens=statistics.fmean(p["lengths"][i] for p in passages))
-            for i, (bucket, (cosines, losses)) in enumerate(zip(BUCKETS, per_bucket))]
-    shortest = per_bucket[0][0]
+            for i, (bucket, (cosines, losses)) in enumerate(zip(BUCKETS, measured))]
+    shortest = measured[0][0]
     gaps = []
-    for row, (cosines, _) in zip(rows[1:], per_bucket[1:]):
+    for row, (cosines, _) in zip(rows[1:], measured[1:]):
         differences = [c - s for c, s in zip(cosines, shortest)]
         error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else float("nan")
-        difference = statistics.fmean(differences)
-        gaps.append(dict(bucket=row["bucket"], against=rows[0]["bucket"], difference=difference, standard_error=error,
-                         within_noise=difference >= -2 * error, paired=True))
+        gaps.append(_gap(row, rows[0], statistics.fmean(differences), error, paired=True))
     return rows, gaps
 
 
@@ -186,13 +183,8 @@ def length_gaps(rows: list[dict]) -> list[dict]:
     (the buckets hold different pieces, so the two errors add in quadrature) and whether it is within noise, i.e.
     not below the short bucket's by more than two standard errors."""
     first = rows[0]
-    gaps = []
-    for row in rows[1:]:
-        difference = row["mean_cosine"] - first["mean_cosine"]
-        error = math.hypot(row["sem_cosine"], first["sem_cosine"])
-        gaps.append(dict(bucket=row["bucket"], against=first["bucket"], difference=difference, standard_error=error,
-                         within_noise=difference >= -2 * error))
-    return gaps
+    return [_gap(row, first, row["mean_cosine"] - first["mean_cosine"],
+                 math.hypot(row["sem_cosine"], first["sem_cosine"])) for row in rows[1:]]
 
 
 def _log_gaps(gaps: list[dict], design: str, log) -> None:
