@@ -237,10 +237,12 @@ def build_minilm_checkpoint(
     per_bucket: int = 48,
     speed_rounds: int = 5,
     heal_overrides: dict | None = None,
+    calibration_sentences: int = 512,
     log=print,
 ) -> dict:
     """Build, measure and stage the Hub-ready folder `out`; return the report (also in WORK_DIR/build_report.json).
-    The healed model is WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes)."""
+    The healed model is WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes).
+    `heal_overrides` change fields of `heal_recipe`; `calibration_sentences=0` heals the uncalibrated conversion."""
     from transformers import AutoTokenizer, BertModel
 
     from .. import SharedBertModel, embeddings
@@ -262,7 +264,8 @@ def build_minilm_checkpoint(
     log(f"1. Convert and heal all-MiniLM-L6-v2 ({minutes:g} training minutes, {len(files)} corpus files, "
         f"held out: {held_out.name})")
     conversion = convert_checkpoint("all-MiniLM-L6-v2", healed_dir, attention_type="shared", heal=recipe, corpus=files,
-                                    checkpoint_dir=work_dir / "healed-checkpoints", threads=threads)
+                                    checkpoint_dir=work_dir / "healed-checkpoints", threads=threads,
+                                    calibration_sentences=calibration_sentences)
     heal_report = conversion["heal"]
     if heal_report["interrupted"]:
         raise KeyboardInterrupt(f"Healing was interrupted; run the same command again to resume ({work_dir}).")
