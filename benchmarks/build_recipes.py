@@ -20,6 +20,7 @@ Each build goes to runs/build-recipes/NAME (its `build_report.json` holds every 
 runs/build-recipes/NAME/staged). The report, benchmarks/results/build_recipes.{json,md}, gives per recipe: steps,
 STS-B dev (EmbeddingSimilarityEvaluator), and each longer length bucket's cosine gap to the ≤128 one, on different
 passages and on the same passages cut to each length (paired), ± standard errors.
+A recipe whose build folder is gone keeps its row from the existing report; building it again replaces the row.
 """
 
 from __future__ import annotations
@@ -122,13 +123,19 @@ def render(rows: list[dict]) -> str:
 def report() -> list[dict]:
     from sharedbert.atomic import atomic_write_text
 
+    # A build folder under runs/ lasts only as long as its machine: rows already in the results file are kept
+    # unless their recipe has been built again here, so one new build adds a row instead of replacing the table.
+    saved = RESULTS / "build_recipes.json"
+    kept = {row["recipe"]: row for row in json.loads(saved.read_text(encoding="utf-8"))} if saved.is_file() else {}
     rows = []
     for name in RECIPES:
         path = WORK / name / "build_report.json"
         if path.is_file():
             rows.append(summary(name, json.loads(path.read_text(encoding="utf-8"))))
+        elif name in kept:
+            rows.append(kept[name])
     if not rows:
-        raise SystemExit(f"No finished builds under {WORK}: run a --recipe first.")
+        raise SystemExit(f"No finished builds under {WORK} and no {saved}: run a --recipe first.")
     RESULTS.mkdir(parents=True, exist_ok=True)
     atomic_write_text(RESULTS / "build_recipes.json", json.dumps(rows, indent=1) + "\n")
     text = render(rows)
