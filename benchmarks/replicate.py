@@ -25,8 +25,8 @@ and shared by every cell. With bert-base-uncased's 30,522 entries the embedding 
 corpus vocabulary also gives every entry a chance to be trained within the small token budget.
 
 Outputs (under --output-dir, default benchmarks/results): replication.json (settings + every finished cell +
-aggregates), replication.md (mean ± std per task over the finished seeds, GLUE-style average, parameters, tokens/s,
-final MLM loss, the published figures beside, and verdicts on the claims computed from the numbers) and
+aggregates), replication.md (mean ± standard error per task over the finished seeds, GLUE-style average, parameters,
+tokens/s, final MLM loss and its distance to a unigram model, pretraining precision, the published figures beside, and verdicts on the claims computed from the numbers) and
 replication_mlm_loss.png, replication_score_vs_params.png.
 """
 
@@ -203,6 +203,25 @@ def cell_key(variant: str, seed: int, stage: str) -> str:
     return f"{variant}/seed{seed}/{stage}"
 
 
+def study_plan(variants, seeds, tasks) -> dict:
+    """The cells a study process was asked for: every variant × seed × (pretraining, each task, the typo test)."""
+    tasks = [t for t in TASKS if t in tasks]
+    stages = 1 + len(tasks) + ("sst2" in tasks)
+    variants, seeds = [v for v in VARIANTS if v in variants], sorted(set(seeds))
+    return {"variant_names": variants, "seed_list": seeds, "task_list": tasks, "variants": len(variants),
+            "seeds": len(seeds), "stages": stages, "cells": len(variants) * len(seeds) * stages}
+
+
+def merge_plans(stored: dict | None, mine: dict | None) -> dict | None:
+    """One process per core (or per seed, or per sitting) each plans part of the study: the study is their union.
+    A plan written before plans were mergeable (counts only) gives way to this process's."""
+    if not stored or "variant_names" not in stored or not mine:
+        return mine or stored
+    return study_plan(set(stored["variant_names"]) | set(mine["variant_names"]),
+                      set(stored["seed_list"]) | set(mine["seed_list"]),
+                      set(stored["task_list"]) | set(mine["task_list"]))
+
+
 class Study:
     """Runs the missing cells and keeps replication.json up to date after each one."""
 
@@ -247,6 +266,8 @@ class Study:
             self.results["cells"] = {**on_disk["cells"], **self.results["cells"]}
             if "unigram_baseline" in on_disk:
                 self.results.setdefault("unigram_baseline", on_disk["unigram_baseline"])
+            if not getattr(self.args, "report_only", False):
+                self.results["plan"] = merge_plans(on_disk.get("plan"), self.results.get("plan"))
             self.results["aggregate"] = aggregate(self.results)
             self.results["updated"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
             atomic_write_text(self.json_path, json.dumps(self.results, indent=2) + "\n")
@@ -417,6 +438,7 @@ def _mean_std(values: list[float]) -> dict:
     return {
         "mean": statistics.fmean(values) if values else None,
         "std": statistics.stdev(values) if len(values) > 1 else None,
+        "se": statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None,
         "n": len(values),
         "values": values,
     }
@@ -444,7 +466,10 @@ def aggregate(results: dict) -> dict:
         entry["glue_average"] = _mean_std(averages)
         pre = [get(s, "pretrain") for s in seeds if get(s, "pretrain")]
         entry["parameters"] = pre[0]["parameters"] if pre else None
-        entry["tokens_per_second"] = _mean_std([p["tokens_per_second"] for p in pre])
+        # Steady throughput (median step time) where the cell has it: wall-clock tokens/s also counts pauses,
+        # restarts between sittings and start-up, which say nothing about the variant.
+        entry["tokens_per_second"] = _mean_std([p.get("steady_tokens_per_second", p["tokens_per_second"]) for p in pre])
+        entry["precision"] = sorted({p.get("precision", "fp32") for p in pre})
         entry["final_mlm_loss"] = _mean_std([p["final_mlm_loss"] for p in pre if p["final_mlm_loss"] is not None])
         entry["robustness_drop"] = _mean_std([get(s, "robustness")["drop"] for s in seeds if get(s, "robustness")])
         entry["noisy_accuracy"] = _mean_std([100 * get(s, "robustness")["noisy_accuracy"] for s in seeds
@@ -497,6 +522,14 @@ def claims(agg: dict) -> list[dict]:
             c["verdict"] = f"faster, but by less than {PAPER_SPEEDUP[0]:.0%} (not supported as stated)"
     out.append(dict(claim="shared trains 15-20% faster than standard", published="+15-20% (2412.00359)",
                     measure="pretraining tokens/s", **c))
+    c = compare(field("shared", "final_mlm_loss"), field("standard", "final_mlm_loss"), higher_is_better=False)
+    # A parity claim: only a gap beyond two standard errors against shared says something.
+    c["verdict"] = {"supported": "shared better (on par or better: consistent)",
+                    "contradicted": "contradicted (shared worse)"}.get(c["verdict"], c["verdict"])
+    if c["verdict"].startswith("within noise"):
+        c["verdict"] = "within noise (consistent with on par)"
+    out.append(dict(claim="shared pretrains on par with standard", published="on par (2412.00359)",
+                    measure="held-out MLM loss, nats (lower is better)", **c))
     for other in ("standard", "symmetric", "pairwise"):
         c = compare(field("shared", "robustness_drop"), field(other, "robustness_drop"), higher_is_better=False)
         out.append(dict(claim=f"shared is more robust to typos than {other}", published="better on noisy data "
@@ -514,11 +547,13 @@ def claims(agg: dict) -> list[dict]:
 
 
 def _fmt(stat: dict | None, digits: int = 1) -> str:
+    """mean ± standard error of the mean over seeds, with n."""
     if not stat or stat["mean"] is None:
         return "–"
     text = f"{stat['mean']:.{digits}f}"
     if stat["std"] is not None:
-        text += f" ± {stat['std']:.{digits}f}"
+        se = stat.get("se", stat["std"] / math.sqrt(stat["n"]))  # JSON written before "se" was stored
+        text += f" ± {se:.{digits}f}"
     return text + f" (n={stat['n']})"
 
 
@@ -564,16 +599,28 @@ def render_markdown(results: dict, command: str = "") -> str:
         row += [_fmt(e["glue_average"]), _fmt(e["robustness_drop"]), _fmt(e["tokens_per_second"], 0),
                 _fmt(e["final_mlm_loss"], 3)]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Scores ×100: SST-2 and RTE accuracy, MRPC mean of F1 and accuracy, CoLA Matthews correlation, "
-              "STS-B mean of Pearson and Spearman (GLUE's convention); GLUE avg is their mean. Tokens/s is wall-clock "
-              "pretraining throughput on a machine shared with other jobs (load averages are in the JSON), so speed "
-              "differences are noisy.", ""]
+    precisions = {v: agg[v].get("precision") for v in variants if agg[v].get("precision")}
+    mixed = len({p for ps in precisions.values() for p in ps}) > 1
+    lines += ["", "Each entry is the mean ± standard error over seeds, (n=…). Scores ×100: SST-2 and RTE accuracy, "
+              "MRPC mean of F1 and accuracy, CoLA Matthews correlation, STS-B mean of Pearson and Spearman (GLUE's "
+              "convention); GLUE avg is their mean. Tokens/s is pretraining throughput per process (the median step "
+              "where the cell recorded it, else wall-clock) on a machine shared with other jobs (load averages are in "
+              "the JSON), so speed differences are noisy.", ""]
+    if precisions:
+        lines += ["Pretraining precision: " + ("; ".join(f"{v}: {', '.join(p)}" for v, p in precisions.items())
+                                                if mixed else f"{next(iter(precisions.values()))[0]} in every cell")
+                  + (" (mixed: seeds ran on machines that resolved `auto` differently)" if mixed else "") + ".", ""]
     baseline = results.get("unigram_baseline")
     if baseline:
         lines += [f"A unigram model (token frequencies alone, no context) of the pretraining corpus scores an MLM loss "
                   f"of {baseline['mlm_loss']:.3f} nats ({baseline['tokens']:,} tokens, "
                   f"{baseline['distinct_tokens']:,} distinct): a final MLM loss near it means the model has barely "
-                  "begun to use context.", ""]
+                  "begun to use context."]
+        below = [f"{v} {baseline['mlm_loss'] - agg[v]['final_mlm_loss']['mean']:.2f}" for v in variants
+                 if agg[v]["final_mlm_loss"]["mean"] is not None]
+        if below:
+            lines[-1] += " Nats below it (mean over seeds): " + ", ".join(below) + "."
+        lines.append("")
     lines += ["## Published figures", "",
               "| source | standard | symmetric | pairwise | shared |", "|---|---|---|---|---|",
               f"| Courtois et al. 2024, GLUE dev avg (BERT-base) | {COURTOIS_GLUE['standard']} | "
@@ -657,7 +704,7 @@ def write_plots(results: dict, output_dir: Path) -> list[Path]:
                         color=colours[i % len(colours)], label=f"{variant} (n={g['n']})")
     ax.set_xlabel("parameters (millions, MLM model)")
     ax.set_ylabel("GLUE-style average (5 tasks, dev)")
-    ax.set_title("Score vs parameters (mean ± std over seeds)")
+    ax.set_title("Score vs parameters (mean ± standard deviation over seeds)")
     ax.legend(fontsize=8)
     save(fig, "replication_score_vs_params.png")
     return written
@@ -704,10 +751,8 @@ def run(args) -> int:
         pass
     try:
         study = Study(args)
-        study.results["plan"] = {"variants": len(args.variants), "seeds": len(args.seeds),
-                                 "stages": 1 + len(args.tasks) + ("sst2" in args.tasks),
-                                 "cells": len(args.variants) * len(args.seeds)
-                                 * (1 + len(args.tasks) + ("sst2" in args.tasks))}
+        # A study run adds its cells to the plan on disk (save merges); --report-only states the whole plan.
+        study.results["plan"] = study_plan(args.variants, args.seeds, args.tasks)
         if not args.report_only:
             study.run()
         same_recipe = study.results.get("recipe_hash") == study.hash

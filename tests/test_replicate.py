@@ -132,6 +132,33 @@ def test_report_verdicts_come_from_the_cells():
     report = replicate.render_markdown(results)
     assert "this run supports shared beats standard on the GLUE average" in report
     assert "contradicts shared trains 15-20% faster than standard" in report
+    assert verdicts["shared pretrains on par with standard"] == "within noise (consistent with on par)"  # equal losses
+
+
+def test_report_gives_standard_errors_steady_speed_precision_and_the_unigram_gap():
+    """The 25M study's table: mean ± standard error (not std), speed from the median step (a paused run's wall-clock
+    rate is not a speed), the precision each cell ran in, MLM parity judged, and the distance to the unigram model."""
+    cells = {}
+    for seed in range(3):
+        for variant, loss, precision in (("shared", 5.9 + 0.01 * seed, "bf16"), ("standard", 5.7 + 0.01 * seed, "fp32")):
+            cells[f"{variant}/seed{seed}/pretrain"] = {
+                "parameters": 1000, "tokens_per_second": 10.0, "steady_tokens_per_second": 6000.0 + seed,
+                "final_mlm_loss": loss, "precision": precision, "loss_curve": []}
+    results = {"cells": cells, "recipe": replicate.recipe_of(_args_namespace()), "recipe_hash": "x",
+               "unigram_baseline": {"mlm_loss": 6.7, "tokens": 100, "distinct_tokens": 10}}
+    results["aggregate"] = replicate.aggregate(results)
+    loss = results["aggregate"]["standard"]["final_mlm_loss"]
+    assert loss["se"] == pytest.approx(0.01 / 3 ** 0.5) and loss["std"] == pytest.approx(0.01)
+    assert results["aggregate"]["shared"]["tokens_per_second"]["mean"] == pytest.approx(6001.0)
+    verdicts = {c["claim"]: c["verdict"] for c in replicate.claims(results["aggregate"])}
+    assert verdicts["shared pretrains on par with standard"] == "contradicted (shared worse)"
+    report = replicate.render_markdown(results)
+    assert "5.710 ± 0.006 (n=3)" in report  # standard error 0.0058, where the std would print 0.010
+    assert "standard: fp32; shared: bf16 (mixed" in report
+    assert "Nats below it (mean over seeds): standard 0.99, shared 0.79." in report
+    results["cells"] = {k: dict(v, precision="bf16") for k, v in cells.items()}
+    results["aggregate"] = replicate.aggregate(results)
+    assert "Pretraining precision: bf16 in every cell." in replicate.render_markdown(results)
 
 
 def _args_namespace():
@@ -166,3 +193,18 @@ def test_studies_sharing_an_output_folder_keep_each_others_cells(tmp_path):
     first.record("standard/seed1/finetune-sst2", {"score": 62.0})
     cells = json.loads((tmp_path / "out" / "replication.json").read_text())["cells"]
     assert set(cells) == {"standard/seed0/finetune-sst2", "shared/seed0/finetune-sst2", "standard/seed1/finetune-sst2"}
+
+
+def test_the_plan_is_the_union_of_what_the_study_processes_were_asked_for():
+    """Seeds 0 and 1 run as two processes in one sitting and seed 2 in the next: the report's 'planned' count must be
+    the whole study, not the last writer's share (which made a finished study read as a partial one, or a partial one
+    as finished)."""
+    seed0 = replicate.study_plan(["shared", "standard"], [0], replicate.TASKS)
+    seed1 = replicate.study_plan(["standard", "shared"], [1], replicate.TASKS)
+    assert seed0["cells"] == 2 * 1 * 7 and seed0["variant_names"] == ["standard", "shared"]
+    both = replicate.merge_plans(seed0, seed1)
+    assert both["cells"] == 2 * 2 * 7 and both["seed_list"] == [0, 1]
+    assert replicate.merge_plans(both, replicate.study_plan(["pairwise"], [2], ["sst2"]))["cells"] == 3 * 3 * 7
+    old_style = {"variants": 1, "seeds": 3, "stages": 7, "cells": 21}  # written before plans were mergeable
+    assert replicate.merge_plans(old_style, seed1) == seed1
+    assert replicate.merge_plans(seed1, None) == seed1
