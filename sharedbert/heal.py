@@ -72,6 +72,9 @@ class HealConfig:
     hidden_weight: float = 1.0  # relative MSE of every layer's output
     attention_weight: float = 1.0  # relative MSE of every attention sublayer's output
     embedding_weight: float = 1.0  # 1 - cosine of the mean-pooled final embeddings
+    # Relational: the squared difference between the student's and the teacher's in-batch cosine-similarity matrices
+    # of the pooled embeddings. Semantic similarity scores (STS-B) read how sentences relate, not where each lies.
+    similarity_weight: float = 0.0
     train_embeddings: bool = False  # embeddings are copied exactly; leave them frozen by default
     checkpoint_minutes: float = 5.0  # save `latest/` this often (training time) ...
     checkpoint_steps: int | None = None  # ... or this often in steps
@@ -98,6 +101,9 @@ class HealConfig:
             raise ValueError(f"long_batch_size must be >= 1 (or None), got {self.long_batch_size}.")
         if self.max_length < 8:
             raise ValueError(f"max_length must be >= 8 tokens, got {self.max_length}.")
+        for name in ("hidden_weight", "attention_weight", "embedding_weight", "similarity_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}.")
         resolve_precision(self.precision)  # names the allowed values on a bad one
 
     def resolved_long_batch_size(self) -> int:
@@ -231,6 +237,12 @@ def _relative_mse(student, teacher, mask):
     return ((student - teacher).pow(2) * mask).sum() / (teacher.pow(2) * mask).sum().clamp_min(1e-12)
 
 
+def _similarity_gap(student, teacher):
+    """Mean squared difference of the in-batch cosine-similarity matrices (zero for a batch of one)."""
+    student, teacher = (torch.nn.functional.normalize(x.float(), dim=-1) for x in (student, teacher))
+    return (student @ student.T - teacher @ teacher.T).pow(2).mean()
+
+
 class Distiller:
     """Computes the distillation loss of a student encoder against a teacher encoder on one tokenised batch."""
 
@@ -264,8 +276,10 @@ class Distiller:
         cosine = torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)
         self.last_cosines = cosine.detach()  # per sequence, for reports (checkpoint_build.length_agreement)
         parts["embedding"] = (1 - cosine).mean()
+        parts["similarity"] = _similarity_gap(s_pooled, t_pooled)
         c = self.config
-        total = c.hidden_weight * parts["hidden"] + c.attention_weight * parts["attention"] + c.embedding_weight * parts["embedding"]
+        total = (c.hidden_weight * parts["hidden"] + c.attention_weight * parts["attention"]
+                 + c.embedding_weight * parts["embedding"] + c.similarity_weight * parts["similarity"])
         return total, {k: float(v.detach()) for k, v in parts.items()}
 
     def pool(self, token_embeddings, attention_mask):
@@ -474,7 +488,8 @@ def heal(
                     flag["stop"] = True
                 if bar is not None:
                     bar.update(1 if config.max_steps is not None else round(elapsed) - bar.n)
-                    bar.set_postfix(loss=f"{losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}")
+                    bar.set_postfix(loss=f"{losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}",
+                                    sim=f"{parts['similarity']:.5f}")
                 for minute in config.snapshot_minutes:
                     if minute not in snapshots_done and elapsed >= minute * 60:
                         folder = checkpoint_dir / f"minute-{minute:g}"

@@ -99,6 +99,35 @@ def test_healing_lowers_the_distillation_loss(corpus, tmp_path):
                                make_teacher().encoder.layer[0].attention.self.query.weight)
 
 
+def test_the_relational_term_compares_in_batch_similarities_and_is_weighted_in():
+    """similarity_weight adds the squared gap between the student's and the teacher's in-batch cosine-similarity
+    matrices: zero for an exact copy and for a batch of one, positive for a shared conversion, and it enters the
+    total with its weight (the default 0 leaves the loss as it was)."""
+    from sharedbert.heal import Distiller
+
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    batch = tokenizer(["the man plays guitar .", "a dog runs in the park", "old red car"], padding=True,
+                      return_tensors="pt")
+    copy = from_bert(teacher, attention_type="standard").eval()
+    shared = from_bert(teacher, attention_type="shared").eval()
+    torch.manual_seed(1)
+    with torch.no_grad():  # move the conversion further off the teacher
+        for name, weight in shared.named_parameters():
+            if name.endswith("shared_proj.weight"):
+                weight.add_(0.3 * torch.randn_like(weight))
+    with torch.no_grad():
+        _, exact = Distiller(copy, teacher, small_config()).loss(batch)
+        plain, parts = Distiller(shared, teacher, small_config()).loss(batch)
+        weighted, _ = Distiller(shared, teacher, small_config(similarity_weight=10.0)).loss(batch)
+        _, single = Distiller(shared, teacher, small_config()).loss({k: v[:1] for k, v in batch.items()})
+    assert exact["similarity"] < 1e-10 and single["similarity"] < 1e-10
+    assert parts["similarity"] > 1e-6
+    assert float(plain) == pytest.approx(parts["hidden"] + parts["attention"] + parts["embedding"], rel=1e-5)
+    assert float(weighted - plain) == pytest.approx(10.0 * parts["similarity"], rel=1e-4)
+    with pytest.raises(ValueError, match="similarity_weight must be >= 0"):
+        small_config(similarity_weight=-1.0)
+
+
 def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     teacher, tokenizer = make_teacher(), make_tokenizer()
     config = small_config(max_steps=8)
