@@ -644,11 +644,14 @@ def render_markdown(results: dict, command: str = "") -> str:
     supported = [c["claim"] for c in claims(agg) if c["verdict"] == "supported"]
     contradicted = [c["claim"] for c in claims(agg) if c["verdict"] == "contradicted"]
     unjudged = [c["claim"] for c in claims(agg) if c["verdict"].startswith("not judged")]
-    others = [c["claim"] for c in claims(agg) if c["claim"] not in supported + contradicted + unjudged]
+    consistent = [c["claim"] for c in claims(agg) if "consistent" in c["verdict"]]  # parity claims
+    others = [c["claim"] for c in claims(agg) if c["claim"] not in supported + contradicted + unjudged + consistent]
     parts = [f"supports {', '.join(supported)}" if supported else
              "supports none of the claims" if len(unjudged) < len(claims(agg)) else "cannot judge any claim yet"]
     if contradicted:
         parts.append(f"contradicts {', '.join(contradicted)}")
+    if consistent:
+        parts.append(f"is consistent with {', '.join(consistent)} (no difference beyond noise)")
     if others:
         parts.append(f"does not support (difference within noise or below the stated size) {', '.join(others)}")
     if unjudged:

@@ -133,6 +133,7 @@ def test_report_verdicts_come_from_the_cells():
     assert "this run supports shared beats standard on the GLUE average" in report
     assert "contradicts shared trains 15-20% faster than standard" in report
     assert verdicts["shared pretrains on par with standard"] == "within noise (consistent with on par)"  # equal losses
+    assert "is consistent with shared pretrains on par with standard" in report
 
 
 def test_report_gives_standard_errors_steady_speed_precision_and_the_unigram_gap():
