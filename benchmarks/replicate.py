@@ -26,7 +26,8 @@ corpus vocabulary also gives every entry a chance to be trained within the small
 
 Outputs (under --output-dir, default benchmarks/results): replication.json (settings + every finished cell +
 aggregates), replication.md (mean ± standard error per task over the finished seeds, GLUE-style average, parameters,
-tokens/s, final MLM loss and its distance to a unigram model, pretraining precision, the published figures beside, and verdicts on the claims computed from the numbers) and
+tokens/s, final MLM loss and its distance to a unigram model, pretraining precision, the published figures beside,
+and verdicts on the claims computed from the numbers) and
 replication_mlm_loss.png, replication_score_vs_params.png.
 """
 

@@ -488,8 +488,8 @@ def heal(
                     flag["stop"] = True
                 if bar is not None:
                     bar.update(1 if config.max_steps is not None else round(elapsed) - bar.n)
-                    bar.set_postfix(loss=f"{losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}",
-                                    sim=f"{parts['similarity']:.5f}")
+                    bar.set_postfix(loss=f"{losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}",
+                                    cos=f"{parts['embedding']:.4f}", sim=f"{parts['similarity']:.5f}")
                 for minute in config.snapshot_minutes:
                     if minute not in snapshots_done and elapsed >= minute * 60:
                         folder = checkpoint_dir / f"minute-{minute:g}"

@@ -141,7 +141,8 @@ def test_report_gives_standard_errors_steady_speed_precision_and_the_unigram_gap
     rate is not a speed), the precision each cell ran in, MLM parity judged, and the distance to the unigram model."""
     cells = {}
     for seed in range(3):
-        for variant, loss, precision in (("shared", 5.9 + 0.01 * seed, "bf16"), ("standard", 5.7 + 0.01 * seed, "fp32")):
+        for variant, loss, precision in (("shared", 5.9 + 0.01 * seed, "bf16"),
+                                         ("standard", 5.7 + 0.01 * seed, "fp32")):
             cells[f"{variant}/seed{seed}/pretrain"] = {
                 "parameters": 1000, "tokens_per_second": 10.0, "steady_tokens_per_second": 6000.0 + seed,
                 "final_mlm_loss": loss, "precision": precision, "loss_curve": []}
