@@ -552,9 +552,8 @@ def _fmt(stat: dict | None, digits: int = 1) -> str:
     if not stat or stat["mean"] is None:
         return "–"
     text = f"{stat['mean']:.{digits}f}"
-    if stat["std"] is not None:
-        se = stat.get("se", stat["std"] / math.sqrt(stat["n"]))  # JSON written before "se" was stored
-        text += f" ± {se:.{digits}f}"
+    if stat["se"] is not None:
+        text += f" ± {stat['se']:.{digits}f}"
     return text + f" (n={stat['n']})"
 
 
