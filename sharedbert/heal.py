@@ -128,6 +128,7 @@ class HealResult:
     last_loss: float | None  # mean loss of the last few steps
     interrupted: bool
     losses: list[float]
+    precision: str = "fp32"  # what `config.precision` resolved to on this machine ("auto" differs between CPUs)
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
@@ -522,6 +523,7 @@ def heal(
         last_loss=sum(tail) / len(tail) if tail else None,
         interrupted=flag["stop"],
         losses=losses,
+        precision=precision,
     )
 
 

@@ -64,6 +64,21 @@ def test_text_pieces_decode_any_bytes_and_are_reproducible(corpus):
     assert sorted(pieces.batch(n, n)) == sorted(pieces.pieces)
 
 
+def test_healing_reports_the_precision_it_ran_in(corpus, tmp_path):
+    """"auto" means bf16 on one CPU and fp32 on another, so the result says which one ran, and bf16 really ran."""
+    from sharedbert.training.precision import resolve_precision
+
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    results = {}
+    for precision in ("fp32", "bf16", "auto"):
+        student = from_bert(teacher, attention_type="shared")
+        results[precision] = heal(student, teacher, tokenizer, corpus, tmp_path / precision,
+                                  small_config(max_steps=2, precision=precision), resume=False)
+    assert [results[p].precision for p in ("fp32", "bf16")] == ["fp32", "bf16"]
+    assert results["auto"].precision == resolve_precision("auto")
+    assert results["fp32"].losses != results["bf16"].losses  # the same steps, rounded differently
+
+
 def test_text_in_memory_is_a_corpus_with_its_own_fingerprint(corpus, tmp_path):
     """A task's sentences heal without being written to files; the fingerprint follows the texts, so a checkpoint
     healed on other sentences is not resumed silently."""

@@ -126,7 +126,7 @@ def convert_checkpoint(
         "calibration": calibration,
         "heal": None if result is None else {
             "steps": result.steps, "elapsed_seconds": result.elapsed_seconds, "first_loss": result.first_loss,
-            "last_loss": result.last_loss, "interrupted": result.interrupted,
+            "last_loss": result.last_loss, "interrupted": result.interrupted, "precision": result.precision,
         },
     }
     with atomic_directory(out) as tmp:
