@@ -312,13 +312,18 @@ def build_minilm_checkpoint(
         "conversion": "sharedbert convert (attention_type shared, invariant fit"
                       + (f", calibrated on {conversion['calibration']['sentences']} pieces of the healing corpus"
                          if conversion.get("calibration") else "") + "), healed by distillation",
-        "healing corpus": "WikiText-2 raw test + 12 Project Gutenberg books (shared mlm-text, "
-                          f"{HELD_OUT.split('/')[-1]} held out)",
+        "healing corpus": ("WikiText-2 raw test + 12 Project Gutenberg books (shared mlm-text, "
+                           if corpus is None else f"{len(files)} text files ({', '.join(f.name for f in files)}; ")
+                          + f"{held_out.name} held out)",
         "healing minutes": round(heal_report["elapsed_seconds"] / 60, 1),
         "healing steps": heal_report["steps"],
-        "healing batches": f"16 pieces of 6-40 words; {recipe.long_fraction:.0%} of the steps "
-                           f"{recipe.resolved_long_batch_size()} pieces of {recipe.long_min_words}-"
-                           f"{recipe.long_max_words} words; up to {recipe.max_length} tokens",
+        "healing precision": heal_report.get("precision", recipe.precision),
+        "healing batches": f"{recipe.batch_size} pieces of {recipe.min_words}-{recipe.max_words} words; "
+                           f"{recipe.long_fraction:.0%} of the steps {recipe.resolved_long_batch_size()} pieces of "
+                           f"{recipe.long_min_words}-{recipe.long_max_words} words; up to {recipe.max_length} tokens",
+        "distillation loss weights": f"hidden states {recipe.hidden_weight:g}, attention outputs "
+                                     f"{recipe.attention_weight:g}, embedding cosine {recipe.embedding_weight:g}, "
+                                     f"in-batch similarity matrix {recipe.similarity_weight:g}",
         "STS-B dev Spearman of the original": round(sts_original, 4),
         "parameters vs the original": f"{params_healed:,} vs {params_original:,} "
                                       f"(×{params_healed / params_original:.3f})",
