@@ -16,7 +16,9 @@ heals the uncalibrated conversion on short pieces only, as the 20-minute run tha
 long steps' pieces to 100-200 words (about 130-260 tokens), aimed at the 129-256 bucket; `rel4` adds relational
 distillation (the in-batch cosine-similarity matrix of the embeddings, `similarity_weight`). A step budget
 makes a recipe independent of how busy the machine is; the time-budgeted ones made 2,296 (base) and 2,512 (long10)
-steps here.
+steps here. `base-bf16` is the published recipe for 2,296 steps in bf16 autocast: "auto" precision heals in fp32 on an
+AVX2 CPU (where base, long10, glue and emb4 were built) and in bf16 where the CPU computes bf16 natively, so recipes
+built on such a CPU compare with it. Each row names the precision its healing ran in.
 
 Each build goes to runs/build-recipes/NAME (its `build_report.json` holds every figure; the staged folder is
 runs/build-recipes/NAME/staged). The report, benchmarks/results/build_recipes.{json,md}, gives per recipe: steps,
@@ -58,6 +60,10 @@ RECIPES = {
     # on relations: emb4's extra emphasis, aimed at how sentences relate instead of where each one lies.
     "rel4": dict(minutes=600.0, overrides={"max_steps": STEPS, "similarity_weight": 4.0}, corpus=None,
                  said=f"+ in-batch similarity matrix gap x4 in the loss, {STEPS:,} steps"),
+    # Healing ran in fp32 on the AVX2 machine that built base, long10, glue and emb4, and in bf16 autocast where the
+    # CPU computes bf16 natively ("auto"): the published recipe in bf16, so that recipes built there have a control.
+    "base-bf16": dict(minutes=600.0, overrides={"max_steps": STEPS, "precision": "bf16"}, corpus=None,
+                      said=f"published recipe healed in bf16 autocast, {STEPS:,} steps"),
     "mid": dict(minutes=600.0, overrides={"max_steps": STEPS, "long_max_words": 200}, corpus=None,
                 said=f"long steps read 100-200-word pieces (3 a batch) instead of 100-400, {STEPS:,} steps"),
 }
@@ -105,6 +111,7 @@ def build(name: str, threads: int) -> dict:
 
 def summary(name: str, report: dict) -> dict:
     return dict(recipe=name, said=RECIPES[name]["said"], steps=report["heal"]["steps"],
+                precision=report["heal"].get("precision"),
                 minutes=round(report["heal"]["elapsed_seconds"] / 60, 1), sts_b=report["sts_sharedbert"],
                 sts_b_original=report["sts_original"], length_gaps=report.get("length_gaps"),
                 prefix_gaps=report.get("prefix_gaps"), prefix_buckets=report.get("prefix_buckets"),
@@ -123,11 +130,12 @@ def render(rows: list[dict]) -> str:
              f"{rows[0]['sts_b_original']:.4f}), and each longer bucket's mean embedding cosine to the original minus "
              "the ≤128 bucket's, ± standard error, on different passages and on the same passages cut to each length "
              "(paired); * marks a gap beyond two standard errors.", "",
-             "| recipe | what changes | steps | STS-B | 129–256, different passages | 257–512, different passages "
-             "| 129–256, same passages | 257–512, same passages |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| recipe | what changes | steps | precision | STS-B | 129–256, different passages "
+             "| 257–512, different passages | 129–256, same passages | 257–512, same passages |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row['recipe']} | {row['said']} | {row['steps']:,} | {row['sts_b']:.4f} | "
+        lines.append(f"| {row['recipe']} | {row['said']} | {row['steps']:,} | {row.get('precision') or 'not recorded'} "
+                     f"| {row['sts_b']:.4f} | "
                      f"{gaps(row['length_gaps'])} | {gaps(row['prefix_gaps'])} |")
     return "\n".join(lines) + "\n"
 
