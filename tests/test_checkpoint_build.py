@@ -124,3 +124,12 @@ def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_diffe
         assert gap["difference"] == pytest.approx(row["mean_cosine"] - rows[0]["mean_cosine"])
         # Paired: the error is that of the per-passage differences, not the two buckets' errors in quadrature.
         assert gap["standard_error"] != pytest.approx(math.hypot(row["sem_cosine"], rows[0]["sem_cosine"]))
+
+
+def test_the_card_describes_the_batches_the_healing_read():
+    from sharedbert.training.checkpoint_build import describe_batches, heal_recipe
+
+    assert describe_batches(heal_recipe(45.0)) == ("16 pieces of 6-40 words; 25% of the steps 2 pieces of 100-400 "
+                                                   "words; up to 512 tokens")
+    assert describe_batches(heal_recipe(45.0, batch_size=32, max_words=64, long_fraction=0.0)) == (
+        "32 pieces of 6-64 words; no long pieces; up to 512 tokens")

@@ -49,6 +49,14 @@ def heal_recipe(minutes: float, threads: int | None = 1, **overrides) -> HealCon
     return HealConfig(**values)
 
 
+def describe_batches(config: HealConfig) -> str:
+    """What a healing run's batches held, in words for a model card."""
+    long = (f"{config.long_fraction:.0%} of the steps {config.resolved_long_batch_size()} pieces of "
+            f"{config.long_min_words}-{config.long_max_words} words" if config.long_fraction > 0 else "no long pieces")
+    return (f"{config.batch_size} pieces of {config.min_words}-{config.max_words} words; {long}; "
+            f"up to {config.max_length} tokens")
+
+
 def healing_corpus(corpus=None) -> tuple[list[Path], Path]:
     """(the files healing reads, the held-out file): every text file of `corpus` (default: the shared mlm-text
     folder) except `HELD_OUT`."""
@@ -318,9 +326,7 @@ def build_minilm_checkpoint(
         "healing minutes": round(heal_report["elapsed_seconds"] / 60, 1),
         "healing steps": heal_report["steps"],
         "healing precision": heal_report.get("precision", recipe.precision),
-        "healing batches": f"{recipe.batch_size} pieces of {recipe.min_words}-{recipe.max_words} words; "
-                           f"{recipe.long_fraction:.0%} of the steps {recipe.resolved_long_batch_size()} pieces of "
-                           f"{recipe.long_min_words}-{recipe.long_max_words} words; up to {recipe.max_length} tokens",
+        "healing batches": describe_batches(recipe),
         "distillation loss weights": f"hidden states {recipe.hidden_weight:g}, attention outputs "
                                      f"{recipe.attention_weight:g}, embedding cosine {recipe.embedding_weight:g}, "
                                      f"in-batch similarity matrix {recipe.similarity_weight:g}",
@@ -359,6 +365,7 @@ __all__ = [
     "HELD_OUT",
     "REPO_NAME",
     "build_minilm_checkpoint",
+    "describe_batches",
     "heal_recipe",
     "healing_corpus",
     "held_out_passages",
