@@ -133,3 +133,18 @@ def test_the_card_describes_the_batches_the_healing_read():
                                                    "words; up to 512 tokens")
     assert describe_batches(heal_recipe(45.0, batch_size=32, max_words=64, long_fraction=0.0)) == (
         "32 pieces of 6-64 words; no long pieces; up to 512 tokens")
+
+
+def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_by_default(monkeypatch, tmp_path):
+    from sharedbert.cli import main
+    from sharedbert.training import checkpoint_build
+
+    calls = []
+    monkeypatch.setattr(checkpoint_build, "build_minilm_checkpoint", lambda **options: calls.append(options))
+    assert main(["build-minilm", str(tmp_path / "out")]) == 0
+    assert calls[-1]["calibration_sentences"] == 0 and calls[-1]["minutes"] == 45.0
+    assert main(["build-minilm", str(tmp_path / "out"), "--calibration-sentences", "512", "--minutes", "5",
+                 "--work-dir", str(tmp_path / "work"), "--threads", "2"]) == 0
+    assert calls[-1] == dict(out=str(tmp_path / "out"), work_dir=str(tmp_path / "work"), minutes=5.0, threads=2,
+                             corpus=None, sts=None, repo_id="your-name/sharedbert-all-MiniLM-L6-v2",
+                             calibration_sentences=512)

@@ -14,7 +14,7 @@ continues in WORK-DIR, and once healed, re-running only re-measures and re-stage
 
 import argparse
 
-from .common import call_library
+from .common import call_library, options_of
 
 
 def add_parser(subparsers):
@@ -31,6 +31,9 @@ def add_parser(subparsers):
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: best on a shared machine)")
     parser.add_argument("--corpus", help="raw-text folder (default: mlm-text in the shared data folder)")
     parser.add_argument("--sts", help="STS-B dev TSV (default: glue/STS-B/dev.tsv in the shared data folder)")
+    parser.add_argument("--calibration-sentences", type=int, default=0,
+                        help="calibrate the conversion on N corpus pieces before healing (default 0: healing the "
+                             "uncalibrated conversion measured better, docs/conversion.md)")
     parser.add_argument("--repo-id", default="your-name/sharedbert-all-MiniLM-L6-v2", help="written into the card")
     parser.set_defaults(run=run)
 
@@ -38,8 +41,5 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..training.checkpoint_build import build_minilm_checkpoint
 
-    _, code = call_library(
-        "build-minilm", build_minilm_checkpoint, out=args.out, work_dir=args.work_dir, minutes=args.minutes,
-        threads=args.threads, corpus=args.corpus, sts=args.sts, repo_id=args.repo_id,
-    )
+    _, code = call_library("build-minilm", build_minilm_checkpoint, **options_of(args))
     return code
