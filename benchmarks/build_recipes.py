@@ -18,7 +18,7 @@ Recipes (`RECIPES`, each with its reason):
   (about 130-260 tokens), aimed at the 129-256 bucket.
 - `short-uncal`: the uncalibrated conversion on short pieces only, as the 20-minute run that scored 0.863 did;
   `uncal`: `base` from the uncalibrated conversion; `uncal-2x`: the same for twice the steps; `uncal-long35`:
-  `uncal` with 35% of the steps long.
+  `uncal` with 35% of the steps long; `uncal-seed1`: `uncal` with another healing seed.
 - `base-bf16`: `base` in bf16 autocast. "auto" precision heals in fp32 on an AVX2 CPU (where base, long10, glue and
   emb4 were built) and in bf16 where the CPU computes bf16 natively, so recipes built there have a control. Each row
   names the precision its healing ran in.
@@ -63,6 +63,9 @@ RECIPES = {
     # levelled off (45 and 90 minutes gave the same STS-B). Does the uncalibrated one go on rising?
     "uncal-2x": dict(minutes=600.0, overrides={"max_steps": 2 * STEPS}, corpus=None, calibration=0,
                      said=f"base from the uncalibrated conversion, {2 * STEPS:,} steps"),
+    # Every row is one seed: how far does the healing's seed (the pieces' order, which steps are long) move a build?
+    "uncal-seed1": dict(minutes=600.0, overrides={"max_steps": STEPS, "seed": 1}, corpus=None, calibration=0,
+                        said=f"uncal with healing seed 1 instead of 0, {STEPS:,} steps"),
     # The 129-256 bucket trails while 257-512 does not: do the long steps' pieces (100-400 words, padded to the longer
     # of 2) cover the middle lengths too thinly? Here every long piece is 100-200 words (about 130-260 tokens).
     # Relational distillation: match the in-batch cosine-similarity matrix of the pooled embeddings (what STS-B
