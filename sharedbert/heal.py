@@ -128,7 +128,7 @@ class HealResult:
     last_loss: float | None  # mean loss of the last few steps
     interrupted: bool
     losses: list[float]
-    precision: str = "fp32"  # what `config.precision` resolved to on this machine ("auto" differs between CPUs)
+    precision: str  # what `config.precision` resolved to on this machine ("auto" differs between CPUs)
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
