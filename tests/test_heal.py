@@ -284,6 +284,7 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
 
 def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resumes(corpus, tmp_path, capsys):
     from sharedbert.cli import main
+    from sharedbert.training.conversion import convert_checkpoint
 
     make_teacher().save_pretrained(tmp_path / "bert")
     make_tokenizer().save_pretrained(tmp_path / "bert")
@@ -307,7 +308,20 @@ def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resum
     printed, _ = convert("healed", *heal_args)
     assert "Calibrated on 16 pieces" in printed and "Healed 2 steps" in printed
     printed, report = convert("healed", *heal_args)  # resumes from the finished checkpoint: nothing to calibrate
-    assert "Calibration skipped: healing resumes from a checkpoint" in printed and report["calibration"] is None
+    assert "Calibration skipped: healing resumes from a checkpoint" in printed
+    assert report["calibration"]["sentences"] == 16  # ... yet the resumed student was calibrated: the report says so
+    assert "Calibrated in closed form on 16 pieces" in (tmp_path / "healed" / "README.md").read_text()
+    with pytest.raises(ValueError, match="calibrated on 16 pieces, but this run's would be not calibrated: pass "
+                                         "--calibration-sentences 16"):
+        convert_checkpoint(str(tmp_path / "bert"), tmp_path / "healed", corpus=corpus, calibration_sentences=0,
+                           heal=dict(max_steps=2, batch_size=4, progress=False))
+    assert main(["convert", common[0], str(tmp_path / "healed"), *common[1:], *heal_args[:2], "--heal", "--steps",
+                 "2", "--batch-size", "4"]) == 2  # the CLI's default (512 pieces) differs too: a clear error
+    assert "pass --calibration-sentences 16" in capsys.readouterr().err
+    printed, report = convert("healed", *heal_args[:2], "--calibration-sentences", "0", *heal_args[4:], "--no-resume")
+    assert "Calibrat" not in printed and report["calibration"] is None  # starting afresh takes the new options
+    printed, report = convert("healed", *heal_args[:2], "--calibration-sentences", "0", *heal_args[4:])
+    assert report["calibration"] is None and "Calibrated" not in (tmp_path / "healed" / "README.md").read_text()
     printed, _ = convert("standard", "--corpus", str(corpus), "--attention-type", "standard")
     assert "Calibration skipped: standard attention converts exactly" in printed
 

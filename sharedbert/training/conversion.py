@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, BertModel
 
-from ..atomic import atomic_directory
+from ..atomic import atomic_directory, atomic_write_text
 from ..calibrate import calibrate, calibration_batches, unsupported
 from ..convert import from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
@@ -26,6 +26,8 @@ from ..heal import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_m
 from ..heal import heal as heal_by_distillation
 from .data import corpus_files
 from .models import HUB_BASE_MODEL, resolve_source
+
+CALIBRATION_RECORD = "calibration.json"  # in the checkpoint folder: the calibration its healing started from
 
 
 def convert_checkpoint(
@@ -94,8 +96,13 @@ def convert_checkpoint(
     out = Path(out)
     checkpoint_dir = Path(checkpoint_dir or f"{out}-checkpoints")
     resuming = heal_config is not None and resume and has_checkpoint(checkpoint_dir)
-    calibration = None
-    skip = calibration_skipped(model.config, calibration_sentences, resuming) if corpus is not None else "no corpus"
+    def skipped(resumes):
+        return calibration_skipped(model.config, calibration_sentences, resumes) if corpus is not None else "no corpus"
+
+    skip = skipped(resuming)
+    # A checkpoint's student was made from one conversion: resume it only where a fresh run would make the same one.
+    planned = 0 if skipped(False) else calibration_sentences
+    calibration = resumed_calibration(checkpoint_dir, planned) if resuming else None
     # The original model teaches both calibration and healing; neither needs it loaded twice, nothing else at all.
     teacher = BertModel.from_pretrained(source) if skip is None or heal_config is not None else None
     if skip is None:
@@ -110,6 +117,8 @@ def convert_checkpoint(
         print(f"Calibration skipped: {skip}.")
     if heal_config is not None:
         print(f"Healing: checkpoints in {checkpoint_dir}", file=sys.stderr)
+        if not resuming:
+            record_calibration(checkpoint_dir, calibration)
         # A sentence-transformers model is used through its Pooling: heal the embeddings that module gives.
         pooling = pooling_of(source) if _is_local_sentence_transformer(source) else None
         result = heal_by_distillation(model, teacher, tokenizer, corpus, checkpoint_dir, heal_config, resume=resume,
@@ -158,8 +167,39 @@ def calibration_skipped(config, calibration_sentences: int, resuming: bool) -> s
     return unsupported(config)
 
 
+def record_calibration(checkpoint_dir, calibration: dict | None) -> None:
+    """Write `CALIBRATION_RECORD` in `checkpoint_dir`: the calibration of the conversion its healing starts from (None:
+    not calibrated), so that a resumed run reports it and refuses a different one."""
+    Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(checkpoint_dir) / CALIBRATION_RECORD, json.dumps({"calibration": calibration}, indent=1))
+
+
+def resumed_calibration(checkpoint_dir, calibration_sentences: int) -> dict | None:
+    """The calibration recorded for the healing in `checkpoint_dir`, checked against the `calibration_sentences` a
+    fresh run of the same command would calibrate on (0: none). Raises ValueError when they differ: the checkpoint's
+    student was made from the other conversion. A checkpoint written before the record existed resumes as it is,
+    reporting no calibration."""
+    path = Path(checkpoint_dir) / CALIBRATION_RECORD
+    if not path.is_file():
+        print(f"{checkpoint_dir} has no {CALIBRATION_RECORD} (written before it was recorded): whether its healing "
+              "started from a calibrated conversion is unknown; the report says none.", file=sys.stderr)
+        return None
+    calibration = json.loads(path.read_text())["calibration"]
+    recorded = calibration["sentences"] if calibration else 0
+    if recorded != calibration_sentences:
+        def said(count):
+            return f"calibrated on {count} pieces" if count else "not calibrated"
+        raise ValueError(
+            f"{checkpoint_dir} continues the healing of a conversion {said(recorded)}, but this run's would be "
+            f"{said(calibration_sentences)}: pass --calibration-sentences {recorded} (calibration_sentences="
+            f"{recorded}) to resume it, or start afresh (--no-resume / a new output or work folder)."
+        )
+    return calibration
+
+
 def _is_local_sentence_transformer(source: str) -> bool:
     return Path(source).is_dir() and is_sentence_transformer(source)
 
 
-__all__ = ["calibration_skipped", "calibration_texts", "convert_checkpoint"]
+__all__ = ["CALIBRATION_RECORD", "calibration_skipped", "calibration_texts", "convert_checkpoint", "record_calibration",
+           "resumed_calibration"]
