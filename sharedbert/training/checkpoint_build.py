@@ -148,10 +148,14 @@ def _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size) ->
         distiller.close()
 
 
+def _sem(values: list[float]) -> float:
+    """The standard error of the mean of `values` (NaN for fewer than two)."""
+    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+
+
 def _bucket_row(bucket, cosines, losses, **extra) -> dict:
-    sem = statistics.stdev(cosines) / math.sqrt(len(cosines)) if len(cosines) > 1 else float("nan")
     return dict(bucket=f"{bucket[0]}-{bucket[1]}", texts=len(cosines), mean_cosine=statistics.fmean(cosines),
-                sem_cosine=sem, min_cosine=min(cosines), distillation_loss=statistics.fmean(losses), **extra)
+                sem_cosine=_sem(cosines), min_cosine=min(cosines), distillation_loss=statistics.fmean(losses), **extra)
 
 
 def _gap(row: dict, against: dict, difference: float, error: float, **extra) -> dict:
@@ -182,9 +186,27 @@ def prefix_agreement(student, teacher, tokenizer, passages: list[dict], pooling=
     gaps = []
     for row, (cosines, _) in zip(rows[1:], measured[1:]):
         differences = [c - s for c, s in zip(cosines, shortest)]
-        error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else float("nan")
-        gaps.append(_gap(row, rows[0], statistics.fmean(differences), error, paired=True))
+        gaps.append(_gap(row, rows[0], statistics.fmean(differences), _sem(differences), paired=True))
     return rows, gaps
+
+
+def prefix_curve(student, teacher, tokenizer, passages: list[dict], lengths: list[int], against: int,
+                 pooling=None, batch_size: int = 8) -> list[dict]:
+    """The agreement as a curve over length: every passage (`held_out_passages`' `text`) read cut to each of
+    `lengths` tokens. Per length: the mean embedding cosine to the teacher, its standard error, and the paired
+    difference to the passages' own cosine at length `against` (one of `lengths`) with its standard error."""
+    if against not in lengths:
+        raise ValueError(f"against={against} must be one of the lengths {lengths}.")
+    measured = _agreements(student, teacher, tokenizer, [[(p["text"], n) for p in passages] for n in lengths],
+                           pooling, batch_size)
+    reference = measured[lengths.index(against)][0]
+    rows = []
+    for length, (cosines, _) in zip(lengths, measured):
+        differences = [c - r for c, r in zip(cosines, reference)]
+        rows.append(dict(tokens=length, passages=len(cosines), mean_cosine=statistics.fmean(cosines),
+                         sem_cosine=_sem(cosines), difference=statistics.fmean(differences),
+                         standard_error=_sem(differences)))
+    return rows
 
 
 def length_gaps(rows: list[dict]) -> list[dict]:
@@ -376,5 +398,6 @@ __all__ = [
     "length_agreement",
     "length_gaps",
     "prefix_agreement",
+    "prefix_curve",
     "speed_ratio",
 ]
