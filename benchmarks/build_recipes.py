@@ -87,6 +87,11 @@ RECIPES = {
     "uncal-3x": stepped("base from the uncalibrated conversion", 3 * STEPS, calibration=0),
     # If the healing is still under-trained at 2x, a larger step size may get further in the same steps.
     "uncal-2x-lr6": stepped("uncal-2x with lr 6e-4 instead of 3e-4", 2 * STEPS, calibration=0, learning_rate=6e-4),
+    # uncal-2x's cosine to the original, the same passages at every prefix length, falls from 16 tokens to its lowest
+    # at 128 and rises again past 256: the trough sits where no healing piece falls (short pieces end near 55
+    # tokens, long ones start near 130). Long pieces from 40 words instead of 100 leave no such hole.
+    "uncal-fill": stepped("uncal with long pieces of 40-400 words instead of 100-400", calibration=0,
+                          long_min_words=40),
 }
 
 

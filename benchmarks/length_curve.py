@@ -1,0 +1,99 @@
+"""Where along the length does a healed all-MiniLM-L6-v2 conversion agree least with the original?
+
+The build's length report (`build_recipes.py`) gives three buckets; this reads the same 48 held-out passages cut to
+each of 13 lengths from 16 to 512 tokens (`checkpoint_build.prefix_curve`) and gives, per length, the mean embedding
+cosine to the original and its paired difference to the same passages at 128 tokens (± standard error). The unhealed
+conversion (the invariant fit, uncalibrated) is measured too: a control whose error was never fitted at any length, so
+the curve's shape that owes nothing to healing shows in it.
+
+    python benchmarks/length_curve.py uncal-2x uncal --threads 1   # builds of build_recipes.py (runs/build-recipes)
+    python benchmarks/length_curve.py --report-only                 # re-render the saved results
+
+Results: benchmarks/results/length_curve.{json,md}; a model measured again replaces its row, others are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+BUILDS = ROOT / "runs" / "build-recipes"
+LENGTHS = [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512]
+AGAINST = 128
+CONTROL = "unhealed"
+
+
+def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
+    from transformers import AutoTokenizer, BertModel
+
+    from sharedbert import SharedBertModel, embeddings
+    from sharedbert.convert import from_bert
+    from sharedbert.training.checkpoint_build import healing_corpus, held_out_passages, prefix_curve
+    from sharedbert.training.models import resolve_source
+
+    source = resolve_source("all-MiniLM-L6-v2")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    teacher = BertModel.from_pretrained(source).eval()
+    pooling = embeddings.pooling_of(source)
+    _, held_out = healing_corpus()
+    passages = held_out_passages(held_out, tokenizer, count=passages_count)
+    curves = {}
+    for name in [CONTROL, *names]:
+        if name == CONTROL:
+            model = from_bert(source, attention_type="shared", fit_method="invariant")
+        else:
+            folder = BUILDS / name / "healed"
+            if not folder.is_dir():
+                raise SystemExit(f"No build {folder}: run `python benchmarks/build_recipes.py --recipe {name}` first.")
+            model = SharedBertModel.from_pretrained(folder)
+        curves[name] = prefix_curve(model.eval(), teacher, tokenizer, passages, LENGTHS, AGAINST, pooling=pooling)
+        print(f"{name}: " + ", ".join(f"{row['tokens']} {row['mean_cosine']:.4f}" for row in curves[name]), flush=True)
+    return curves
+
+
+def render(curves: dict[str, list[dict]]) -> str:
+    lines = [f"Embedding cosine to all-MiniLM-L6-v2 by length (`python benchmarks/length_curve.py`): the same "
+             f"{next(iter(curves.values()))[0]['passages']} held-out passages cut to each length; each cell is the "
+             f"mean cosine and, below it, the paired difference to the same passages at {AGAINST} tokens ± standard "
+             "error. `unhealed` is the conversion before any healing (a control).", "",
+             "| model | " + " | ".join(str(n) for n in LENGTHS) + " |",
+             "|---|" + "---|" * len(LENGTHS)]
+    for name, rows in curves.items():
+        cells = [f"{row['mean_cosine']:.4f}<br>{row['difference']:+.4f} ± {row['standard_error']:.4f}" for row in rows]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("builds", nargs="*", help="recipe names of build_recipes.py whose healed models to measure")
+    parser.add_argument("--passages", type=int, default=48)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--report-only", action="store_true", help="re-render the saved results")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sharedbert.atomic import atomic_write_text
+
+    saved = RESULTS / "length_curve.json"
+    curves = json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else {}
+    if not args.report_only:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        curves |= measure(args.builds, args.passages)
+    if not curves:
+        raise SystemExit(f"Nothing measured and no {saved}: name a build to measure.")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(saved, json.dumps(curves, indent=1) + "\n")
+    text = render(curves)
+    atomic_write_text(RESULTS / "length_curve.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
