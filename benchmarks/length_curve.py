@@ -4,7 +4,13 @@ The build's length report (`build_recipes.py`) gives three buckets; this reads t
 each of 13 lengths from 16 to 512 tokens (`checkpoint_build.prefix_curve`) and gives, per length, the mean embedding
 cosine to the original and its paired difference to the same passages at 128 tokens (± standard error). The unhealed
 conversion (the invariant fit, uncalibrated) is measured too: a control whose error was never fitted at any length, so
-the curve's shape that owes nothing to healing shows in it.
+the curve's shape that owes nothing to healing shows in it. So are `noise-0.1` and `noise-0.2`: the original itself
+(converted exactly, standard attention) with Gaussian noise of 0.1 and 0.2 times each query, key and value weight's
+standard deviation added (seed 0), an attention error with nothing to do with length or with shared attention.
+
+A second table condenses each curve into three buckets like the build report's (32-128, 160-256 and 320-512 tokens)
+as the error 1 - cosine, and each longer bucket's error as a multiple of the short one's: for a model whose error
+grows with length only as any attention error's does, that ratio matches the noise controls'.
 
     python benchmarks/length_curve.py uncal-2x uncal --threads 1   # builds of build_recipes.py (runs/build-recipes)
     python benchmarks/length_curve.py --report-only                 # re-render the saved results
@@ -25,6 +31,8 @@ BUILDS = ROOT / "runs" / "build-recipes"
 LENGTHS = [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512]
 AGAINST = 128
 CONTROL = "unhealed"
+NOISE = {"noise-0.1": 0.1, "noise-0.2": 0.2}
+SUMMARY = {"32-128": (32, 64, 96, 128), "160-256": (160, 192, 224, 256), "320-512": (320, 384, 448, 512)}
 
 
 def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
@@ -42,9 +50,11 @@ def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
     _, held_out = healing_corpus()
     passages = held_out_passages(held_out, tokenizer, count=passages_count)
     curves = {}
-    for name in [CONTROL, *names]:
+    for name in [CONTROL, *NOISE, *names]:
         if name == CONTROL:
             model = from_bert(source, attention_type="shared", fit_method="invariant")
+        elif name in NOISE:
+            model = perturbed(from_bert(source, attention_type="standard"), NOISE[name])
         else:
             folder = BUILDS / name / "healed"
             if not folder.is_dir():
@@ -53,6 +63,24 @@ def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
         curves[name] = prefix_curve(model.eval(), teacher, tokenizer, passages, LENGTHS, AGAINST, pooling=pooling)
         print(f"{name}: " + ", ".join(f"{row['tokens']} {row['mean_cosine']:.4f}" for row in curves[name]), flush=True)
     return curves
+
+
+def perturbed(model, scale: float, seed: int = 0):
+    """`model` with Gaussian noise of `scale` times each query, key and value weight's standard deviation added."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if name.rsplit(".", 2)[-2] in ("query", "key", "value") and weight.dim() == 2:
+                weight.add_(torch.randn(weight.shape, generator=generator) * weight.std() * scale)
+    return model
+
+
+def errors(rows: list[dict]) -> dict[str, float]:
+    """Mean 1 - cosine over the lengths of each `SUMMARY` bucket."""
+    at = {row["tokens"]: 1 - row["mean_cosine"] for row in rows}
+    return {bucket: sum(at[n] for n in lengths) / len(lengths) for bucket, lengths in SUMMARY.items()}
 
 
 def render(curves: dict[str, list[dict]]) -> str:
@@ -65,6 +93,15 @@ def render(curves: dict[str, list[dict]]) -> str:
     for name, rows in curves.items():
         cells = [f"{row['mean_cosine']:.4f}<br>{row['difference']:+.4f} ± {row['standard_error']:.4f}" for row in rows]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    short, *longer = SUMMARY
+    lines += ["", "Error 1 - cosine, mean over each bucket's lengths, and the longer buckets' error as a multiple of the "
+              f"{short} bucket's:", "",
+              "| model | " + " | ".join(SUMMARY) + " | " + " | ".join(f"{b} / {short}" for b in longer) + " |",
+              "|---|" + "---|" * (2 * len(SUMMARY) - 1)]
+    for name, rows in curves.items():
+        error = errors(rows)
+        lines.append(f"| {name} | " + " | ".join(f"{error[b]:.4f}" for b in SUMMARY) + " | "
+                     + " | ".join(f"×{error[b] / error[short]:.2f}" for b in longer) + " |")
     return "\n".join(lines) + "\n"
 
 
