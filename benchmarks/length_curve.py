@@ -94,8 +94,8 @@ def render(curves: dict[str, list[dict]]) -> str:
         cells = [f"{row['mean_cosine']:.4f}<br>{row['difference']:+.4f} ± {row['standard_error']:.4f}" for row in rows]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     short, *longer = SUMMARY
-    lines += ["", "Error 1 - cosine, mean over each bucket's lengths, and the longer buckets' error as a multiple of the "
-              f"{short} bucket's:", "",
+    lines += ["", "Error 1 - cosine, mean over each bucket's lengths, and the longer buckets' error as a multiple of "
+              f"the {short} bucket's:", "",
               "| model | " + " | ".join(SUMMARY) + " | " + " | ".join(f"{b} / {short}" for b in longer) + " |",
               "|---|" + "---|" * (2 * len(SUMMARY) - 1)]
     for name, rows in curves.items():
