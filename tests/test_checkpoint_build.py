@@ -176,6 +176,65 @@ def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_
     assert calls[-1]["calibration_sentences"] == 0 and calls[-1]["minutes"] == 45.0
     assert main(["build-minilm", str(tmp_path / "out"), "--calibration-sentences", "512", "--minutes", "5",
                  "--work-dir", str(tmp_path / "work"), "--threads", "2"]) == 0
-    assert calls[-1] == dict(out=str(tmp_path / "out"), work_dir=str(tmp_path / "work"), minutes=5.0, threads=2,
-                             corpus=None, sts=None, repo_id="your-name/sharedbert-all-MiniLM-L6-v2",
+    assert calls[-1] == dict(out=str(tmp_path / "out"), work_dir=str(tmp_path / "work"), minutes=5.0, steps=None,
+                             threads=2, corpus=None, sts=None, repo_id="your-name/sharedbert-all-MiniLM-L6-v2",
                              calibration_sentences=512)
+    # A step budget lifts the default time limit; both given, both apply.
+    assert main(["build-minilm", str(tmp_path / "out"), "--steps", "6888"]) == 0
+    assert calls[-1]["steps"] == 6888 and calls[-1]["minutes"] is None
+    assert main(["build-minilm", str(tmp_path / "out"), "--steps", "6888", "--minutes", "90"]) == 0
+    assert calls[-1]["steps"] == 6888 and calls[-1]["minutes"] == 90.0
+
+
+def test_a_step_budget_anneals_over_the_steps_with_no_time_limit_unless_one_is_given():
+    from sharedbert.training.checkpoint_build import heal_recipe
+
+    by_steps = heal_recipe(None, max_steps=6888)
+    assert (by_steps.max_steps, by_steps.max_minutes, by_steps.snapshot_minutes) == (6888, None, [10.0, 20.0])
+    capped = heal_recipe(15.0, max_steps=6888)
+    assert (capped.max_steps, capped.max_minutes, capped.snapshot_minutes) == (6888, 15.0, [10.0])
+    with pytest.raises(ValueError, match="needs a budget"):
+        heal_recipe(None)
+
+
+def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(minilm_path, tmp_path):
+    """The documented command end to end on the real all-MiniLM-L6-v2, at a budget of 3 steps: a synthetic corpus
+    (with the held-out book in its place) and a small STS-B file stand in for the shared data."""
+    import json
+    import random
+
+    from sharedbert.training.checkpoint_build import HELD_OUT, build_minilm_checkpoint
+
+    rng = random.Random(0)
+    words = ("the a man woman dog plays runs sees guitar ball park river city old young small red blue and but with "
+             "on in under near house tree car book song day night sun moon walks reads sings").split()
+
+    def prose(count):
+        return " ".join(rng.choice(words) + ("." if rng.random() < 0.1 else "") for _ in range(count))
+
+    corpus = tmp_path / "mlm-text"
+    (corpus / HELD_OUT).parent.mkdir(parents=True)
+    (corpus / HELD_OUT).write_text(prose(4000))
+    (corpus / "gutenberg-nltk" / "healing.txt").write_text(prose(6000))
+    sts = tmp_path / "dev.tsv"
+    rows = ["index\tsentence1\tsentence2\tscore"] + [
+        f"{i}\t{prose(8)}\t{prose(8)}\t{rng.uniform(0, 5):.2f}" for i in range(24)]
+    sts.write_text("\n".join(rows) + "\n")
+
+    report = build_minilm_checkpoint(
+        tmp_path / "out", work_dir=tmp_path / "work", minutes=None, steps=3, threads=2, corpus=corpus, sts=sts,
+        per_bucket=2, speed_rounds=1, heal_overrides=dict(batch_size=4, long_batch_size=1), log=lambda line: None)
+
+    assert report["heal"]["steps"] == 3 and not report["heal"]["interrupted"]
+    assert report["heal_config"]["max_steps"] == 3 and report["heal_config"]["max_minutes"] is None
+    assert str(corpus / HELD_OUT) not in report["corpus"] and report["held_out"] == str(corpus / HELD_OUT)
+    assert [row["bucket"] for row in report["length_buckets"]] == ["1-128", "129-256", "257-512"]
+    assert report["parameters"]["sharedbert"] < report["parameters"]["original"]
+    assert abs(report["unit_norm"] - 1.0) < 1e-4
+    staged = set(report["staged_files"])
+    assert {"model.safetensors", "modeling_sharedbert.py", "modules.json", "README.md"} <= staged
+    assert "SentenceTransformer" in report["verification"]["loaded"]
+    provenance = json.loads((tmp_path / "work" / "healed" / "sharedbert_provenance.json").read_text())
+    assert provenance["healing steps"] == 3
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f"{report['sts_sharedbert']:.4f}" in card

@@ -16,6 +16,9 @@ import argparse
 
 from .common import call_library, options_of
 
+# The healing budget when neither --minutes nor --steps is given.
+DEFAULT_MINUTES = 45.0
+
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
@@ -26,8 +29,12 @@ def add_parser(subparsers):
     )
     parser.add_argument("out", help="the staged, Hub-ready folder to write (new, empty, or an earlier staged one)")
     parser.add_argument("--work-dir", default="runs/build-minilm", help="healed model and checkpoints (resumable)")
-    parser.add_argument("--minutes", type=float, default=45.0,
-                        help="healing budget in training minutes (default 45, the measured build)")
+    parser.add_argument("--minutes", type=float,
+                        help="healing budget in training minutes (default 45, or no time limit with --steps)")
+    parser.add_argument("--steps", type=int,
+                        help="heal for this many optimizer steps instead, the learning rate annealed over them, so "
+                             "the build does not depend on the machine's speed (with --minutes too: whichever "
+                             "comes first)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: best on a shared machine)")
     parser.add_argument("--corpus", help="raw-text folder (default: mlm-text in the shared data folder)")
     parser.add_argument("--sts", help="STS-B dev TSV (default: glue/STS-B/dev.tsv in the shared data folder)")
@@ -41,5 +48,8 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..training.checkpoint_build import build_minilm_checkpoint
 
-    _, code = call_library("build-minilm", build_minilm_checkpoint, **options_of(args))
+    options = options_of(args)
+    if options["minutes"] is None and options["steps"] is None:
+        options["minutes"] = DEFAULT_MINUTES
+    _, code = call_library("build-minilm", build_minilm_checkpoint, **options)
     return code

@@ -40,12 +40,14 @@ STS_DEV = "glue/STS-B/dev.tsv"
 BUCKETS = ((1, 128), (129, 256), (257, 512))
 
 
-def heal_recipe(minutes: float, threads: int | None = 1, **overrides) -> HealConfig:
+def heal_recipe(minutes: float | None, threads: int | None = 1, **overrides) -> HealConfig:
     """The healing of the published checkpoint: batch 16 of 6-40-word pieces, a quarter of the steps on 2 pieces of
-    100-400 words (up to 512 tokens), lr 3e-4 annealed to 0 over `minutes` of training."""
+    100-400 words (up to 512 tokens), lr 3e-4 annealed to 0 over `minutes` of training, or over `max_steps` when an
+    override gives them (then `minutes`, if not None, only caps the time)."""
     values = dict(max_minutes=minutes, batch_size=16, max_words=40, max_length=512, long_fraction=0.25,
                   long_min_words=100, long_max_words=400, learning_rate=3e-4, warmup_steps=30, threads=threads,
-                  checkpoint_minutes=2.0, snapshot_minutes=[m for m in (10.0, 20.0) if m < minutes])
+                  checkpoint_minutes=2.0,
+                  snapshot_minutes=[m for m in (10.0, 20.0) if minutes is None or m < minutes])
     values.update(overrides)
     return HealConfig(**values)
 
@@ -260,7 +262,8 @@ def build_minilm_checkpoint(
     out,
     *,
     work_dir="runs/build-minilm",
-    minutes: float = 20.0,
+    minutes: float | None = 20.0,
+    steps: int | None = None,
     threads: int | None = 1,
     corpus=None,
     sts=None,
@@ -273,7 +276,9 @@ def build_minilm_checkpoint(
 ) -> dict:
     """Build, measure and stage the Hub-ready folder `out`; return the report (also in WORK_DIR/build_report.json).
     The healed model is WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes).
-    `heal_overrides` change fields of `heal_recipe`. `calibration_sentences=N` calibrates the conversion on N pieces of
+    Healing stops after `minutes` of training or `steps` optimizer steps, whichever comes first (None: no such
+    limit); with `steps`, the learning rate anneals over the steps, so the build does not depend on how busy the
+    machine is. `heal_overrides` change fields of `heal_recipe`. `calibration_sentences=N` calibrates the conversion on N pieces of
     the corpus before healing; the default, 0, heals the uncalibrated conversion, which measured better here on STS-B
     and in every length bucket (benchmarks/build_recipes.py: `uncal` against `base-bf16`)."""
     from transformers import AutoTokenizer, BertModel
@@ -292,9 +297,12 @@ def build_minilm_checkpoint(
         raise FileNotFoundError(f"STS-B dev file {sts} not found: pass --sts GLUE_ROOT/STS-B/dev.tsv.")
     files, held_out = healing_corpus(corpus)
     source = resolve_source("all-MiniLM-L6-v2")
-    recipe = heal_recipe(minutes, threads, **(heal_overrides or {}))
+    budget = {"max_steps": steps} if steps is not None else {}
+    recipe = heal_recipe(minutes, threads, **budget, **(heal_overrides or {}))
+    limits = [f"{recipe.max_steps:,} steps" if recipe.max_steps is not None else "",
+              f"{recipe.max_minutes:g} training minutes" if recipe.max_minutes is not None else ""]
 
-    log(f"1. Convert and heal all-MiniLM-L6-v2 ({minutes:g} training minutes, {len(files)} corpus files, "
+    log(f"1. Convert and heal all-MiniLM-L6-v2 ({' or '.join(filter(None, limits))}, {len(files)} corpus files, "
         f"held out: {held_out.name})")
     conversion = convert_checkpoint("all-MiniLM-L6-v2", healed_dir, attention_type="shared", heal=recipe, corpus=files,
                                     checkpoint_dir=work_dir / "healed-checkpoints", threads=threads,
