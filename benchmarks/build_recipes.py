@@ -19,8 +19,9 @@ Recipes (`RECIPES`, each with its reason):
 - `short-uncal`: the uncalibrated conversion on short pieces only, as the 20-minute run that scored 0.863 did;
   `uncal`: `base` from the uncalibrated conversion; `uncal-2x`: the same for twice the steps; `uncal-long35`:
   `uncal` with 35% of the steps long; `uncal-seed1`: `uncal` with another healing seed; `uncal-3x` and `uncal-4x`:
-  `uncal` for three and four times the steps (`uncal-4x-seed1`: another healing seed); `uncal-2x-lr6`: `uncal-2x` at twice the learning rate; `uncal-fill`:
-  `uncal` with long pieces from 40 words, so that no length between the short and the long pieces goes unhealed.
+  `uncal` for three and four times the steps (`uncal-4x-seed1`: another healing seed); `uncal-2x-lr6`: `uncal-2x`
+  at twice the learning rate; `uncal-fill`: `uncal` with long pieces from 40 words, so that no length between the
+  short and the long pieces goes unhealed.
 - `base-bf16`: `base` in bf16 autocast. "auto" precision heals in fp32 on an AVX2 CPU (where base, long10, glue and
   emb4 were built) and in bf16 where the CPU computes bf16 natively, so recipes built there have a control. Each row
   names the precision its healing ran in.
