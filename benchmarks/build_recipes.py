@@ -50,7 +50,7 @@ STEPS = 2296  # base's steps in its 45 training minutes
 def stepped(said: str, steps: int = STEPS, calibration: int = 512, corpus: str | None = None, **overrides) -> dict:
     """A recipe with a step budget (so that it does not depend on how busy the machine is): `heal_recipe` with
     `overrides`, from the conversion calibrated on `calibration` corpus pieces (0: uncalibrated)."""
-    return dict(minutes=600.0, overrides={"max_steps": steps, **overrides}, corpus=corpus, calibration=calibration,
+    return dict(minutes=None, steps=steps, overrides=overrides, corpus=corpus, calibration=calibration,
                 said=f"{said}, {steps:,} steps")
 
 
@@ -137,9 +137,9 @@ def build(name: str, threads: int) -> dict:
     recipe = RECIPES[name]
     work = WORK / name
     corpus = glue_corpus(WORK) if recipe["corpus"] == "glue" else None
-    return build_minilm_checkpoint(work / "staged", work_dir=work, minutes=recipe["minutes"], threads=threads,
-                                   corpus=corpus, heal_overrides=recipe["overrides"],
-                                   calibration_sentences=recipe["calibration"])
+    return build_minilm_checkpoint(work / "staged", work_dir=work, minutes=recipe["minutes"],
+                                   steps=recipe.get("steps"), threads=threads, corpus=corpus,
+                                   heal_overrides=recipe["overrides"], calibration_sentences=recipe["calibration"])
 
 
 def summary(name: str, report: dict) -> dict:
