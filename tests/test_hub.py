@@ -815,6 +815,24 @@ def test_a_sentence_transformers_model_is_staged_with_its_modules_and_verified(s
     assert all(hub.is_hub_file(name) for name in hub.hub_files(tmp_path / "staged"))
 
 
+def test_an_evaluation_dataset_is_not_called_training_data_when_the_provenance_lists_it(sentence_source, tmp_path):
+    """`sharedbert build-minilm` heals on local text and evaluates on GLUE STS-B; its provenance says `datasets: []`.
+    The card keeps STS-B in the model-index but lists no training dataset, in the metadata or in the text. Without
+    that entry (the folder as `sentence_source` has it) the evaluation dataset is taken for the training data."""
+    folder = tmp_path / "built"
+    shutil.copytree(sentence_source, folder)
+    write_json(folder / "sharedbert_provenance.json",
+               {"base_model": "sentence-transformers/all-MiniLM-L6-v2", "datasets": [],
+                "healing corpus": "12 Project Gutenberg books"})
+    card = hub.build_model_card(hub.load_for_hub(folder), "alice/sharedbert-minilm")
+    assert card.data.datasets is None and "## Training" not in card.text
+    assert "| healing corpus | 12 Project Gutenberg books |" in card.text
+    assert [(r.dataset_type, r.dataset_config) for r in card.data.eval_results] == [("nyu-mll/glue", "stsb")]
+
+    inferred = hub.build_model_card(hub.load_for_hub(sentence_source), "alice/sharedbert-minilm")
+    assert inferred.data.datasets == ["nyu-mll/glue"] and "Data: [nyu-mll/glue]" in inferred.text
+
+
 def test_verification_catches_sentence_transformers_files_that_change_the_embeddings(sentence_source, tmp_path,
                                                                                       monkeypatch):
     """A staged Pooling config that differs from the source's (cls instead of mean) fails the verification, and

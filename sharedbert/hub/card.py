@@ -202,16 +202,15 @@ def build_model_card(
     elif base_model:
         base_model = short_local_name(base_model) if looks_like_local_path(base_model) else base_model
     eval_results = loaded.eval_results
-    datasets = _datasets_from(
-        _as_list(datasets),
-        _as_list(provenance.get("datasets")),
-        [training_args.get(k) for k in ("dataset", "dataset_name", "train_dataset")],
-        [result["dataset"] for result in eval_results],
-    )
-    if any(r["dataset"] == GLUE_HUB_ID for r in eval_results) or re.sub(
-        r"[^a-z0-9]", "", str(training_args.get("task", "")).lower()
-    ) in GLUE_TASKS:
-        datasets = _datasets_from(datasets, [GLUE_HUB_ID])
+    trained_on = [training_args.get(k) for k in ("dataset", "dataset_name", "train_dataset")]
+    if re.sub(r"[^a-z0-9]", "", str(training_args.get("task", "")).lower()) in GLUE_TASKS:
+        trained_on.append(GLUE_HUB_ID)
+    if "datasets" not in provenance:
+        # Nothing says what the model was trained on; a fine-tuned model is evaluated on its task's dataset. Where
+        # the provenance lists its training data (even none, as a build healed on local text), an evaluation-only
+        # dataset such as STS-B stays out of the card's training data.
+        trained_on += [result["dataset"] for result in eval_results]
+    datasets = _datasets_from(_as_list(datasets), _as_list(provenance.get("datasets")), trained_on)
     sentence = _sentence_transformers_settings(loaded)
     pipeline_tag = "sentence-similarity" if sentence is not None else PIPELINE_TAG_OF[architecture]
     tags = ["sharedbert", "custom_code", "bert", f"{config.attention_type}-attention"]
