@@ -342,6 +342,21 @@ def _lr_lambda(config: HealConfig):
     return factor
 
 
+# Settings that change how a run is carried out, not what it computes: a resumed run may differ in these.
+RUNTIME_SETTINGS = ("threads", "progress", "checkpoint_minutes", "checkpoint_steps", "snapshot_minutes")
+
+
+def changed_settings(saved: dict, config: HealConfig) -> list[str]:
+    """The settings of `config` that differ from a checkpoint's `saved` ones and would change what a resumed run
+    computes, as "name saved -> new" (settings the checkpoint predates are not compared)."""
+    current = asdict(config)
+    free = set(RUNTIME_SETTINGS)
+    if saved.get("max_steps") is not None and saved.get("max_steps") == current["max_steps"]:
+        free.add("max_minutes")  # the schedule runs over the steps; a time limit only stops the run sooner
+    return [f"{name} {saved[name]!r} -> {value!r}" for name, value in current.items()
+            if name in saved and name not in free and saved[name] != value]
+
+
 def has_checkpoint(checkpoint_dir) -> bool:
     """Whether `checkpoint_dir` holds a resumable healing checkpoint (`heal(..., resume=True)` would continue it)."""
     return (Path(checkpoint_dir) / CHECKPOINT_NAME / STATE_FILE).is_file()
@@ -421,6 +436,12 @@ def heal(
             raise ValueError(
                 f"{latest} was trained on another corpus ({state['corpus']} vs {pieces.fingerprint}); use the same "
                 "--corpus to resume, or a new output folder to start afresh."
+            )
+        changed = changed_settings(state.get("heal_config", {}), config)
+        if changed:
+            raise ValueError(
+                f"{latest} was healed with other settings ({'; '.join(changed)}): resuming would mix two recipes. "
+                "Resume with the same options, or start afresh (convert: --no-resume; build-minilm: a new --work-dir)."
             )
         step, elapsed, position = state["step"], state["elapsed_seconds"], state["position"]
         long_position = state.get("long_position", 0)  # absent in checkpoints written before long batches

@@ -168,6 +168,15 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     with pytest.raises(ValueError, match=r"does not match the student .*shared_proj.*--no-resume"):
         heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "b", config,
              resume=True)
+    # Nor is one healed by another recipe: a larger budget would restart the annealed learning rate mid-way.
+    with pytest.raises(ValueError, match=r"other settings \(max_steps 8 -> 20; learning_rate 0.003 -> 0.001\).*"
+                                         r"--no-resume"):
+        heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "b",
+             small_config(max_steps=20, learning_rate=1e-3), resume=True)
+    # Threads, checkpointing and a time cap on a step budget change how the run goes, not what it computes.
+    again = heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "b",
+                 small_config(max_steps=8, threads=None, max_minutes=30.0, checkpoint_steps=2), resume=True)
+    assert again.steps == 8 and again.losses == pytest.approx(full.losses, rel=1e-4)
 
 
 @pytest.fixture
