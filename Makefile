@@ -19,7 +19,7 @@ demo: setup
 
 # The Hub-ready sharedbert-all-MiniLM-L6-v2 folder (docs/conversion.md, "The published checkpoint"); resumable.
 checkpoint: setup
-	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --minutes 45 --threads 1
+	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --steps 9184 --threads 1
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --durations=15

