@@ -331,6 +331,22 @@ def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys)
 
 
 @pytest.mark.slow
+def test_demo_fine_tunes_a_built_model_only_when_asked(monkeypatch, tmp_path):
+    """A finished `sharedbert build-minilm` work folder in the current directory does not change what the demo does
+    (it heals here unless --healed names a model); --healed that is not a model folder says so."""
+    from sharedbert.training.demo import find_healed
+
+    built = tmp_path / "runs" / "build-minilm" / "healed"
+    built.mkdir(parents=True)
+    (built / "config.json").write_text("{}")
+    (built / "conversion_report.json").write_text(json.dumps({"heal": {"steps": 9184, "interrupted": False}}))
+    monkeypatch.chdir(tmp_path)
+    assert find_healed(None) is None
+    assert find_healed("runs/build-minilm/healed") == Path("runs/build-minilm/healed")
+    with pytest.raises(ValueError, match="is not a model folder"):
+        find_healed("runs/build-minilm")
+
+
 def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path, capsys):
     """The README's main command with a tiny BERT and 64 sentences: conversion, both fine-tunes, staging through
     sharedbert.hub (verified in a clean process), reload with trust_remote_code, pipeline, parameter savings."""

