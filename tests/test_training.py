@@ -330,7 +330,6 @@ def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys)
         data.load_task("sst2", dataset="nyu-mll/glue")
 
 
-@pytest.mark.slow
 def test_demo_fine_tunes_a_built_model_only_when_asked(monkeypatch, tmp_path):
     """A finished `sharedbert build-minilm` work folder in the current directory does not change what the demo does
     (it heals here unless --healed names a model); --healed that is not a model folder says so."""
@@ -347,6 +346,7 @@ def test_demo_fine_tunes_a_built_model_only_when_asked(monkeypatch, tmp_path):
         find_healed("runs/build-minilm")
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path, capsys):
     """The README's main command with a tiny BERT and 64 sentences: conversion, both fine-tunes, staging through
     sharedbert.hub (verified in a clean process), reload with trust_remote_code, pipeline, parameter savings."""
