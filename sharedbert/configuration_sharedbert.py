@@ -11,7 +11,7 @@ A BERT configuration plus the three weight-sharing choices this model family com
 * ``tie_word_embeddings``: the masked-LM decoder reuses the word-embedding matrix (Press & Wolf 2017).
 * ``is_decoder`` / ``add_cross_attention``: a left-to-right decoder (causal self-attention), optionally with a
   cross-attention sublayer after self-attention in every layer, as in BERT's `BertLMHeadModel`;
-  ``cross_attention_type`` projects cross-attention another way than self-attention (default: the same way).
+  ``cross_attention_type`` chooses how cross-attention projects (default: `DEFAULT_CROSS_ATTENTION_TYPES`).
 * ``is_encoder_decoder`` and the ``share_encoder_decoder_*`` / ``decoder_vocab_size`` / ``scale_embedding`` fields:
   the sequence-to-sequence model `SharedBertForConditionalGeneration` (T5 / BERTShare layer sharing, Vaswani et al.
   §3.4's three-way tied embeddings and √d_model scaling, Rothe et al. 2020's BERT2BERT warm start).
@@ -25,6 +25,20 @@ from transformers.configuration_utils import PreTrainedConfig
 
 
 ATTENTION_TYPES = ("shared", "standard", "symmetric", "pairwise")
+# Cross-attention takes one more type: "shared_kv", its own query projection of the decoder states and one shared
+# projection of the encoder states for keys and values. It keeps the shared projection where it does no harm: the
+# scores are not a symmetric form of the two sides, as with "shared", where one Ws reads both.
+CROSS_ATTENTION_TYPES = (*ATTENTION_TYPES, "shared_kv")
+# The cross-attention of a decoder whose config does not name one. T5 and BERTShare never tie the query to the keys
+# in cross-attention; "shared_kv" learns to copy as fast as "standard" at two thirds of its projection parameters
+# (experiments/cross-attention-copy). Configs record the type they resolved to, so a later change of this table
+# cannot change a saved model.
+DEFAULT_CROSS_ATTENTION_TYPES = {
+    "shared": "shared_kv",
+    "standard": "standard",
+    "symmetric": "standard",
+    "pairwise": "standard",
+}
 LAYER_SHARING_MODES = ("none", "all", "attention", "ffn")
 SHARING_ORDERS = ("sequence", "cycle", "cycle_rev")
 
@@ -72,10 +86,14 @@ class SharedBertConfig(PreTrainedConfig):
             (see the modeling module's docstring), unless `cross_attention_type` says otherwise, and is shared
             across depth like the self-attention.
         cross_attention_type (`str`, *optional*):
-            How cross-attention projects its queries, keys and values: one of the `attention_type` values, or None
-            (default) for the same as `attention_type`. E.g. `"standard"` gives shared-projection self-attention
-            with BERT's separate Wq, Wk, Wv in cross-attention, where queries and keys come from two different
-            streams (decoder and encoder states); see docs/generation.md for what that changed on a real task.
+            How cross-attention projects its queries, keys and values: one of the `attention_type` values or
+            `"shared_kv"` (queries from their own projection of the decoder states; keys and values from one shared
+            projection of the encoder states, K = S_H⊙dk, V = S_H⊙dv). None (the default) takes
+            `DEFAULT_CROSS_ATTENTION_TYPES[attention_type]`: `"shared_kv"` for shared attention, `"standard"` for the
+            others. A config with cross-attention records the type it resolved to when saved. `"shared"` (one Ws on
+            both sides) makes every score a symmetric form of a decoder and an encoder state and learns to copy from
+            the source slowly; it is kept for comparison (docs/generation.md). A config.json with cross-attention and
+            no `cross_attention_type` was saved when cross-attention followed `attention_type`, and loads that way.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its keys and values (`past_key_values`) for fast generation. Encoders ignore it.
         is_encoder_decoder (`bool`, defaults to `False`):
@@ -148,12 +166,27 @@ class SharedBertConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         self.validate_sharedbert()
 
+    @property
+    def has_cross_attention(self) -> bool:
+        return bool(self.add_cross_attention or self.is_encoder_decoder)
+
+    def to_dict(self):
+        # A model with cross-attention always records its type: the default may change, the saved model must not.
+        output = super().to_dict()
+        if self.has_cross_attention:
+            output["cross_attention_type"] = self.effective_cross_attention_type
+        return output
+
     @classmethod
     def from_dict(cls, config_dict, **kwargs):
         """`PreTrainedConfig.from_dict`, checked again after the keyword overrides (`from_pretrained(path,
         attention_type=...)`), which transformers sets as plain attributes after `__post_init__` ran. A leftover
         keyword within two edits of a field (`atention_type`) is a typo, not an extra argument."""
         return_unused_kwargs = kwargs.pop("return_unused_kwargs", False)
+        has_cross_attention = config_dict.get("add_cross_attention") or config_dict.get("is_encoder_decoder")
+        if has_cross_attention and config_dict.get("cross_attention_type") is None:
+            # Saved before configs recorded the type, when cross-attention always followed `attention_type`.
+            config_dict = {**config_dict, "cross_attention_type": config_dict.get("attention_type", "shared")}
         config, unused_kwargs = super().from_dict(config_dict, return_unused_kwargs=True, **kwargs)
         _reject_misspelled_fields(unused_kwargs)
         config.validate_sharedbert()
@@ -202,7 +235,7 @@ class SharedBertConfig(PreTrainedConfig):
             )
         _require_choice("attention_type", self.attention_type, ATTENTION_TYPES)
         if self.cross_attention_type is not None:
-            _require_choice("cross_attention_type", self.cross_attention_type, ATTENTION_TYPES)
+            _require_choice("cross_attention_type", self.cross_attention_type, CROSS_ATTENTION_TYPES)
         _require_choice("layer_sharing", self.layer_sharing, LAYER_SHARING_MODES)
         _require_choice("sharing_order", self.sharing_order, SHARING_ORDERS)
         if self.num_unique_layers > self.num_hidden_layers:
@@ -282,8 +315,11 @@ class SharedBertConfig(PreTrainedConfig):
 
     @property
     def effective_cross_attention_type(self) -> str:
-        """The attention type of the cross-attention sublayers: `cross_attention_type`, else `attention_type`."""
-        return self.cross_attention_type if self.cross_attention_type is not None else self.attention_type
+        """The attention type of the cross-attention sublayers: `cross_attention_type`, else the default for
+        `attention_type` (`DEFAULT_CROSS_ATTENTION_TYPES`)."""
+        if self.cross_attention_type is not None:
+            return self.cross_attention_type
+        return DEFAULT_CROSS_ATTENTION_TYPES[self.attention_type]
 
     @property
     def target_vocab_size(self) -> int:

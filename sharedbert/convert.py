@@ -73,7 +73,13 @@ BERT_FIELDS = (
 # higher on STS-B dev (Spearman, mean-pooled cosine; the original model 0.867). Measured with benchmarks/heal_curve.py:
 # shared: weights 0.768, invariant 0.724; symmetric: 0.600 both (weights: the plain least-squares fit);
 # pairwise: invariant 0.837, weights 0.673. Standard conversion is exact either way.
-AUTO_FIT_METHOD = {"shared": "weights", "standard": "weights", "symmetric": "weights", "pairwise": "invariant"}
+AUTO_FIT_METHOD = {
+    "shared": "weights",
+    "standard": "weights",
+    "symmetric": "weights",
+    "pairwise": "invariant",
+    "shared_kv": "weights",
+}
 
 
 def resolve_fit_method(fit_method: str, attention_type: str) -> str:
@@ -344,7 +350,7 @@ def fit_attention(
     may then also hold "output.dense.weight", the refitted output projection. "Energy kept" is the mean over the
     score forms and value paths of 1 − ‖fit − original‖² / ‖original‖².
     """
-    if o is not None and attention_type != "standard":
+    if o is not None and attention_type not in ("standard", "shared_kv"):
         return _fit_invariant(attention_type, q, k, v, o, num_heads)
     hidden = q.shape[0]
     total = sum(float(m.double().pow(2).sum()) for m in (q, k, v))
@@ -354,18 +360,21 @@ def fit_attention(
 
     if attention_type == "standard":
         return {**linear("query", q), **linear("key", k), **linear("value", v)}, 1.0
+    if attention_type == "shared_kv":
+        # The query is copied; keys and values are the per-channel rank-1 fit of [Wk_c | bk_c], [Wv_c | bv_c].
+        row, (key_scale, value_scale) = _rank_one_rows([k, v])
+        approx = torch.stack([key_scale[:, None] * row, value_scale[:, None] * row]).double()
+        retained = 1 - float((torch.stack([k, v]).double() - approx).pow(2).sum()) / total
+        fitted = {**linear("query", q), **linear("shared_proj", row)}
+        fitted.update(key_scale=key_scale, value_scale=value_scale)
+        return fitted, retained
     if attention_type == "shared":
-        per_channel = torch.stack([q, k, v], dim=1).double()  # (hidden, 3, hidden + 1)
-        u, s, vh = torch.linalg.svd(per_channel, full_matrices=False)
-        row, scales = vh[:, 0, :], u[:, :, 0] * s[:, :1]  # (hidden, hidden+1), (hidden, 3)
-        # Make each scale triple have unit RMS (the ones-initialisation's scale) and keep the row's sign such that the
-        # query scale is positive; the product scales·row is unchanged.
-        norm = scales.pow(2).mean(1, keepdim=True).sqrt().clamp_min(1e-12) * torch.sign(scales[:, :1] + 1e-30)
-        scales, row = scales / norm, row * norm
-        approx = scales.T[:, :, None] * row[None]
+        # Each channel's scale triple has unit RMS (the ones-initialisation's scale), the query scale positive.
+        row, (query_scale, key_scale, value_scale) = _rank_one_rows([q, k, v])
+        approx = torch.stack([scale[:, None] * row for scale in (query_scale, key_scale, value_scale)]).double()
         retained = 1 - float((torch.stack([q, k, v]).double() - approx).pow(2).sum()) / total
-        fitted = {**linear("shared_proj", row.float())}
-        fitted.update(query_scale=scales[:, 0].float(), key_scale=scales[:, 1].float(), value_scale=scales[:, 2].float())
+        fitted = {**linear("shared_proj", row)}
+        fitted.update(query_scale=query_scale, key_scale=key_scale, value_scale=value_scale)
         return fitted, retained
     if attention_type == "symmetric":
         qk = (q + k) / 2
@@ -380,6 +389,17 @@ def fit_attention(
         retained = 1 - float((k.double() - k_fit).pow(2).sum()) / total
         return {**linear("query", q), **linear("value", v), "head_bilinear": bilinear.float()}, retained
     raise ValueError(f"Unknown attention_type {attention_type!r}.")
+
+
+def _rank_one_rows(matrices: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Per output channel c, the best rank-1 fit of the rows matrices[i]_c ≈ scale_i[c]·row_c (SVD, Eckart–Young),
+    with each channel's scales of unit RMS and the first scale positive. Returns (rows, [scale_i])."""
+    per_channel = torch.stack(matrices, dim=1).double()  # (hidden, n, hidden + 1)
+    u, s, vh = torch.linalg.svd(per_channel, full_matrices=False)
+    row, scales = vh[:, 0, :], u[:, :, 0] * s[:, :1]
+    norm = scales.pow(2).mean(1, keepdim=True).sqrt().clamp_min(1e-12) * torch.sign(scales[:, :1] + 1e-30)
+    scales, row = scales / norm, row * norm
+    return row.float(), [scales[:, i].float() for i in range(len(matrices))]
 
 
 def _top_eigenvectors(matrix: torch.Tensor, count: int) -> torch.Tensor:

@@ -371,11 +371,37 @@ class PairwiseSelfAttention(SharedBertSelfAttention):
         return torch.matmul(query, self.head_bilinear), query, self.split_heads(self.value(hidden_states))
 
 
+class SharedKeyValueAttention(SharedBertSelfAttention):
+    """Cross-attention's `"shared_kv"`: the query has its own projection of the decoder states, Q = X·Wq + bq; keys
+    and values share one projection of the encoder states, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv. The score
+    Q·diag(dk)·S_Hᵀ is any bilinear form of the two sides (not a symmetric one, as with one Ws on both), at 2·d² weights
+    instead of standard attention's 3·d²."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.shared_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
+        self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
+
+    def per_head(self, vector):
+        return vector.view(self.num_heads, 1, self.head_dim)
+
+    def project_query(self, hidden_states):
+        # (Q⊙dk)·Sᵀ = Q·(S⊙dk)ᵀ: dk scales the query, and the key is S itself.
+        return self.split_heads(self.query(hidden_states)) * self.per_head(self.key_scale)
+
+    def project_key_value(self, hidden_states):
+        shared = self.split_heads(self.shared_proj(hidden_states))
+        return shared, shared * self.per_head(self.value_scale)
+
+
 SELF_ATTENTION_CLASSES = {
     "shared": SharedProjectionSelfAttention,
     "standard": StandardSelfAttention,
     "symmetric": SymmetricSelfAttention,
     "pairwise": PairwiseSelfAttention,
+    "shared_kv": SharedKeyValueAttention,
 }
 
 
@@ -757,6 +783,9 @@ class SharedBertPreTrainedModel(PreTrainedModel):
             init.ones_(module.query_scale)
             init.ones_(module.key_scale)
             init.ones_(module.value_scale)
+        elif isinstance(module, SharedKeyValueAttention):
+            init.ones_(module.key_scale)
+            init.ones_(module.value_scale)
         elif isinstance(module, PairwiseSelfAttention):
             # P_h = I starts pairwise attention as symmetric attention.
             init.copy_(module.head_bilinear, torch.eye(module.head_dim).repeat(module.num_heads, 1, 1))
@@ -887,6 +916,8 @@ def describe_incompatible_checkpoint(
 
     def attention_type_of(keys):
         # Each type's distinctive weight; symmetric has only query and value, so it is what remains.
+        if any(".shared_proj." in key for key in keys) and any(".self.query." in key for key in keys):
+            return "shared_kv"
         for attention_type, marker in (
             ("shared", ".shared_proj."),
             ("pairwise", ".head_bilinear"),

@@ -23,14 +23,24 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 GLUE_DIR = SHARED_DATA / "glue"
 MLM_TEXT_DIR = SHARED_DATA / "mlm-text"
 BENCHMARKS_DIR = REPO_ROOT / "benchmarks"
+EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 
 
 def benchmark_script(name: str):
     """The script benchmarks/NAME.py as a module (the experiments are not part of the installed package). Registered
     in sys.modules under a name of its own, so the tests of one worker share it and it shadows no installed package."""
-    module_name = f"_sharedbert_benchmarks_{name}"
+    return _script_module(f"_sharedbert_benchmarks_{name}", BENCHMARKS_DIR / f"{name}.py")
+
+
+def experiment_script(path: str):
+    """The script experiments/PATH (e.g. "seq2seq/study.py") as a module, as `benchmark_script` loads benchmarks."""
+    return _script_module("_sharedbert_experiments_" + path.removesuffix(".py").replace("/", "_").replace("-", "_"),
+                          EXPERIMENTS_DIR / path)
+
+
+def _script_module(module_name: str, path: Path):
     if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, BENCHMARKS_DIR / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module  # dataclasses look their module up while the script runs
         spec.loader.exec_module(module)

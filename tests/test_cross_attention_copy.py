@@ -1,12 +1,12 @@
-"""`python benchmarks/cross_attention_copy.py`: the task's construction and a quick run that writes its report."""
+"""experiments/cross-attention-copy/run.py: the task's construction and a quick run that writes its results."""
 
 import json
 import math
 
 import torch
-from conftest import benchmark_script
+from conftest import experiment_script
 
-copy = benchmark_script("cross_attention_copy")
+copy = experiment_script("cross-attention-copy/run.py")
 
 
 def test_the_source_is_the_target_with_one_junk_span_inserted():
@@ -24,13 +24,27 @@ def test_the_source_is_the_target_with_one_junk_span_inserted():
     assert len(offsets) > 3  # the insertion point (so the alignment) varies between rows
 
 
-def test_quick_run_writes_every_type_and_a_report(tmp_path):
-    assert copy.main(["--quick", "--output-dir", str(tmp_path)]) == 0
-    results = json.loads((tmp_path / "cross_attention_copy_quick.json").read_text())
-    assert [run["attention_type"] for run in results["runs"]] == ["standard", "shared"]
+def test_every_arm_builds_the_cross_attention_it_names():
+    for arm in copy.ARMS:
+        self_type, cross_type = arm.split("/")
+        model = copy.build_model(arm)
+        assert model.config.attention_type == self_type
+        assert model.config.effective_cross_attention_type == cross_type
+
+
+def test_quick_run_writes_its_arms_and_resumes(tmp_path):
+    output = tmp_path / "results.json"
+    assert copy.main(["--quick", "--output", str(output)]) == 0
+    results = json.loads(output.read_text())
+    assert [run["arm"] for run in results["runs"]] == ["standard/standard", "shared/shared_kv"]
+    standard, shared_kv = results["runs"]
     for run in results["runs"]:
         # It trained: below the loss of a uniform guess over the vocabulary (60 steps learn the frame and the
         # content range, ~3.1), though far from copying.
         assert len(run["loss_every_50"]) == 1 and 0 < run["final_loss"] < math.log(40) - 0.3
-    report = (tmp_path / "cross_attention_copy_quick.md").read_text()
-    assert "| shared | never |" in report and "| standard |" in report
+    # shared_kv: Wq and one Ws instead of three projections (plus the output projection either way).
+    assert shared_kv["cross_attention_parameters"] < standard["cross_attention_parameters"]
+    # A second call finds every run done and trains nothing.
+    before = output.read_text()
+    assert copy.main(["--quick", "--output", str(output)]) == 0
+    assert json.loads(output.read_text())["runs"] == json.loads(before)["runs"]
