@@ -1,13 +1,13 @@
-"""`python benchmarks/seq2seq_study.py`: the denoising data, the FLOP bound, and a quick run that trains, scores,
-reports and resumes."""
+"""experiments/seq2seq/study.py: the denoising data, the FLOP bound, the variants, and a quick run that trains,
+scores, reports and resumes."""
 
 import json
 import random
 
 import pytest
-from conftest import benchmark_script
+from conftest import experiment_script
 
-study = benchmark_script("seq2seq_study")
+study = experiment_script("seq2seq/study.py")
 
 
 def test_corruption_removes_about_the_ratio_in_spans_each_replaced_by_one_mask():
@@ -22,40 +22,65 @@ def test_corruption_removes_about_the_ratio_in_spans_each_replaced_by_one_mask()
 
 
 def test_flop_bound_counts_the_projections_shared_attention_saves():
-    base = study.decoder_step_flops("bert2bert", hidden=384, ffn=1536, layers=6, vocab=30522, source_len=20,
+    base = study.decoder_step_flops("standard", hidden=384, ffn=1536, layers=6, vocab=30522, source_len=20,
                                     target_len=20)
-    shared = study.decoder_step_flops("shared-all", hidden=384, ffn=1536, layers=6, vocab=30522, source_len=20,
+    shared = study.decoder_step_flops("shared", hidden=384, ffn=1536, layers=6, vocab=30522, source_len=20,
                                       target_len=20)
     assert base - shared == 6 * 2 * 384 * 384  # two of the four self-attention projections, per layer
     assert 1.0 < base / shared < 1.1  # the vocabulary projection dominates a decoding step at these sizes
 
 
-def test_each_shared_variant_is_built_as_named(tmp_path):
-    """The variants differ only where their names say: what encoder and decoder share, and the cross-attention type."""
+def test_each_sharedbert_variant_is_built_as_named(tmp_path):
+    """The variants differ only where their definitions say: warm start, what encoder and decoder share, and the
+    cross-attention type."""
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
     from sharedbert import SharedBertTokenizer
+    from sharedbert.convert import from_bert
 
+    bert_dir, healed_dir = tmp_path / "bert", tmp_path / "healed"
     BertForMaskedLM(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                               intermediate_size=37)).save_pretrained(tmp_path)
+                               intermediate_size=37)).save_pretrained(bert_dir)
+    from_bert(bert_dir, attention_type="shared").save_pretrained(healed_dir)  # stands in for a healed model
     tokenizer = SharedBertTokenizer(vocab={t: i for i, t in enumerate(
         ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(94))])})
-    built = {variant: study.build_model(variant, str(tmp_path), tokenizer) for variant in study.VARIANTS[1:]}
-    expected = {"shared2shared": (False, "SharedProjectionSelfAttention"),
-                "shared-all": (True, "SharedProjectionSelfAttention"),
-                "shared-all-standard-cross": (True, "StandardSelfAttention")}
+    built = {variant: study.build_model(variant, str(bert_dir), tokenizer, healed=str(healed_dir))
+             for variant in study.VARIANTS if variant != "bert2bert"}
+    cross_classes = {"shared": "SharedProjectionSelfAttention", "standard": "StandardSelfAttention",
+                     "shared_kv": "SharedKeyValueAttention"}
     for variant, model in built.items():
-        shares, cross = expected[variant]
-        config = model.config
+        settings, config = study.VARIANTS[variant], model.config
+        shares = settings.get("share_encoder_decoder_layers", False)
         assert config.share_encoder_decoder_layers is shares and config.share_encoder_decoder_embeddings is shares
-        assert type(model.decoder.crossattention[0].self).__name__ == cross, variant
-        assert type(model.sharedbert.encoder.attention[0].self).__name__ == "SharedProjectionSelfAttention"
+        cross = type(model.decoder.crossattention[0].self).__name__
+        assert cross == cross_classes[settings["cross_attention_type"]], variant
+        self_attention = "StandardSelfAttention" if variant == "bertshare" else "SharedProjectionSelfAttention"
+        assert type(model.sharedbert.encoder.attention[0].self).__name__ == self_attention
         assert model.generation_config.decoder_start_token_id == tokenizer.cls_token_id
     mixed, shared = built["shared-all-standard-cross"].state_dict(), built["shared-all"].state_dict()
     for key, value in shared.items():  # the same warm start everywhere but cross-attention
         if ".crossattention." not in key:
             assert torch.equal(mixed[key], value), key
+    # The healed variants start from the healed checkpoint's weights, the BERTShare arm from BERT's exactly.
+    from sharedbert import SharedBertModel
+
+    healed = SharedBertModel.from_pretrained(healed_dir).state_dict()
+    for variant in ("shared2shared-healed", "shared-all-healed"):
+        weights = built[variant].state_dict()
+        for key, value in healed.items():
+            if not key.startswith("pooler."):
+                assert torch.equal(weights[f"sharedbert.{key}"], value), (variant, key)
+    bert = BertForMaskedLM.from_pretrained(bert_dir)
+    bertshare = built["bertshare"]
+    assert torch.equal(bertshare.sharedbert.encoder.attention[0].self.query.weight,
+                       bert.bert.encoder.layer[0].attention.self.query.weight)
+    assert bertshare.decoder.attention is None  # the decoder runs the encoder's layers
+
+
+def test_a_healed_variant_without_its_checkpoint_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="--healed"):
+        study.build_model("shared-all-healed", str(tmp_path), tokenizer=None)
 
 
 @pytest.mark.slow
@@ -63,11 +88,11 @@ def test_quick_study_trains_scores_reports_and_resumes(tmp_path, mlm_text_dir, m
     arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
                  "--work-dir", str(tmp_path / "work")]
     assert study.main(arguments) == 0
-    cells = json.loads((tmp_path / "results" / "seq2seq.json").read_text())["cells"]
+    cells = json.loads((tmp_path / "results" / "recipe-quick.json").read_text())["cells"]
     cell = cells["shared-all/seed1"]
     assert 0.0 <= cell["chrf"] <= 100.0 and 0.0 <= cell["exact_match"] <= 100.0
     assert cell["parameters"] > 0 and cell["examples"] and cell["precision"] in ("bf16", "fp32")
-    assert "| shared-all |" in (tmp_path / "results" / "seq2seq.md").read_text()
+    assert "| shared-all |" in (tmp_path / "results" / "recipe-quick.md").read_text()
     capsys.readouterr()
     assert study.main(arguments) == 0  # a second run skips the finished cell
     assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
@@ -77,21 +102,22 @@ def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_proce
     import subprocess
     import sys
 
-    holder = ("import sys, time, pathlib; sys.path.insert(0, sys.argv[1]); import seq2seq_study as study\n"
+    holder = ("import sys, time, pathlib; sys.path.insert(0, sys.argv[1]); import study\n"
               "with study.claim(pathlib.Path(sys.argv[2]), 'shared-all/seed1') as mine:\n"
               "    print(mine, flush=True); time.sleep(60)\n")
-    process = subprocess.Popen([sys.executable, "-c", holder, str(study.RESULTS_DIR.parent), str(tmp_path)],
+    output = tmp_path / "recipe-1800"
+    process = subprocess.Popen([sys.executable, "-c", holder, str(study.RESULTS_DIR.parent), str(output)],
                                stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().strip() == "True"
-        with study.claim(tmp_path, "shared-all/seed1") as mine:
+        with study.claim(output, "shared-all/seed1") as mine:
             assert not mine  # held by the other process
-        with study.claim(tmp_path, "shared-all/seed2") as mine:
+        with study.claim(output, "shared-all/seed2") as mine:
             assert mine  # another cell is free
     finally:
         process.kill()
         process.wait()
-    with study.claim(tmp_path, "shared-all/seed1") as mine:
+    with study.claim(output, "shared-all/seed1") as mine:
         assert mine  # a killed process's claim is released
 
 
@@ -105,19 +131,19 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
 
     arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
                  "--work-dir", str(tmp_path / "work"), "--checkpoint-steps", "2"]
-    process = subprocess.Popen([sys.executable, str(study.RESULTS_DIR.parent / "seq2seq_study.py"), *arguments],
+    process = subprocess.Popen([sys.executable, str(study.RESULTS_DIR.parent / "study.py"), *arguments],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    checkpoints = tmp_path / "work" / "shared-all-seed1" / "checkpoints"
+    checkpoints = tmp_path / "work" / "recipe-quick" / "shared-all-seed1" / "checkpoints"
     deadline = time.monotonic() + 300
     while not any(checkpoints.glob("checkpoint-*")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=120) != 0  # interrupted: no result
-    assert not (tmp_path / "results" / "seq2seq.json").exists()
+    assert not (tmp_path / "results" / "recipe-quick.json").exists()
     assert any(checkpoints.glob("checkpoint-*"))
 
     assert study.main(arguments) == 0
-    cell = json.loads((tmp_path / "results" / "seq2seq.json").read_text())["cells"]["shared-all/seed1"]
+    cell = json.loads((tmp_path / "results" / "recipe-quick.json").read_text())["cells"]["shared-all/seed1"]
     assert cell["resumed"] is True and cell["train_tokens_per_second_unshared_machine"] is None
     assert not checkpoints.exists()  # discarded once the cell is scored
 
@@ -126,7 +152,7 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
     uninterrupted[uninterrupted.index("--output-dir") + 1] = str(tmp_path / "results-uninterrupted")
     uninterrupted[uninterrupted.index("--work-dir") + 1] = str(tmp_path / "work-uninterrupted")
     assert study.main(uninterrupted) == 0
-    reference = json.loads((tmp_path / "results-uninterrupted" / "seq2seq.json").read_text())["cells"][
+    reference = json.loads((tmp_path / "results-uninterrupted" / "recipe-quick.json").read_text())["cells"][
         "shared-all/seed1"]
     assert reference["resumed"] is False
     assert cell["final_train_loss"] == pytest.approx(reference["final_train_loss"], rel=1e-5)
@@ -134,8 +160,15 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
 
 
 def test_results_of_another_recipe_are_refused_before_any_training(tmp_path, monkeypatch):
-    (tmp_path / "seq2seq.json").write_text(json.dumps({"recipe": {"steps": 1}, "cells": {"bert2bert/seed1": {}}}))
+    (tmp_path / "recipe-1800.json").write_text(json.dumps({"recipe": {"steps": 1}, "cells": {"bert2bert/seed1": {}}}))
     monkeypatch.setattr(study, "run_cell", lambda *a, **k: pytest.fail("trained despite the recipe mismatch"))
     monkeypatch.setattr("sharedbert.training.resolve_source", lambda name: name)
     with pytest.raises(SystemExit, match="another recipe"):
         study.main(["--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "w")])
+
+
+def test_the_landed_results_are_read_as_the_first_recipe():
+    """Results files written before `lr_scheduler` existed hold the same recipe: its cells are reused."""
+    stored = json.loads((study.RESULTS_DIR / "recipe-1800.json").read_text())["recipe"]
+    assert "lr_scheduler" not in stored and study.same_recipe(stored, study.RECIPES["1800"])
+    assert not study.same_recipe({**stored, "steps": 5400}, study.RECIPES["1800"])

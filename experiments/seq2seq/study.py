@@ -6,17 +6,16 @@ words removed in spans (Poisson lengths, mean 3), each span replaced by one [MAS
 sentence. Source and target share all-MiniLM-L6-v2's vocabulary, so three-way embedding tying applies. The sentences
 are split once (a fixed seed, independent of the model seed) into training and held-out test sentences.
 
-Variants (one recipe for all):
+Variants (one recipe for all; `VARIANTS` defines each, README.md says why each is there):
 * ``bert2bert``: transformers' own `EncoderDecoderModel.from_encoder_decoder_pretrained(minilm, minilm)`;
-* ``shared2shared``: `SharedBertForConditionalGeneration`, shared-projection attention on both sides, converted from
-  the same checkpoint and calibrated on 512 training sentences (`sharedbert.calibrate`), nothing shared between
-  encoder and decoder (as BERT2BERT);
-* ``shared-all``: the same with every layer weight shared between encoder and decoder (T5 / BERTShare: only
-  cross-attention is the decoder's own) and the embeddings tied three ways (Vaswani et al. §3.4).
-* ``shared-all-standard-cross``: ``shared-all`` with BERT's separate Wq, Wk, Wv in cross-attention
-  (`cross_attention_type="standard"`) and shared-projection attention everywhere else. Added after the first three
-  arms had been scored, to test what a diagnostic run suggested: that shared cross-attention, whose one Ws reads both
-  the decoder and the encoder states, is what holds the shared models back on this task. Same recipe, same seeds.
+* ``bertshare``: Rothe et al.'s BERTShare / T5's sharing, standard attention throughout: a
+  `SharedBertForConditionalGeneration` with `attention_type="standard"` (BERT's weights, copied exactly), every layer
+  weight shared between encoder and decoder but cross-attention, the embeddings tied three ways;
+* ``shared2shared``, ``shared-all``, ``shared-all-standard-cross``: shared-projection attention converted from the same
+  checkpoint and calibrated on 512 training sentences, with shared cross-attention (nothing shared between the
+  sides, or everything as in ``bertshare``), and ``shared-all`` with standard cross-attention;
+* ``shared2shared-healed``, ``shared-all-healed``: the same two sharing settings from the healed conversion
+  (`--healed`, the `sharedbert build-minilm` model) with ``shared_kv`` cross-attention, the default.
 
 Scores on the held-out sentences: chrF and BLEU (sacrebleu) and exact match, with greedy decoding through
 `Seq2SeqTrainer.predict(predict_with_generate=True)`. Both sides are compared after the tokenizer's round trip
@@ -24,16 +23,16 @@ Scores on the held-out sentences: chrF and BLEU (sacrebleu) and exact match, wit
 one process (`--speed`): training tokens/s and generation tokens/s of the models alternating round-robin,
 beside the FLOP bound of a decoding step.
 
-    python benchmarks/seq2seq_study.py --quick                              # tiny budget, a minute (the test runs it)
-    python benchmarks/seq2seq_study.py --threads 1 &   # one process per core: the processes share out the cells;
-    python benchmarks/seq2seq_study.py --threads 1     # re-run to resume
-    python benchmarks/seq2seq_study.py --speed --threads 2                  # the side-by-side speed run
-    python benchmarks/seq2seq_study.py --report-only
+    python experiments/seq2seq/study.py --quick                   # tiny budget, a minute (the test runs it)
+    python experiments/seq2seq/study.py --threads 1 --healed DIR &  # one process per core: they share out the cells;
+    python experiments/seq2seq/study.py --threads 1 --healed DIR    # re-run to resume
+    python experiments/seq2seq/study.py --speed --threads 2 --healed DIR   # the side-by-side speed run
+    python experiments/seq2seq/study.py --report-only
 
-Every (variant, seed) result is merged into benchmarks/results/seq2seq.json under a file lock as it finishes; a
-process takes a cell by locking its file in benchmarks/results/seq2seq-claims/ (released when the process ends, even
+Every (variant, seed) result is merged into results/recipe-NAME.json (one file per `--recipe`) under a file lock as
+it finishes; a process takes a cell by locking its file in results/claims/ (released when the process ends, even
 killed), so a re-run skips finished cells and cells another process is training, and refuses to mix in another
-recipe. The report is benchmarks/results/seq2seq.md.
+recipe. The table is written to results/recipe-NAME.md.
 """
 
 from __future__ import annotations
@@ -53,13 +52,19 @@ from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FULLY_SHARED = {"share_encoder_decoder_layers": True, "share_encoder_decoder_embeddings": True}
-# The SharedBert variants' seq2seq settings (see the module docstring); BERT2BERT is transformers' own.
-SHAREDBERT_VARIANTS = {
-    "shared2shared": {},
-    "shared-all": FULLY_SHARED,
-    "shared-all-standard-cross": {**FULLY_SHARED, "cross_attention_type": "standard"},
+# How each variant starts ("warm_start") and its seq2seq settings. "bert2bert": transformers' EncoderDecoderModel;
+# "exact": SharedBert with standard attention, BERT's weights copied; "calibrated": shared attention converted and
+# calibrated on the recipe's `calibration_sentences`; "healed": the healed conversion given by --healed. Every
+# SharedBert variant names its cross-attention type, so that a change of the package's default changes no arm.
+VARIANTS = {
+    "bert2bert": {"warm_start": "bert2bert"},
+    "bertshare": {"warm_start": "exact", **FULLY_SHARED, "cross_attention_type": "standard"},
+    "shared2shared": {"warm_start": "calibrated", "cross_attention_type": "shared"},
+    "shared-all": {"warm_start": "calibrated", **FULLY_SHARED, "cross_attention_type": "shared"},
+    "shared-all-standard-cross": {"warm_start": "calibrated", **FULLY_SHARED, "cross_attention_type": "standard"},
+    "shared2shared-healed": {"warm_start": "healed", "cross_attention_type": "shared_kv"},
+    "shared-all-healed": {"warm_start": "healed", **FULLY_SHARED, "cross_attention_type": "shared_kv"},
 }
-VARIANTS = ("bert2bert", *SHAREDBERT_VARIANTS)
 BASELINE = "bert2bert"
 
 
@@ -83,11 +88,23 @@ class Recipe:
     # Batches of similar length (transformers' LengthGroupedSampler): random batches padded to their longest sentence
     # spent ~1.5x the time per step here (2.5-3.3 s against 0.8-2.0 s at 2 threads, measured side by side).
     sampling: str = "group_by_length"
-    # The SharedBert variants start from the conversion calibrated on this many training sentences (0: uncalibrated).
+    # The "calibrated" variants start from the conversion calibrated on this many training sentences (0: none).
     calibration_sentences: int = 512
+    # transformers' `lr_scheduler_type` after the warm-up. (Added with the second recipe: results files written
+    # before it have no such key, and their recipe decayed linearly.)
+    lr_scheduler: str = "linear"
 
 
+# The recipes, by the name `--recipe` takes; each writes its own results file. "1800" is the first recipe;
+# "5400-constant" the longer one, declared in README.md before its first cell ran (three passes over the training
+# sentences at a constant learning rate after the warm-up, as in the one pilot that learned to copy).
+RECIPES = {"1800": Recipe(), "5400-constant": Recipe(steps=5_400, lr_scheduler="constant_with_warmup")}
 QUICK = Recipe(train_sentences=256, test_sentences=16, steps=6, batch_size=8, max_length=32, calibration_sentences=16)
+
+
+def same_recipe(stored: dict, recipe: Recipe) -> bool:
+    """Whether a results file's recipe is `recipe`; keys it lacks were added later and have their defaults."""
+    return {**asdict(Recipe()), **stored} == asdict(recipe)
 
 
 # ---------------------------------------------------------------------------------------------------------- data
@@ -170,26 +187,39 @@ def normalise(tokenizer, texts: list[str]) -> list[str]:
 
 
 # -------------------------------------------------------------------------------------------------------- models
-def build_model(variant: str, source: str, tokenizer, calibration_texts: list[str] | None = None):
-    """A warm-started model of `variant` (see the module docstring), with generation settings for [CLS]...[SEP].
-    The SharedBert variants start from the conversion of `source`, calibrated on `calibration_texts` when given
-    (`sharedbert.calibrate`: closed form, no gradient steps)."""
-    if variant == "bert2bert":
+def build_model(variant: str, source: str, tokenizer, calibration_texts: list[str] | None = None,
+                healed: str | None = None):
+    """A warm-started model of `variant` (`VARIANTS`), with generation settings for [CLS]...[SEP]. `source` is the
+    BERT; "calibrated" variants are calibrated on `calibration_texts` when given (`sharedbert.calibrate`: closed
+    form, no gradient steps); "healed" variants start from the SharedBert checkpoint `healed`."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
+    settings = dict(VARIANTS[variant])
+    warm_start = settings.pop("warm_start")
+    if warm_start == "bert2bert":
         from transformers import EncoderDecoderModel
 
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(source, source)
-    elif variant in SHAREDBERT_VARIANTS:
-        from transformers import BertModel
-
-        from sharedbert.calibrate import calibrate, calibration_batches
+    else:
         from sharedbert.convert import from_bert, warm_start_seq2seq
 
-        converted = from_bert(source, attention_type="shared", fit_method="invariant")
-        if calibration_texts:
-            calibrate(converted, BertModel.from_pretrained(source), calibration_batches(tokenizer, calibration_texts))
-        model = warm_start_seq2seq(converted, tokenizer, **SHAREDBERT_VARIANTS[variant])
-    else:
-        raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+        if warm_start == "exact":
+            model = warm_start_seq2seq(source, tokenizer, attention_type="standard", **settings)
+        elif warm_start == "healed":
+            if healed is None:
+                raise SystemExit(f"{variant} starts from the healed conversion: pass --healed DIR (the healed model "
+                                 "`sharedbert build-minilm` writes, WORK-DIR/healed).")
+            model = warm_start_seq2seq(healed, tokenizer, **settings)
+        else:
+            from transformers import BertModel
+
+            from sharedbert.calibrate import calibrate, calibration_batches
+
+            converted = from_bert(source, attention_type="shared", fit_method="invariant")
+            if calibration_texts:
+                calibrate(converted, BertModel.from_pretrained(source),
+                          calibration_batches(tokenizer, calibration_texts))
+            model = warm_start_seq2seq(converted, tokenizer, **settings)
     for config in (model.config, model.generation_config):
         config.decoder_start_token_id = tokenizer.cls_token_id
         config.bos_token_id = tokenizer.cls_token_id
@@ -198,13 +228,29 @@ def build_model(variant: str, source: str, tokenizer, calibration_texts: list[st
     return model
 
 
-def decoder_step_flops(variant: str, hidden: int, ffn: int, layers: int, vocab: int, source_len: float,
+def healed_identity(healed: str) -> dict:
+    """What names the healed warm start: its folder, the sha256 of its weights, and its build record when present."""
+    import hashlib
+
+    folder = Path(healed)
+    digest = hashlib.sha256()
+    with open(folder / "model.safetensors", "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    identity = {"path": str(folder.resolve()), "sha256": digest.hexdigest()}
+    for name in ("sharedbert_provenance.json", "eval_results.json"):  # written beside it by build-minilm
+        if (folder / name).is_file():
+            identity[name.removesuffix(".json")] = json.loads((folder / name).read_text())
+    return identity
+
+
+def decoder_step_flops(self_attention: str, hidden: int, ffn: int, layers: int, vocab: int, source_len: float,
                        target_len: float) -> float:
     """Multiply-adds of one cached decoding step for one sequence: per layer the self-attention projections (4·d²
-    standard Q, K, V, O; 2·d² shared Ws, O), cross-attention's query and output projections (2·d² either way; its
+    standard Q, K, V, O; 2·d² shared Ws, O), cross-attention's query and output projections (2·d² for every type; its
     keys and values are cached), attention over the cache, the feed-forward (2·d·ffn); then the LM head's transform
     (d²) and vocabulary projection (d·V)."""
-    self_projections = (4 if variant == "bert2bert" else 2) * hidden * hidden
+    self_projections = (2 if self_attention == "shared" else 4) * hidden * hidden
     cross_projections = 2 * hidden * hidden
     attention = 2 * hidden * (target_len / 2 + source_len)
     per_layer = self_projections + cross_projections + attention + 2 * hidden * ffn
@@ -213,7 +259,8 @@ def decoder_step_flops(variant: str, hidden: int, ffn: int, layers: int, vocab: 
 
 # ----------------------------------------------------------------------------------------------------- the study
 def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Path, threads: int,
-             checkpoint_minutes: float | None = 5.0, checkpoint_steps: int | None = None) -> dict:
+             checkpoint_minutes: float | None = 5.0, checkpoint_steps: int | None = None,
+             healed: str | None = None) -> dict:
     import sacrebleu
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
@@ -234,11 +281,13 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
     train_set = tokenize_pairs(tokenizer, train_pairs, recipe.max_length)
     test_set = tokenize_pairs(tokenizer, test_pairs, recipe.max_length)
     # Calibration reads the clean training sentences (the targets): text of the task, none of the test set.
-    model = build_model(variant, source, tokenizer, [target for _, target in train_pairs[: recipe.calibration_sentences]])
+    model = build_model(variant, source, tokenizer, [target for _, target in train_pairs[: recipe.calibration_sentences]],
+                        healed=healed)
     arguments = Seq2SeqTrainingArguments(
         output_dir=str(work_dir / f"{variant}-seed{seed}" / "trainer"), max_steps=recipe.steps,
         per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=64,
         learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup, weight_decay=0.01, seed=seed,
+        lr_scheduler_type=recipe.lr_scheduler,
         train_sampling_strategy=recipe.sampling,
         bf16=resolve_precision(recipe.precision) == "bf16", use_cpu=True, save_strategy="no", report_to=[],
         logging_steps=max(1, recipe.steps // 10),
@@ -276,6 +325,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
         "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
         "exact_match": 100.0 * sum(h == r for h, r in zip(hypotheses, references)) / len(references),
         "final_train_loss": losses[-1] if losses else None,
+        "train_losses": losses,  # one per logging interval (a tenth of the steps)
         # This process's share only when the cell resumed a checkpoint (then no rate is given).
         "train_tokens_per_second_unshared_machine": None if resumed else tokens / train_seconds,
         "train_minutes": train_seconds / 60,
@@ -283,6 +333,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
         "precision": resolve_precision(recipe.precision),
         "examples": [{"source": s, "reference": r, "output": h}
                      for (s, _), r, h in list(zip(test_pairs, references, hypotheses))[:5]],
+        **({"healed_warm_start": healed_identity(healed)} if VARIANTS[variant]["warm_start"] == "healed" else {}),
     }
 
 
@@ -295,8 +346,10 @@ def corpus_dir() -> Path:
     return data / "mlm-text"
 
 
-def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dict:
-    """Training-step and generation tokens/s of the variants, alternating round-robin in this process."""
+def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int, variants: list[str],
+                  healed: str | None = None) -> dict:
+    """Training-step and generation tokens/s of `variants` (the first is the baseline), alternating round-robin in
+    this process."""
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
@@ -307,15 +360,16 @@ def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dic
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(source)
     train_pairs, test_pairs = make_pairs(read_sentences(corpus_dir()), Recipe(train_sentences=512, test_sentences=64))
-    models = {variant: build_model(variant, source, tokenizer) for variant in VARIANTS}
-    collator = DataCollatorForSeq2Seq(tokenizer, model=models[BASELINE], label_pad_token_id=-100)
+    models = {variant: build_model(variant, source, tokenizer, healed=healed) for variant in variants}
+    baseline = variants[0]
+    collator = DataCollatorForSeq2Seq(tokenizer, model=models[baseline], label_pad_token_id=-100)
     rows = [dict(row) for row in tokenize_pairs(tokenizer, train_pairs[: recipe.batch_size], recipe.max_length)]
     batch = collator(rows)
     train_tokens = int((batch["attention_mask"].sum() + (batch["labels"] >= 0).sum()))
     sources = tokenizer([s for s, _ in test_pairs], padding=True, truncation=True, max_length=recipe.max_length,
                         return_tensors="pt")
     optimizers = {v: torch.optim.AdamW(m.parameters(), lr=1e-5) for v, m in models.items()}
-    times = {v: {"train": [], "generate": []} for v in VARIANTS}
+    times = {v: {"train": [], "generate": []} for v in variants}
     generated_tokens = {}
     for round_index in range(rounds + 1):  # round 0 warms up
         for variant, model in models.items():
@@ -337,63 +391,66 @@ def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int) -> dic
             if round_index:
                 times[variant]["train"].append(train_time)
                 times[variant]["generate"].append(generate_time)
-    config = models["shared2shared"].config
     source_len = float(sources["attention_mask"].sum(1).float().mean())
-    flops = {v: decoder_step_flops(v, config.hidden_size, config.intermediate_size, config.num_hidden_layers,
-                                   config.vocab_size, source_len, recipe.max_length) for v in VARIANTS}
+    flops = {}
+    for variant, model in models.items():
+        config = model.config.decoder if variant == "bert2bert" else model.config
+        flops[variant] = decoder_step_flops(getattr(config, "attention_type", "standard"), config.hidden_size,
+                                            config.intermediate_size, config.num_hidden_layers, config.vocab_size,
+                                            source_len, recipe.max_length)
     from sharedbert.params import count_model_parameters
 
     result = {"threads": threads, "rounds": rounds, "bf16_training": bf16, "batch_size": recipe.batch_size,
               "max_length": recipe.max_length, "variants": {}}
-    for variant in VARIANTS:
+    for variant in variants:
         train_median = statistics.median(times[variant]["train"])
         generate_median = statistics.median(times[variant]["generate"])
         result["variants"][variant] = {
             "parameters": count_model_parameters(models[variant]),
             "train_tokens_per_second": train_tokens / train_median,
             "generation_tokens_per_second": generated_tokens[variant] / generate_median,
-            "train_ratio": statistics.median(times[BASELINE]["train"]) / train_median,
-            "generation_ratio": statistics.median(times[BASELINE]["generate"]) / generate_median,
-            "generation_flop_bound": flops[BASELINE] / flops[variant],
+            "train_ratio": statistics.median(times[baseline]["train"]) / train_median,
+            "generation_ratio": statistics.median(times[baseline]["generate"]) / generate_median,
+            "generation_flop_bound": flops[baseline] / flops[variant],
         }
     return result
 
 
 # --------------------------------------------------------------------------------------------------- bookkeeping
-def results_path(output_dir: Path) -> Path:
-    return output_dir / "seq2seq.json"
+def results_path(output: Path) -> Path:
+    return output.with_suffix(".json")
 
 
-def load_results(output_dir: Path) -> dict:
-    path = results_path(output_dir)
+def load_results(output: Path) -> dict:
+    path = results_path(output)
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def merge_result(output_dir: Path, recipe: Recipe, key: str, value) -> None:
+def merge_result(output: Path, recipe: Recipe, key: str, value) -> None:
     from sharedbert.atomic import atomic_write_text, file_lock
 
-    with file_lock(results_path(output_dir).with_suffix(".lock")):
-        data = load_results(output_dir)
+    with file_lock(results_path(output).with_suffix(".lock")):
+        data = load_results(output)
         if key == "speed":  # recipe-independent but for the batch, which the entry records itself
             data["speed"] = value
-            atomic_write_text(results_path(output_dir), json.dumps(data, indent=1) + "\n")
+            atomic_write_text(results_path(output), json.dumps(data, indent=1) + "\n")
             return
-        if data.get("cells") and data.get("recipe") != asdict(recipe):
-            raise SystemExit(f"{results_path(output_dir)} holds results of another recipe ({data['recipe']}); "
-                             "use another --output-dir.")
+        if data.get("cells") and not same_recipe(data.get("recipe", {}), recipe):
+            raise SystemExit(f"{results_path(output)} holds results of another recipe ({data['recipe']}); "
+                             "use another --recipe or --output-dir.")
         data["recipe"] = asdict(recipe)
         data.setdefault("cells", {})
         data["cells"][key] = value
-        atomic_write_text(results_path(output_dir), json.dumps(data, indent=1) + "\n")
+        atomic_write_text(results_path(output), json.dumps(data, indent=1) + "\n")
 
 
 @contextlib.contextmanager
-def claim(output_dir: Path, key: str):
+def claim(output: Path, key: str):
     """Yield whether this process holds the cell `key`: a non-blocking flock on a file of its own, so any number of
     processes started with the same arguments share out the cells, and a killed process's cells are free again."""
     import fcntl
 
-    claims = output_dir / "seq2seq-claims"
+    claims = output.parent / "claims"
     claims.mkdir(exist_ok=True)
     with open(claims / (key.replace("/", "-") + ".lock"), "a") as handle:
         try:
@@ -407,48 +464,60 @@ def claim(output_dir: Path, key: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def report(output_dir: Path) -> str:
-    data = load_results(output_dir)
+def _mean_sd(values) -> str:
+    if not values:
+        return "–"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
+
+
+def paired(cells: dict, variant: str, against: str, metric: str = "chrf") -> tuple[float, float | None, int] | None:
+    """Mean and standard error of `variant` − `against` in `metric` over the seeds both have, and their number."""
+    base = {c["seed"]: c[metric] for c in cells.values() if c["variant"] == against}
+    diffs = [c[metric] - base[c["seed"]] for c in cells.values() if c["variant"] == variant and c["seed"] in base]
+    if not diffs:
+        return None
+    error = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None
+    return statistics.mean(diffs), error, len(diffs)
+
+
+def report(output: Path) -> str:
+    data = load_results(output)
     cells = data.get("cells", {})
     lines = ["# Sequence-to-sequence study: sentence denoising, warm-started from all-MiniLM-L6-v2", ""]
     if "recipe" in data:
         lines += [f"Recipe: {data['recipe']}", ""]
     # The last logged training loss says whether a model learned to copy from its source: source-blind models
     # plateau near 5 (they write fluent text unrelated to the source), copying ones fall to about 2.
-    lines += ["| variant | parameters | × BERT2BERT | chrF | BLEU | exact match | final training loss | seeds |",
-              "|---|---|---|---|---|---|---|---|"]
-    by_variant = {v: [c for c in cells.values() if c["variant"] == v] for v in VARIANTS}
+    lines += ["| variant | warm start | cross-attention | parameters | × BERT2BERT | chrF | BLEU | exact match | "
+              "final training loss | seeds |", "|---|---|---|---|---|---|---|---|---|---|"]
+    by_variant = {v: sorted((c for c in cells.values() if c["variant"] == v), key=lambda c: c["seed"])
+                  for v in VARIANTS}
     base_params = by_variant[BASELINE][0]["parameters"] if by_variant[BASELINE] else None
-
-    def spread(values):
-        return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}" if len(values) > 1 else (
-            f"{values[0]:.1f}" if values else "–")
-
     for variant, rows in by_variant.items():
         if not rows:
             continue
         params = rows[0]["parameters"]
-        lines.append(f"| {variant} | {params:,} | {params / base_params:.3f} |" if base_params else
-                     f"| {variant} | {params:,} | – |")
-        lines[-1] += (f" {spread([r['chrf'] for r in rows])} | {spread([r['bleu'] for r in rows])} | "
-                      f"{spread([r['exact_match'] for r in rows])} | "
-                      f"{spread([r['final_train_loss'] for r in rows if r.get('final_train_loss') is not None])} | "
-                      f"{len(rows)} |")
-    if by_variant[BASELINE]:
-        lines += ["", "Paired chrF differences against BERT2BERT (same seeds; mean ± standard error):"]
-        base = {r["seed"]: r["chrf"] for r in by_variant[BASELINE]}
-        for variant in VARIANTS[1:]:
-            diffs = [r["chrf"] - base[r["seed"]] for r in by_variant[variant] if r["seed"] in base]
-            if diffs:
-                error = (f" ± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f}" if len(diffs) > 1
-                         else " (one seed: no spread yet)")
-                lines.append(f"- {variant}: {statistics.mean(diffs):+.2f}{error} (n={len(diffs)})")
+        lines.append(
+            f"| {variant} | {VARIANTS[variant]['warm_start']} | {VARIANTS[variant].get('cross_attention_type', '–')} "
+            f"| {params:,} | {params / base_params:.3f} |" if base_params else f"| {variant} | {params:,} | – |")
+        lines[-1] += (f" {_mean_sd([r['chrf'] for r in rows])} | {_mean_sd([r['bleu'] for r in rows])} | "
+                      f"{_mean_sd([r['exact_match'] for r in rows])} | "
+                      f"{_mean_sd([r['final_train_loss'] for r in rows if r.get('final_train_loss') is not None])} | "
+                      f"{', '.join(str(r['seed']) for r in rows)} |")
+    for against in (BASELINE, "bertshare"):
+        differences = [(v, paired(cells, v, against)) for v in VARIANTS if v != against]
+        differences = [(v, d) for v, d in differences if d is not None]
+        if differences:
+            lines += ["", f"Paired chrF differences against {against} (same seeds; mean ± standard error):"]
+            for variant, (mean, error, n) in differences:
+                spread = f" ± {error:.2f}" if error is not None else " (one seed: no spread yet)"
+                lines.append(f"- {variant}: {mean:+.2f}{spread} (n={n})")
     speed = data.get("speed")
     if speed:
         lines += ["", f"Speed, side by side in one process ({speed['threads']} threads, {speed['rounds']} rounds, "
                       f"training batches of {speed.get('batch_size', 32)} in "
                       f"{'bf16 autocast' if speed['bf16_training'] else 'fp32'}):", "",
-                  "| variant | training tokens/s | × BERT2BERT | generation tokens/s | × BERT2BERT | FLOP bound | "
+                  "| variant | training tokens/s | × first | generation tokens/s | × first | FLOP bound | "
                   "share of bound |", "|---|---|---|---|---|---|---|"]
         for variant, row in speed["variants"].items():
             lines.append(f"| {variant} | {row['train_tokens_per_second']:,.0f} | {row['train_ratio']:.3f} | "
@@ -460,14 +529,17 @@ def report(output_dir: Path) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--recipe", choices=list(RECIPES), default="1800")
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="the BERT both sides start from")
+    parser.add_argument("--healed", help="the healed SharedBert the 'healed' variants start from")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/seq2seq"))
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (for the test); results go to --output-dir")
-    parser.add_argument("--speed", action="store_true", help="measure speed side by side instead of the study")
+    parser.add_argument("--speed", action="store_true",
+                        help="measure speed side by side instead of the study (the first variant is the baseline)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the speed measurement")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--checkpoint-minutes", type=float, default=5.0,
@@ -478,35 +550,37 @@ def main(argv=None) -> int:
     import sharedbert  # noqa: F401  (registers the Auto classes)
     from sharedbert.training import resolve_source
 
-    recipe = QUICK if args.quick else Recipe()
+    recipe = QUICK if args.quick else RECIPES[args.recipe]
+    output = args.output_dir / ("recipe-quick" if args.quick else f"recipe-{args.recipe}")
+    work_dir = args.work_dir / output.name
     source = resolve_source(args.model)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     if args.speed:
-        merge_result(args.output_dir, recipe, "speed", measure_speed(recipe, source, args.threads, args.rounds))
+        merge_result(output, recipe, "speed",
+                     measure_speed(recipe, source, args.threads, args.rounds, args.variants, args.healed))
     elif not args.report_only:
-        existing = load_results(args.output_dir)
-        if existing.get("cells") and existing.get("recipe") != asdict(recipe):  # refuse now, not after an hour
-            raise SystemExit(f"{results_path(args.output_dir)} holds results of another recipe "
-                             f"({existing['recipe']}); use another --output-dir.")
+        existing = load_results(output)
+        if existing.get("cells") and not same_recipe(existing.get("recipe", {}), recipe):  # refuse now, not later
+            raise SystemExit(f"{results_path(output)} holds results of another recipe ({existing['recipe']}).")
         for seed in args.seeds:
             for variant in args.variants:
                 key = f"{variant}/seed{seed}"
-                with claim(args.output_dir, key) as mine:
+                with claim(output, key) as mine:
                     if not mine:
                         print(f"{key}: being trained by another process, skipped", flush=True)
                         continue
-                    if key in load_results(args.output_dir).get("cells", {}):
+                    if key in load_results(output).get("cells", {}):
                         print(f"{key}: done, skipped")
                         continue
                     print(f"{key}: training", flush=True)
-                    cell = run_cell(variant, seed, recipe, source, args.work_dir, args.threads,
-                                    args.checkpoint_minutes, args.checkpoint_steps)
-                    merge_result(args.output_dir, recipe, key, cell)
+                    cell = run_cell(variant, seed, recipe, source, work_dir, args.threads,
+                                    args.checkpoint_minutes, args.checkpoint_steps, healed=args.healed)
+                    merge_result(output, recipe, key, cell)
                     print(f"{key}: chrF {cell['chrf']:.1f}, exact match {cell['exact_match']:.1f}%", flush=True)
     from sharedbert.atomic import atomic_write_text
 
-    text = report(args.output_dir)
-    atomic_write_text(args.output_dir / "seq2seq.md", text)
+    text = report(output)
+    atomic_write_text(output.with_suffix(".md"), text)
     print(text)
     return 0
 
