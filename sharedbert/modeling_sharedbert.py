@@ -191,12 +191,14 @@ def eager_attention_forward(
     return attn_output, attn_weights
 
 
-class SharedBertSelfAttention(nn.Module):
+class SharedBertAttentionBase(nn.Module):
     """Multi-head scaled dot-product attention; subclasses decide how queries, keys and values are projected.
 
-    The same class serves cross-attention: `project_query` reads the decoder states and `project_key_value` the
-    encoder states, with the weights the attention type ties (see the module docstring). `project` is self-attention
-    (both from one input); subclasses whose query and key share a projection override it to compute that once."""
+    One class serves self- and cross-attention: `project_query` reads the states that attend (the decoder's in
+    cross-attention), `project_key_value` the states attended to (the encoder's), with the weights the type ties;
+    `project` does both from one input. Types whose value is their key scaled per channel (K = S, V = S⊙dv: "shared"
+    and "shared_kv") return the value None and `output_scale()` dv: attention runs with V = K and scales its output
+    afterwards, since P·(S⊙dv) = (P·S)⊙dv. No value tensor is made, and a cache holds S alone (`cache_update`)."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__()
@@ -212,16 +214,24 @@ class SharedBertSelfAttention(nn.Module):
         """Per-head queries (batch, heads, seq, head_dim)."""
         raise NotImplementedError
 
-    def project_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-head (key, value), each (batch, heads, seq, head_dim); query·keyᵀ gives the scores."""
+    def project_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-head (key, value), each (batch, heads, seq, head_dim); value None: the value is the key."""
         raise NotImplementedError
 
-    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Self-attention's per-head (query, key, value), all from `hidden_states`."""
         return (self.project_query(hidden_states), *self.project_key_value(hidden_states))
 
+    def output_scale(self) -> torch.Tensor | None:
+        """The per-channel factor of the attention output (dv when the value is the key), or None."""
+        return None
+
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def per_head(self, vector: torch.Tensor) -> torch.Tensor:
+        """A (hidden,) vector shaped to scale per-head (batch, heads, seq, head_dim) tensors channel by channel."""
+        return vector.view(self.num_heads, 1, self.head_dim)
 
     def forward(
         self,
@@ -241,17 +251,17 @@ class SharedBertSelfAttention(nn.Module):
                 cache = past_key_values
                 if isinstance(cache, EncoderDecoderCache):
                     cache = cache.self_attention_cache
-                key, value = cache.update(key, value, layer_idx)
+                key, value = cache_update(cache, key, value, layer_idx)
         else:
             query = self.project_query(hidden_states)
             if past_key_values is not None and past_key_values.is_updated.get(layer_idx):
                 # The encoder states do not change during generation: their keys and values were cached at step one.
                 layer = past_key_values.cross_attention_cache.layers[layer_idx]
-                key, value = layer.keys, layer.values
+                key, value = layer.keys, (None if layer.values.shape[-1] == 0 else layer.values)
             else:
                 key, value = self.project_key_value(key_value_states)
                 if past_key_values is not None:
-                    key, value = past_key_values.cross_attention_cache.update(key, value, layer_idx)
+                    key, value = cache_update(past_key_values.cross_attention_cache, key, value, layer_idx)
                     past_key_values.is_updated[layer_idx] = True
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -260,19 +270,62 @@ class SharedBertSelfAttention(nn.Module):
             self,
             query,
             key,
-            value,
+            key if value is None else value,
             attention_mask,
             dropout=self.dropout.p if self.training else 0.0,
             scaling=self.scaling,
             is_causal=is_causal,
             **kwargs,
         )
-        return attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim), attn_weights
+        attn_output = attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim)
+        scale = self.output_scale()
+        return (attn_output if scale is None else attn_output * scale), attn_weights
+
+    # Inference folding (see `SharedBertPreTrainedModel.fold_for_inference`); types with nothing to fold keep these.
+    def fold_sources(self) -> tuple[torch.Tensor, ...]:
+        """The parameters the folded copies are made from (their versions tell when the copies went stale)."""
+        return ()
+
+    def fold(self, output_weight: torch.Tensor) -> torch.Tensor | None:
+        """Write this module's folded copies; return the output projection's weight with `output_scale` folded into
+        its columns (None: nothing to fold)."""
+        return None
+
+    def unfold(self) -> None:
+        pass
 
 
-class SharedProjectionSelfAttention(SharedBertSelfAttention):
+def cache_update(cache: Cache, key: torch.Tensor, value: torch.Tensor | None, layer_idx: int):
+    """`cache.update` for every attention type. A value of None (V = K, shared attention) stores the key alone: the
+    layer's values are zero-width, so its cache holds half the bytes of standard attention's, in any transformers
+    cache (beam search reorders and cropping cuts keys and values alike)."""
+    if value is None:
+        key, _ = cache.update(key, key[..., :0], layer_idx)
+        return key, None
+    return cache.update(key, value, layer_idx)
+
+
+def _use_folded(module: nn.Module) -> bool:
+    """Folded copies serve inference only: in training or with gradients on, the parameters themselves are used."""
+    return not module.training and not torch.is_grad_enabled()
+
+
+def _plain_linear(*layers: nn.Module) -> None:
+    if any(type(layer) is not nn.Linear for layer in layers):
+        raise ValueError(
+            "fold_for_inference() needs plain nn.Linear projections, but one is wrapped (e.g. by a LoRA adapter): "
+            "merge the adapters first (peft's `merge_and_unload()`)."
+        )
+
+
+class SharedProjectionAttention(SharedBertAttentionBase):
     """One projection S = X·Ws + b; Q = S⊙dq, K = S⊙dk, V = S⊙dv (arXiv 2412.00359). In cross-attention the one Ws
-    serves both sides: Q from the decoder's S_X, K and V from the encoder's S_H."""
+    serves both sides: Q from the decoder's S_X, K and V from the encoder's S_H.
+
+    Computed as Q = S⊙(dq⊙dk), K = V = S and the output times dv: (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ gives the same scores
+    with one elementwise pass, and the key and value are S itself. Folded, √(dq⊙dk) lives in the projection when it
+    can (query = key = value = S: no elementwise pass at all), else dq⊙dk still scales the query; dv lives in the
+    output projection."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -280,40 +333,62 @@ class SharedProjectionSelfAttention(SharedBertSelfAttention):
         self.query_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
-        # Inference-only copies written by `SharedBertAttention.fold_for_inference`; never saved, never trained.
+        # Inference-only copies written by `fold`; never saved, never trained.
         self.register_buffer("folded_proj_weight", None, persistent=False)
         self.register_buffer("folded_proj_bias", None, persistent=False)
         self.register_buffer("folded_query_scale", None, persistent=False)
 
-    def shared_states(self, hidden_states):
-        """Per-head S and the per-channel factors the query and the value take on top of it (None: none).
+    def folded(self) -> bool:
+        return self.folded_proj_weight is not None and _use_folded(self)
 
-        Scores are (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ: scaling only the query side gives the same scores and weights with
-        one elementwise pass less, and the key is S itself (no extra activation to keep for backward). Folded, dv
-        lives in the output projection (the value is S itself) and √(dq⊙dk) in the projection when it can (query =
-        key = value: no elementwise pass at all), else dq⊙dk scales the query."""
-        if self.folded_proj_weight is not None and _use_folded(self):
-            shared = nn.functional.linear(hidden_states, self.folded_proj_weight, self.folded_proj_bias)
-            return self.split_heads(shared), self.folded_query_scale, None
-        return self.split_heads(self.shared_proj(hidden_states)), self.query_scale * self.key_scale, self.value_scale
+    def shared_states(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self.folded():
+            return self.split_heads(nn.functional.linear(hidden_states, self.folded_proj_weight, self.folded_proj_bias))
+        return self.split_heads(self.shared_proj(hidden_states))
 
-    def scaled(self, shared, scale):
-        return shared if scale is None else shared * scale.view(self.num_heads, 1, self.head_dim)
+    def scaled_query(self, shared: torch.Tensor) -> torch.Tensor:
+        scale = self.folded_query_scale if self.folded() else self.query_scale * self.key_scale
+        return shared if scale is None else shared * self.per_head(scale)
 
     def project_query(self, hidden_states):
-        shared, query_scale, _ = self.shared_states(hidden_states)
-        return self.scaled(shared, query_scale)
+        return self.scaled_query(self.shared_states(hidden_states))
 
     def project_key_value(self, hidden_states):
-        shared, _, value_scale = self.shared_states(hidden_states)
-        return shared, self.scaled(shared, value_scale)
+        return self.shared_states(hidden_states), None
 
     def project(self, hidden_states):
-        shared, query_scale, value_scale = self.shared_states(hidden_states)
-        return self.scaled(shared, query_scale), shared, self.scaled(shared, value_scale)
+        shared = self.shared_states(hidden_states)
+        return self.scaled_query(shared), shared, None
+
+    def output_scale(self):
+        return None if self.folded() else self.value_scale
+
+    def fold_sources(self):
+        return (self.shared_proj.weight, self.shared_proj.bias, self.query_scale, self.key_scale, self.value_scale)
+
+    def fold(self, output_weight):
+        _plain_linear(self.shared_proj)
+        dtype = self.shared_proj.weight.dtype
+        weight, bias = self.shared_proj.weight.float(), self.shared_proj.bias.float()
+        score_scale = self.query_scale.float() * self.key_scale.float()
+        value_scale = self.value_scale.float()
+        query_scale = score_scale
+        if bool((score_scale > 1e-6 * score_scale.abs().max()).all()):
+            # (S⊙c)Sᵀ = (S⊙√c)(S⊙√c)ᵀ for c > 0: put √c into the projection's rows, and dv/√c into the output
+            # projection's columns. (A negative or negligible c keeps the query scaling instead.)
+            root = score_scale.sqrt()
+            weight, bias, value_scale, query_scale = weight * root[:, None], bias * root, value_scale / root, None
+        # copy=True: without √c the projection is unchanged, and the copies must not alias the parameters.
+        self.folded_proj_weight = weight.to(dtype, copy=True)
+        self.folded_proj_bias = bias.to(dtype, copy=True)
+        self.folded_query_scale = None if query_scale is None else query_scale.to(dtype)
+        return (output_weight.float() * value_scale).to(dtype)
+
+    def unfold(self):
+        self.folded_proj_weight = self.folded_proj_bias = self.folded_query_scale = None
 
 
-class StandardSelfAttention(SharedBertSelfAttention):
+class StandardAttention(SharedBertAttentionBase):
     """BERT's separate query, key and value projections (the baseline)."""
 
     def __init__(self, config: SharedBertConfig):
@@ -329,7 +404,7 @@ class StandardSelfAttention(SharedBertSelfAttention):
         return self.split_heads(self.key(hidden_states)), self.split_heads(self.value(hidden_states))
 
 
-class SymmetricSelfAttention(SharedBertSelfAttention):
+class SymmetricAttention(SharedBertAttentionBase):
     """K = Q: the key reuses the query projection (bias included), so each head's score matrix is symmetric. In
     cross-attention the key is the query projection applied to the encoder states."""
 
@@ -349,7 +424,7 @@ class SymmetricSelfAttention(SharedBertSelfAttention):
         return query, query, self.split_heads(self.value(hidden_states))
 
 
-class PairwiseSelfAttention(SharedBertSelfAttention):
+class PairwiseAttention(SharedBertAttentionBase):
     """K = Q with a learnable bilinear form per head: scores Q·P_h·Qᵀ/√d (Courtois et al. 2024). In cross-attention
     the scores are Q_X·P_h·Q_Hᵀ, the query projection applied to both sides."""
 
@@ -371,11 +446,12 @@ class PairwiseSelfAttention(SharedBertSelfAttention):
         return torch.matmul(query, self.head_bilinear), query, self.split_heads(self.value(hidden_states))
 
 
-class SharedKeyValueAttention(SharedBertSelfAttention):
+class SharedKeyValueAttention(SharedBertAttentionBase):
     """Cross-attention's `"shared_kv"`: the query has its own projection of the decoder states, Q = X·Wq + bq; keys
     and values share one projection of the encoder states, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv. The score
-    Q·diag(dk)·S_Hᵀ is any bilinear form of the two sides (not a symmetric one, as with one Ws on both), at 2·d² weights
-    instead of standard attention's 3·d²."""
+    Q·diag(dk)·S_Hᵀ is any bilinear form of the two sides (not a symmetric one, as with one Ws on both), at 2·d²
+    projection weights instead of standard attention's 3·d². Computed as Q⊙dk against K = V = S_H, the output times
+    dv; folded, dk lives in the query projection's rows and dv in the output projection."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -383,24 +459,44 @@ class SharedKeyValueAttention(SharedBertSelfAttention):
         self.shared_proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
+        self.register_buffer("folded_query_weight", None, persistent=False)
+        self.register_buffer("folded_query_bias", None, persistent=False)
 
-    def per_head(self, vector):
-        return vector.view(self.num_heads, 1, self.head_dim)
+    def folded(self) -> bool:
+        return self.folded_query_weight is not None and _use_folded(self)
 
     def project_query(self, hidden_states):
-        # (Q⊙dk)·Sᵀ = Q·(S⊙dk)ᵀ: dk scales the query, and the key is S itself.
+        if self.folded():
+            return self.split_heads(
+                nn.functional.linear(hidden_states, self.folded_query_weight, self.folded_query_bias)
+            )
         return self.split_heads(self.query(hidden_states)) * self.per_head(self.key_scale)
 
     def project_key_value(self, hidden_states):
-        shared = self.split_heads(self.shared_proj(hidden_states))
-        return shared, shared * self.per_head(self.value_scale)
+        return self.split_heads(self.shared_proj(hidden_states)), None
+
+    def output_scale(self):
+        return None if self.folded() else self.value_scale
+
+    def fold_sources(self):
+        return (self.query.weight, self.query.bias, self.key_scale, self.value_scale)
+
+    def fold(self, output_weight):
+        _plain_linear(self.query)
+        dtype, key_scale = self.query.weight.dtype, self.key_scale.float()
+        self.folded_query_weight = (self.query.weight.float() * key_scale[:, None]).to(dtype)
+        self.folded_query_bias = (self.query.bias.float() * key_scale).to(dtype)
+        return (output_weight.float() * self.value_scale.float()).to(dtype)
+
+    def unfold(self):
+        self.folded_query_weight = self.folded_query_bias = None
 
 
-SELF_ATTENTION_CLASSES = {
-    "shared": SharedProjectionSelfAttention,
-    "standard": StandardSelfAttention,
-    "symmetric": SymmetricSelfAttention,
-    "pairwise": PairwiseSelfAttention,
+ATTENTION_CLASSES = {
+    "shared": SharedProjectionAttention,
+    "standard": StandardAttention,
+    "symmetric": SymmetricAttention,
+    "pairwise": PairwiseAttention,
     "shared_kv": SharedKeyValueAttention,
 }
 
@@ -413,7 +509,7 @@ class SharedBertSelfOutput(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        # `dense.weight` with the shared attention's value scaling folded into its columns (inference only, unsaved).
+        # `dense.weight` with the attention's output scale folded into its columns (inference only, unsaved).
         self.register_buffer("folded_weight", None, persistent=False)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
@@ -424,11 +520,6 @@ class SharedBertSelfOutput(nn.Module):
         return self.LayerNorm(self.dropout(output) + input_tensor)
 
 
-def _use_folded(module: nn.Module) -> bool:
-    """Folded copies serve inference only: in training or with gradients on, the parameters themselves are used."""
-    return not module.training and not torch.is_grad_enabled()
-
-
 class SharedBertAttention(nn.Module):
     """The attention sublayer: attention of the configured type, then the output projection block. With
     `is_cross_attention` the keys and values come from the encoder states passed as `encoder_hidden_states`."""
@@ -437,7 +528,7 @@ class SharedBertAttention(nn.Module):
         super().__init__()
         self.is_cross_attention = is_cross_attention
         attention_type = config.effective_cross_attention_type if is_cross_attention else config.attention_type
-        self.self = SELF_ATTENTION_CLASSES[attention_type](config)
+        self.self = ATTENTION_CLASSES[attention_type](config)
         self.output = SharedBertSelfOutput(config)
         self.folded_versions = None  # parameter versions at the last `fold_for_inference`, to catch stale folds
 
@@ -468,53 +559,22 @@ class SharedBertAttention(nn.Module):
         )
         return self.output(attention_output, hidden_states)
 
-    def _fold_sources(self):
-        attention = self.self
-        return (
-            attention.shared_proj.weight,
-            attention.shared_proj.bias,
-            attention.query_scale,
-            attention.key_scale,
-            attention.value_scale,
-            self.output.dense.weight,
-        )
-
     def _fold_source_versions(self):
-        return tuple(parameter._version for parameter in self._fold_sources())
+        return tuple(parameter._version for parameter in (*self.self.fold_sources(), self.output.dense.weight))
 
     @torch.no_grad()
     def fold_for_inference(self) -> bool:
-        """Fold shared attention's per-channel scalings into neighbouring weights; see
+        """Fold the attention's per-channel scalings into neighbouring weights; see
         `SharedBertPreTrainedModel.fold_for_inference`. Returns whether there was anything to fold."""
-        attention = self.self
-        if not isinstance(attention, SharedProjectionSelfAttention):
+        if not self.self.fold_sources():
             return False
-        if type(attention.shared_proj) is not nn.Linear or type(self.output.dense) is not nn.Linear:
-            raise ValueError(
-                "fold_for_inference() needs plain nn.Linear projections, but `shared_proj` or `output.dense` is "
-                "wrapped (e.g. by a LoRA adapter): merge the adapters first (peft's `merge_and_unload()`)."
-            )
-        dtype = attention.shared_proj.weight.dtype
-        weight, bias = attention.shared_proj.weight.float(), attention.shared_proj.bias.float()
-        score_scale = attention.query_scale.float() * attention.key_scale.float()
-        value_scale = attention.value_scale.float()
-        query_scale = score_scale
-        if bool((score_scale > 1e-6 * score_scale.abs().max()).all()):
-            # (S⊙c)Sᵀ = (S⊙√c)(S⊙√c)ᵀ for c > 0: put √c into the projection's rows, and dv/√c into the output
-            # projection's columns. (A negative or negligible c keeps the query scaling instead.)
-            root = score_scale.sqrt()
-            weight, bias, value_scale, query_scale = weight * root[:, None], bias * root, value_scale / root, None
-        # copy=True: without √c the projection is unchanged, and the copies must not alias the parameters.
-        attention.folded_proj_weight = weight.to(dtype, copy=True)
-        attention.folded_proj_bias = bias.to(dtype, copy=True)
-        attention.folded_query_scale = None if query_scale is None else query_scale.to(dtype)
-        self.output.folded_weight = (self.output.dense.weight.float() * value_scale).to(dtype)
+        _plain_linear(self.output.dense)
+        self.output.folded_weight = self.self.fold(self.output.dense.weight)
         self.folded_versions = self._fold_source_versions()
         return True
 
     def unfold(self) -> None:
-        if isinstance(self.self, SharedProjectionSelfAttention):
-            self.self.folded_proj_weight = self.self.folded_proj_bias = self.self.folded_query_scale = None
+        self.self.unfold()
         self.output.folded_weight = None
         self.folded_versions = None
 
@@ -735,8 +795,8 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         # attribute: the Hub code computes nothing on import.)
         return {
             "hidden_states": SharedBertLayer,
-            "attentions": OutputRecorder(SharedBertSelfAttention, index=1, layer_name="attention"),
-            "cross_attentions": OutputRecorder(SharedBertSelfAttention, index=1, layer_name="crossattention"),
+            "attentions": OutputRecorder(SharedBertAttentionBase, index=1, layer_name="attention"),
+            "cross_attentions": OutputRecorder(SharedBertAttentionBase, index=1, layer_name="crossattention"),
         }
 
     def __init__(self, config: SharedBertConfig, *inputs, **kwargs):
@@ -778,7 +838,7 @@ class SharedBertPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)
-        if isinstance(module, SharedProjectionSelfAttention):
+        if isinstance(module, SharedProjectionAttention):
             # Q = K = V = S at initialisation, as in the paper.
             init.ones_(module.query_scale)
             init.ones_(module.key_scale)
@@ -786,7 +846,7 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SharedKeyValueAttention):
             init.ones_(module.key_scale)
             init.ones_(module.value_scale)
-        elif isinstance(module, PairwiseSelfAttention):
+        elif isinstance(module, PairwiseAttention):
             # P_h = I starts pairwise attention as symmetric attention.
             init.copy_(module.head_bilinear, torch.eye(module.head_dim).repeat(module.num_heads, 1, 1))
         elif isinstance(module, SharedBertEmbeddings):

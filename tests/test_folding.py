@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file
 
 import sharedbert
-from sharedbert.modeling_sharedbert import SharedProjectionSelfAttention
+from sharedbert.modeling_sharedbert import SharedProjectionAttention
 
 from conftest import tiny_config
 
@@ -16,7 +16,7 @@ def _shared_model(negative_score_scale=False, **overrides):
     model = sharedbert.SharedBertModel(tiny_config(attention_type="shared", **overrides))
     with torch.no_grad():
         for module in model.modules():
-            if isinstance(module, SharedProjectionSelfAttention):
+            if isinstance(module, SharedProjectionAttention):
                 module.query_scale.uniform_(0.5, 1.5)
                 module.key_scale.uniform_(0.5, 1.5)
                 module.value_scale.uniform_(-1.5, 1.5)
@@ -35,7 +35,7 @@ def _run(model, grad=False):
 
 def _corrupt_folded_copies(model):
     for module in model.modules():
-        if isinstance(module, SharedProjectionSelfAttention):
+        if isinstance(module, SharedProjectionAttention):
             module.folded_proj_weight.mul_(3.0)
 
 

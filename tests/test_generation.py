@@ -14,7 +14,7 @@ from transformers import (
 
 from sharedbert import ATTENTION_TYPES, SharedBertLMHeadModel, SharedBertModel
 from sharedbert.convert import from_bert
-from sharedbert.modeling_sharedbert import SELF_ATTENTION_CLASSES, SharedProjectionSelfAttention
+from sharedbert.modeling_sharedbert import ATTENTION_CLASSES, SharedKeyValueAttention, SharedProjectionAttention
 
 SHARING = [("none", None), ("all", 1), ("attention", 2)]
 
@@ -208,13 +208,14 @@ def test_cross_attention_keys_and_values_are_computed_once_per_generation(attent
 
 
 @pytest.mark.parametrize(
-    "self_type, cross_type", [("shared", "standard"), ("standard", "shared"), ("symmetric", "pairwise")]
+    "self_type, cross_type",
+    [("shared", "standard"), ("standard", "shared"), ("symmetric", "pairwise"), ("standard", "shared_kv")],
 )
 def test_cross_attention_type_sets_cross_attention_alone(tmp_path, self_type, cross_type):
     model = decoder(self_type, "all", 1, cross_attention_type=cross_type)
     stack = model.sharedbert.encoder
-    assert all(type(module.self) is SELF_ATTENTION_CLASSES[self_type] for module in stack.attention)
-    assert all(type(module.self) is SELF_ATTENTION_CLASSES[cross_type] for module in stack.crossattention)
+    assert all(type(module.self) is ATTENTION_CLASSES[self_type] for module in stack.attention)
+    assert all(type(module.self) is ATTENTION_CLASSES[cross_type] for module in stack.crossattention)
     ids, extra = prompt(), encoder_states()
     cached = model.generate(ids, max_new_tokens=8, do_sample=False, **extra)
     assert torch.equal(model.generate(ids, max_new_tokens=8, do_sample=False, use_cache=False, **extra), cached)
@@ -230,13 +231,14 @@ def test_cross_attention_type_sets_cross_attention_alone(tmp_path, self_type, cr
     with torch.no_grad():
         assert (model(ids, **extra).logits - expected).abs().max() <= 1e-5
     for module in (*stack.attention, *stack.crossattention):
-        assert (module.folded_versions is not None) == isinstance(module.self, SharedProjectionSelfAttention)
+        folds = isinstance(module.self, (SharedProjectionAttention, SharedKeyValueAttention))
+        assert (module.folded_versions is not None) == folds
 
 
 def test_checkpoint_of_another_cross_attention_type_is_refused_by_name(tmp_path):
     decoder("shared", cross_attention_type="standard").save_pretrained(tmp_path)
     with pytest.raises(ValueError) as error:
-        SharedBertLMHeadModel.from_pretrained(tmp_path, cross_attention_type=None)
+        SharedBertLMHeadModel.from_pretrained(tmp_path, cross_attention_type="shared")
     message = str(error.value)
     assert "cross_attention_type='standard' weights" in message and "asks for 'shared'" in message
     assert "It holds attention_type=" not in message  # the self-attention weights do fit
@@ -251,7 +253,7 @@ def test_standard_cross_attention_converts_exactly_beside_fitted_self_attention(
         mine = ours.sharedbert.encoder.crossattention[depth].self
         for name in ("query", "key", "value"):
             assert torch.equal(getattr(mine, name).weight, getattr(theirs, name).weight), (depth, name)
-        assert type(ours.sharedbert.encoder.attention[depth].self) is SharedProjectionSelfAttention
+        assert type(ours.sharedbert.encoder.attention[depth].self) is SharedProjectionAttention
 
 
 def test_unknown_cross_attention_type_is_refused():

@@ -269,7 +269,7 @@ def test_generation_heads_stage_and_verify_without_the_package(architecture, ove
              "SharedBertForConditionalGeneration": "a BERT-style encoder and decoder whose self-attention"}
     assert stack.get(architecture, "a BERT encoder whose self-attention") in card.text
     # The card's cross-attention row: its own type where set, self-attention's otherwise, none without cross-attention.
-    cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared`: one shared projection",
+    cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared_kv`: its own query projection",
                  "SharedBertForConditionalGeneration": "| Cross-attention | `standard`: BERT's separate"}
     if architecture in cross_row:
         assert cross_row[architecture] in card.text

@@ -47,7 +47,7 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
         ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(94))])})
     built = {variant: study.build_model(variant, str(bert_dir), tokenizer, healed=str(healed_dir))
              for variant in study.VARIANTS if variant != "bert2bert"}
-    cross_classes = {"shared": "SharedProjectionSelfAttention", "standard": "StandardSelfAttention",
+    cross_classes = {"shared": "SharedProjectionAttention", "standard": "StandardAttention",
                      "shared_kv": "SharedKeyValueAttention"}
     for variant, model in built.items():
         settings, config = study.VARIANTS[variant], model.config
@@ -55,7 +55,7 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
         assert config.share_encoder_decoder_layers is shares and config.share_encoder_decoder_embeddings is shares
         cross = type(model.decoder.crossattention[0].self).__name__
         assert cross == cross_classes[settings["cross_attention_type"]], variant
-        self_attention = "StandardSelfAttention" if variant == "bertshare" else "SharedProjectionSelfAttention"
+        self_attention = "StandardAttention" if variant == "bertshare" else "SharedProjectionAttention"
         assert type(model.sharedbert.encoder.attention[0].self).__name__ == self_attention
         assert model.generation_config.decoder_start_token_id == tokenizer.cls_token_id
     mixed, shared = built["shared-all-standard-cross"].state_dict(), built["shared-all"].state_dict()

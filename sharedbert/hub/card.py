@@ -51,6 +51,8 @@ ATTENTION_DESCRIPTIONS = {
     "standard": "BERT's separate query, key and value projections",
     "symmetric": "symmetric attention (the keys reuse the query projection: K = Q)",
     "pairwise": "pairwise attention (K = Q with a learned bilinear form per head)",
+    "shared_kv": "its own query projection, and one shared projection for keys and values (K and V are S scaled per "
+    "channel)",
 }
 LANGUAGE_NAMES = {"en": "English", "fr": "French", "de": "German", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
                   "nl": "Dutch", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ru": "Russian", "ar": "Arabic",
@@ -262,8 +264,7 @@ def build_model_card(
         "stack_description": ("a BERT-style encoder and decoder" if config.is_encoder_decoder
                               else "a causal BERT-style decoder" if config.is_decoder else "a BERT encoder"),
         # Only a model with cross-attention (a decoder, a seq2seq model) has a cross-attention row.
-        "cross_attention_type": (config.effective_cross_attention_type
-                                 if config.add_cross_attention or config.is_encoder_decoder else None),
+        "cross_attention_type": config.effective_cross_attention_type if config.has_cross_attention else None,
         "cross_attention_description": ATTENTION_DESCRIPTIONS[config.effective_cross_attention_type],
         "sharing_description": _sharing_description(config),
         "tied_embeddings": bool(config.tie_word_embeddings),
