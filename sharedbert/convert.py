@@ -82,6 +82,10 @@ AUTO_FIT_METHOD = {
 }
 
 
+# What `from_bert(fit_method=...)` takes.
+FIT_METHODS = ("auto", "weights", "invariant")
+
+
 def resolve_fit_method(fit_method: str, attention_type: str) -> str:
     return AUTO_FIT_METHOD[attention_type] if fit_method == "auto" else fit_method
 
@@ -117,8 +121,8 @@ def from_bert(
             attention type, the one that gave the better unhealed start on all-MiniLM-L6-v2 (`AUTO_FIT_METHOD`).
         **config_overrides: SharedBertConfig fields to set (`attention_type`, `layer_sharing`, `num_labels`, ...).
     """
-    if fit_method not in ("auto", "invariant", "weights"):
-        raise ValueError(f"fit_method must be 'auto', 'invariant' or 'weights', got {fit_method!r}.")
+    if fit_method not in FIT_METHODS:
+        raise ValueError(f"fit_method must be one of {list(FIT_METHODS)}, got {fit_method!r}.")
     encoder_decoder = _load_encoder_decoder(model_or_path)
     if encoder_decoder is not None:
         if model_class is not None or return_report:

@@ -145,9 +145,12 @@ def test_finetune_baseline_keeps_bert_and_can_skip_saving(tiny_bert_dir, glue_di
     assert not (tmp_path / "unused").exists()
 
 
-def test_finetune_precision_is_resolved_recorded_and_bf16_autocasts(tiny_bert_dir, glue_dir, tmp_path, capsys):
+def test_finetune_precision_is_resolved_recorded_and_bf16_autocasts(tiny_bert_dir, glue_dir, tmp_path, caplog):
+    import logging
+
     from sharedbert.training import resolve_precision
 
+    caplog.set_level(logging.INFO, logger="sharedbert")
     runs = {precision: finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, save=False,
                                 output_dir=tmp_path / "unused", evaluations=0, max_steps=2, precision=precision,
                                 **SMALL)
@@ -155,7 +158,7 @@ def test_finetune_precision_is_resolved_recorded_and_bf16_autocasts(tiny_bert_di
     assert runs["auto"]["precision"] == resolve_precision("auto")  # this machine's choice, made at run time
     assert runs["fp32"]["precision"] == "fp32" and runs["bf16"]["precision"] == "bf16"
     assert runs["bf16"]["eval_loss"] != pytest.approx(runs["fp32"]["eval_loss"], rel=1e-6)  # bf16 arithmetic ran
-    printed = capsys.readouterr().out
+    printed = caplog.text  # the library logs; the command line shows it
     assert "precision: bf16 (asked for)" in printed and "precision: fp32 (asked for)" in printed
     assert "precision: " + resolve_precision("auto") + " (auto: " in printed
     with pytest.raises(ValueError, match="precision must be one of"):

@@ -3,25 +3,86 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 
 
-def call_library(command: str, function, **options) -> tuple[object, int]:
-    """`function(**options)` for `sharedbert COMMAND`. Returns (result, exit code): 0; 130 when Ctrl-C stopped
+def call_library(command: str, function, *args, **options) -> tuple[object, int]:
+    """`function(*args, **options)` for `sharedbert COMMAND`. Returns (result, exit code): 0; 130 when Ctrl-C stopped
     training after saving a checkpoint; 2 on bad input (the library's DataError, ValueError or OSError), whose message
     names the problem and the fix. The reason goes to stderr."""
     from ..training.checkpointing import TrainingInterrupted
 
     try:
-        return function(**options), 0
+        return function(*args, **options), 0
     except TrainingInterrupted as stop:
         print(f"sharedbert {command}: {stop}; run the same command again to resume.", file=sys.stderr)
         return None, 130
     except (ValueError, OSError) as error:  # DataError is a ValueError
         print(f"sharedbert {command}: error: {error}", file=sys.stderr)
         return None, 2
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written (it holds example commands), and each flag's default after its help unless it is
+    unset (None or False: the help says what happens then)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_arguments_from(parser: argparse.ArgumentParser, arguments_class) -> None:
+    """Flags from a job's arguments dataclass, made by transformers' `HfArgumentParser`, so that a flag's name, type,
+    default, choices and help have one owner: the dataclass field. Fields with `metadata={"cli": False}` are for
+    callers in Python only."""
+    import copy
+    import dataclasses
+    import typing
+
+    from transformers import HfArgumentParser
+
+    hints = typing.get_type_hints(arguments_class)
+    for original in dataclasses.fields(arguments_class):
+        if not original.init or original.metadata.get("cli") is False:
+            continue
+        field = copy.copy(original)  # HfArgumentParser rewrites `type`: not on the class's own field
+        field.type = hints[field.name]
+        HfArgumentParser._parse_dataclass_field(parser, field)
+    for action in parser._actions:  # --max-length before --max_length, in usage lines and help
+        action.option_strings.sort(key=lambda option: "_" in option)
+
+
+def arguments_from(args, arguments_class):
+    """The parsed flags as an instance of the job's arguments dataclass."""
+    import dataclasses
+
+    values = vars(args)
+    return arguments_class(**{f.name: values[f.name] for f in dataclasses.fields(arguments_class) if f.name in values})
+
+
+@contextlib.contextmanager
+def show_library_log(enabled: bool = True):
+    """Print what the library logs at INFO and above (its modules log; the command line shows it), as plain lines on
+    stderr, for the duration of one command."""
+    logger = logging.getLogger("sharedbert")
+    if not enabled:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def options_of(args) -> dict:
@@ -72,7 +133,7 @@ def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default: none).")
     group.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing.")
     group.add_argument("--sharing-order", choices=SHARING_ORDERS, help="How layers map onto the sets.")
-    group.add_argument("--fit-method", choices=("auto", "weights", "invariant"),
+    group.add_argument("--fit-method", choices=FIT_METHODS,
                        help="How from_bert fits the new attention to BERT's (default: from_bert's auto).")
     group.add_argument("--no-convert", action="store_true",
                        help="Fine-tune a BERT checkpoint as BERT (the unconverted baseline).")

