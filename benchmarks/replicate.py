@@ -373,7 +373,7 @@ class Study:
             task=task, model=str(pretrained), data_dir=str(self.glue_dir),
             output_dir=self.model_dir(variant, seed, f"finetune-{task}"), overwrite=True,
             evaluations=0,  # the score is the final model's, no selection on dev
-            seed=seed, save=task == "sst2", quiet=True, **f,
+            seed=seed, save=task == "sst2", **f,
         )
         metrics = result["metrics"]
         self.record(key, {

@@ -233,6 +233,209 @@ def short_heal(work: Path, threads: int) -> Path:
     return build / "healed"
 
 
+# -------------------------------------------------------------------------------------------------------- cells
+def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int) -> tuple[str, dict]:
+    """The model an arm's fine-tuning starts from, and the options that go with it."""
+    from sharedbert.training import resolve_source
+
+    kind = ARMS[arm]["start"]
+    if kind == "bert":
+        return resolve_source("all-MiniLM-L6-v2"), {"no_convert": True}
+    if kind == "healed":
+        if healed is None or not (healed / "config.json").is_file():
+            raise SystemExit(f"{arm} starts from the published build: pass --healed DIR (build-minilm W/healed).")
+        return str(healed), {}
+    if kind in ("noise-healed", "healed-2860"):
+        folder = work / "noise-healed" if kind == "noise-healed" else work / "healed-2860-build" / "healed"
+        if not (folder / "config.json").is_file():
+            raise SystemExit(f"{arm} needs {folder}: run `study.py prepare` first.")
+        return str(folder), {}
+    return str(demo_path_model(seed, work, threads)), {}
+
+
+def demo_path_model(seed: int, work: Path, threads: int) -> Path:
+    """`sharedbert demo`'s way: the fine-tuned `bert` of this seed converted to shared attention and healed toward
+    it for 200 steps on the fine-tuning pool's text (not the held-out sentences)."""
+    from sharedbert.heal import TextInMemory
+    from sharedbert.training.demo import heal_here
+
+    out = work / f"demo-path-seed{seed}" / "healed"
+    if (out / "config.json").is_file():
+        return out
+    teacher = cell_dir(work, "bert", seed)
+    if not (teacher / "config.json").is_file():
+        raise SystemExit(f"demo-path seed {seed} converts the fine-tuned bert of that seed: run the bert cell first.")
+    texts = [text for text, _ in read_tsv(work / "data" / "train.tsv")]
+    corpus = TextInMemory(f"the study's fine-tuning pool ({len(texts):,} SST-2 sentences)", texts)
+    heal_here(teacher, out, corpus, minutes=None, steps=200, attention_type="shared", data_kwargs={},
+              max_length=64)
+    return out
+
+
+def cell_dir(work: Path, arm: str, seed: int) -> Path:
+    return work / "cells" / f"{arm}-seed{seed}"
+
+
+def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int) -> dict:
+    """Fine-tune the arm's start with the recipe (and the arm's changes), then score it on every evaluation set."""
+    import torch
+
+    from sharedbert.training.finetuning import FinetuneArguments, finetune
+
+    torch.set_num_threads(threads)
+    data = work / "data"
+    model, start_options = start_of(arm, seed, work, healed, threads)
+    options = dict(ARMS[arm]["finetune"])
+    if arm == "ft-distill":
+        options["distill_from"] = str(cell_dir(work, "bert", seed))
+        if not (cell_dir(work, "bert", seed) / "config.json").is_file():
+            raise SystemExit(f"ft-distill seed {seed} distils from the bert cell of that seed: run it first.")
+    arguments = FinetuneArguments(
+        model=model, train_file=str(data / "train.tsv"), validation_file=str(data / "validation.tsv"),
+        text_columns="sentence", label_column="label", max_train_samples=FINETUNE_SAMPLES, epochs=1, seed=seed,
+        output_dir=str(cell_dir(work, arm, seed)), overwrite=True, **start_options, **options,
+    )
+    started = time.time()
+    result = finetune(arguments)
+    scores = score(cell_dir(work, arm, seed), evaluation_sets(data), threads)
+    return {"arm": arm, "seed": seed, "start": model, "accuracy": scores, "dev_accuracy": result["metrics"],
+            "best_step": result["best_step"], "total_steps": result["total_steps"],
+            "train_seconds": result["train_seconds"], "seconds": time.time() - started,
+            "precision": result["precision"], "recipe": result["recipe"], "learning_rate": result["learning_rate"]}
+
+
+def score(model_dir: Path, sets: dict, threads: int) -> dict[str, float]:
+    """Accuracy of the fine-tuned classifier in `model_dir` on each evaluation set (inputs up to 512 tokens)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=True)
+    label_of = {i: int(name) for i, name in model.config.id2label.items()}
+    accuracies = {}
+    for name, rows in sets.items():
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        correct = 0
+        for start in range(0, len(order), 32):
+            chunk = [rows[i] for i in order[start:start + 32]]
+            batch = tokenizer([text for text, _ in chunk], padding=True, truncation=True, max_length=512,
+                              return_tensors="pt")
+            with torch.inference_mode():
+                predicted = model(**batch).logits.argmax(-1).tolist()
+            correct += sum(label_of[p] == label for p, (_, label) in zip(predicted, chunk))
+        accuracies[name] = correct / len(rows)
+    return accuracies
+
+
+# -------------------------------------------------------------------------------------------------------- probe
+def embed(model_dir: str, texts: list[str]):
+    """Mean-pooled, normalised embeddings of `texts` by the encoder in `model_dir` (inputs up to 512 tokens)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    encoder = AutoModel.from_pretrained(model_dir, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=True)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    rows = [None] * len(texts)
+    for start in range(0, len(order), 32):
+        chunk = order[start:start + 32]
+        batch = tokenizer([texts[i] for i in chunk], padding=True, truncation=True, max_length=512,
+                          return_tensors="pt")
+        with torch.inference_mode():
+            hidden = encoder(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+        for i, vector in zip(chunk, pooled):
+            rows[i] = vector.numpy()
+    import numpy as np
+
+    return np.stack(rows)
+
+
+def probe(model_dir: str, data: Path) -> dict[str, float]:
+    """Logistic regression (C = 1) on the frozen embeddings of the probe's 8,000 sentences, scored on every set."""
+    from sklearn.linear_model import LogisticRegression
+
+    train = read_tsv(data / "probe.tsv")
+    classifier = LogisticRegression(C=1.0, max_iter=5000)
+    classifier.fit(embed(model_dir, [t for t, _ in train]), [label for _, label in train])
+    return {name: float(classifier.score(embed(model_dir, [t for t, _ in rows]), [label for _, label in rows]))
+            for name, rows in evaluation_sets(data).items()}
+
+
+# ------------------------------------------------------------------------------------------------------ results
+def load_results() -> dict:
+    return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+
+
+def merge(section: str, key: str, value: dict) -> None:
+    from sharedbert.atomic import atomic_write_text, file_lock
+
+    with file_lock(RESULTS.with_suffix(".lock")):
+        results = load_results()
+        results.setdefault(section, {})[key] = value
+        atomic_write_text(RESULTS, json.dumps(results, indent=1) + "\n")
+
+
+def paired(cells: dict, arm: str, against: str, measure) -> tuple[float, float | None, int] | None:
+    """Mean and standard error of measure(arm cell) − measure(against cell) over shared seeds, in points."""
+    base = {c["seed"]: measure(c) for c in cells.values() if c["arm"] == against}
+    diffs = [100 * (measure(c) - base[c["seed"]]) for c in cells.values() if c["arm"] == arm and c["seed"] in base]
+    if not diffs:
+        return None
+    return statistics.mean(diffs), (statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None), \
+        len(diffs)
+
+
+def long_mean(cell: dict) -> float:
+    return statistics.mean(cell["accuracy"][f"{low}-{high}"] for low, high in BUCKETS)
+
+
+def report() -> str:
+    results = load_results()
+    cells, probes = results.get("cells", {}), results.get("probes", {})
+    sets = ["test", *(f"{low}-{high}" for low, high in BUCKETS)]
+
+    def fmt(value):
+        if value is None:
+            return "–"
+        mean, error, n = value
+        return f"{mean:+.1f}" + (f" ± {error:.1f}" if error is not None else "") + ("" if n == 3 else f" (n={n})")
+
+    lines = ["| arm | " + " | ".join(f"accuracy {s}" for s in sets) + " | seeds |",
+             "|---|" + "---|" * (len(sets) + 1)]
+    for arm in ARMS:
+        rows = [c for c in cells.values() if c["arm"] == arm]
+        if rows:
+            means = [statistics.mean(c["accuracy"][s] for c in rows) for s in sets]
+            lines.append(f"| {arm} | " + " | ".join(f"{m:.3f}" for m in means) +
+                         f" | {', '.join(str(c['seed']) for c in sorted(rows, key=lambda c: c['seed']))} |")
+    lines += ["", "Gaps to `bert` in points (paired by seed, mean ± standard error):", "",
+              "| arm | " + " | ".join(sets) + " | mean of buckets |", "|---|" + "---|" * (len(sets) + 1)]
+    for arm in ARMS:
+        if arm == "bert":
+            continue
+        gaps = [paired(cells, arm, "bert", lambda c, s=s: c["accuracy"][s]) for s in sets]
+        gaps.append(paired(cells, arm, "bert", long_mean))
+        if any(g is not None for g in gaps):
+            lines.append(f"| {arm} | " + " | ".join(fmt(g) for g in gaps) + " |")
+    lines += ["", "Against `healed` (the candidates' improvement, paired by seed):", "",
+              "| arm | test | mean of buckets |", "|---|---|---|"]
+    for arm in ARMS:
+        if ARMS[arm]["start"] in ("bert", "noise-healed") or arm == "healed":
+            continue
+        test = paired(cells, arm, "healed", lambda c: c["accuracy"]["test"])
+        buckets = paired(cells, arm, "healed", long_mean)
+        if test or buckets:
+            lines.append(f"| {arm} | {fmt(test)} | {fmt(buckets)} |")
+    if probes:
+        lines += ["", "Linear probe (frozen starting models):", "", "| model | " + " | ".join(sets) + " |",
+                  "|---|" + "---|" * len(sets)]
+        for model, scores in probes.items():
+            lines.append(f"| {model} | " + " | ".join(f"{scores[s]:.3f}" for s in sets) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("prepare", "run", "report"))
@@ -251,6 +454,23 @@ def main(argv=None) -> int:
         print(f"data: {data}", flush=True)
         print(f"noise control: {noise_control(args.work_dir, args.threads)}", flush=True)
         print(f"2,860-step heal: {short_heal(args.work_dir, args.threads)}", flush=True)
+    elif args.command == "run":
+        data = prepare_data(args.work_dir)
+        for name in PROBED:  # the starting models, before any fine-tuning
+            if name in args.arms and name not in load_results().get("probes", {}):
+                model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads)
+                merge("probes", name, probe(model, data))
+                print(f"probe {name}: {load_results()['probes'][name]}", flush=True)
+        for seed in args.seeds:
+            for arm in args.arms:
+                key = f"{arm}/seed{seed}"
+                if key in load_results().get("cells", {}):
+                    continue
+                print(f"{key}: fine-tuning", flush=True)
+                cell = run_cell(arm, seed, args.work_dir, args.healed, args.threads)
+                merge("cells", key, cell)
+                print(f"{key}: {cell['accuracy']}", flush=True)
+    print(report())
     return 0
 
 

@@ -1,0 +1,51 @@
+"""experiments/transfer/study.py: the held-out split keeps SST-2's sub-phrases apart, documents fall in their
+buckets with one label each, and the report's paired gaps."""
+
+import random
+
+from conftest import experiment_script
+
+study = experiment_script("transfer/study.py")
+
+
+def test_the_fine_tuning_pool_holds_no_span_of_a_held_out_item_and_none_that_contains_one(monkeypatch):
+    monkeypatch.setattr(study, "TEST_SENTENCES", 2)
+    monkeypatch.setattr(study, "DOC_POOL_SENTENCES", 1)
+    rows = [("a truly wonderful and moving film about loss", 1), ("truly wonderful", 1),
+            ("the plot is thin and the acting is wooden", 0), ("the acting is wooden", 0),
+            ("a dull and lifeless script with no surprises", 0), ("no surprises", 0), ("short one", 1),
+            ("an unrelated sentence about a great cast here", 1), ("an unrelated sentence about a great cast here "
+                                                                  "and more", 1)]
+    split = study.split_sst2(rows, random.Random(0))
+    held = [text for text, _ in split["test"] + split["doc_pool"]]
+    assert len(split["test"]) == 2 and len(split["doc_pool"]) == 1
+    for text, _ in split["finetune"]:
+        assert all(text not in h and h not in text for h in held), text
+    assert ("short one", 1) in split["finetune"]  # too short to be held out, and no part of one
+
+
+def test_documents_fall_in_their_bucket_with_one_label(monkeypatch):
+    monkeypatch.setattr(study, "DOCS_PER_BUCKET", 4)
+
+    class WordTokenizer:
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": text.split()}
+
+    rng = random.Random(1)
+    pool = [(" ".join(f"w{label}" for _ in range(rng.randint(8, 30))), label) for label in (0, 1) for _ in range(200)]
+    documents = study.make_documents(pool, WordTokenizer(), random.Random(2))
+    assert len(documents) == 4 * len(study.BUCKETS)
+    for document in documents:
+        low, high = map(int, document["bucket"].split("-"))
+        assert low <= document["tokens"] <= high
+        assert document["tokens"] == len(document["text"].split()) + 2
+        assert set(document["text"].split()) == {f"w{document['label']}"}
+
+
+def test_gaps_are_paired_by_seed_in_points():
+    cells = {f"{arm}/seed{seed}": {"arm": arm, "seed": seed, "accuracy": {"test": value}}
+             for arm, values in (("bert", (0.80, 0.90, 0.85)), ("healed", (0.78, 0.87, 0.84)))
+             for seed, value in zip((1, 2, 3), values)}
+    mean, error, n = study.paired(cells, "healed", "bert", lambda c: c["accuracy"]["test"])
+    assert n == 3 and round(mean, 6) == -2.0 and round(error, 6) == round((1 / 3) ** 0.5 * 1.0, 6)
+    assert study.paired(cells, "ft-pull", "bert", lambda c: c["accuracy"]["test"]) is None
