@@ -1,0 +1,94 @@
+"""The generation cache of shared attention holds the shared projection S alone: exactly half of standard attention's
+bytes, with the outputs, greedy and beam generations of the implementation that cached K and V."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import tiny_config
+from safetensors.torch import load_file
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from sharedbert import SharedBertLMHeadModel
+from sharedbert.modeling_sharedbert import SharedBertForConditionalGeneration
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def cache_bytes(cache) -> int:
+    caches = ((cache.self_attention_cache, cache.cross_attention_cache) if isinstance(cache, EncoderDecoderCache)
+              else (cache,))
+    return sum(layer.keys.nbytes + layer.values.nbytes for c in caches for layer in c.layers)
+
+
+def decoder(attention_type, cross_attention_type, **extra):
+    torch.manual_seed(0)
+    config = tiny_config(attention_type=attention_type, cross_attention_type=cross_attention_type, is_decoder=True,
+                         add_cross_attention=True, **extra)
+    return SharedBertLMHeadModel(config).eval()
+
+
+@pytest.mark.parametrize("layer_sharing", ["none", "all"])
+def test_the_cache_of_shared_attention_is_exactly_half_of_standard_attentions(layer_sharing):
+    sharing = {"layer_sharing": layer_sharing, **({"num_unique_layers": 2} if layer_sharing == "all" else {})}
+    ids, states = torch.randint(5, 99, (3, 7)), torch.randn(3, 5, 32)
+    sizes = {}
+    for name, types in (("shared", ("shared", "shared_kv")), ("standard", ("standard", "standard")),
+                        ("shared-cross", ("shared", "shared"))):
+        with torch.no_grad():
+            output = decoder(*types, **sharing)(ids, encoder_hidden_states=states, use_cache=True)
+        sizes[name] = cache_bytes(output.past_key_values)
+    assert sizes["shared"] * 2 == sizes["standard"] and sizes["shared-cross"] * 2 == sizes["standard"]
+    # Per depth, not per stored module: the shared sublayers write one slot at each depth.
+    assert len(output.past_key_values.self_attention_cache.layers) == 4
+
+
+def test_the_seq2seq_cache_is_exactly_half_too():
+    sizes = {}
+    for name, types in (("shared", {"attention_type": "shared"}), ("standard", {"attention_type": "standard"})):
+        torch.manual_seed(0)
+        model = SharedBertForConditionalGeneration(tiny_config(is_encoder_decoder=True, decoder_start_token_id=2,
+                                                               **types)).eval()
+        with torch.no_grad():
+            output = model(input_ids=torch.randint(5, 99, (2, 9)), decoder_input_ids=torch.randint(5, 99, (2, 4)),
+                           use_cache=True)
+        sizes[name] = cache_bytes(output.past_key_values)
+    assert sizes["shared"] * 2 == sizes["standard"]
+
+
+@pytest.mark.parametrize("attention_type", ["shared", "standard", "pairwise"])
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_cached_generation_equals_uncached_generation(attention_type, num_beams):
+    model = decoder(attention_type, None, layer_sharing="attention", num_unique_layers=2)
+    ids, states = torch.randint(5, 99, (2, 3)), torch.randn(2, 6, 32)
+    arguments = dict(encoder_hidden_states=states, max_new_tokens=9, do_sample=False, num_beams=num_beams)
+    assert torch.equal(model.generate(ids, use_cache=True, **arguments), model.generate(ids, use_cache=False,
+                                                                                         **arguments))
+
+
+def test_step_by_step_logits_with_the_cache_equal_the_full_forward():
+    model = decoder("shared", "shared_kv")
+    ids, states = torch.randint(5, 99, (2, 8)), torch.randn(2, 6, 32)
+    with torch.no_grad():
+        full = model(ids, encoder_hidden_states=states).logits
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        steps = [model(ids[:, i:i + 1], encoder_hidden_states=states, past_key_values=cache, use_cache=True).logits
+                 for i in range(ids.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-5)
+    assert all(layer.values.shape[-1] == 0 for layer in cache.self_attention_cache.layers)  # S alone
+
+
+def test_outputs_and_generations_equal_the_implementation_that_cached_keys_and_values():
+    """The fixtures hold what the package computed before the cache held S alone (commit e4d8749)."""
+    saved = load_file(FIXTURES / "before-shared-kv-outputs.safetensors")
+    seq2seq = SharedBertForConditionalGeneration.from_pretrained(FIXTURES / "seq2seq-before-shared-kv").eval()
+    lm = SharedBertLMHeadModel.from_pretrained(FIXTURES / "decoder-before-shared-kv").eval()
+    ids, mask, states = saved["input_ids"], saved["attention_mask"], saved["encoder_hidden_states"]
+    prompt = saved["decoder_input_ids"][:, :2]
+    for beams, suffix in ((1, "greedy"), (3, "beam")):
+        generated = seq2seq.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
+                                     num_beams=beams)
+        assert torch.equal(generated, saved[f"seq2seq_{suffix}"])
+        generated = lm.generate(prompt, encoder_hidden_states=states, encoder_attention_mask=mask, max_new_tokens=10,
+                                do_sample=False, num_beams=beams)
+        assert torch.equal(generated, saved[f"decoder_{suffix}"])
