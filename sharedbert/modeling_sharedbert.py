@@ -197,8 +197,9 @@ class SharedBertAttentionBase(nn.Module):
     One class serves self- and cross-attention: `project_query` reads the states that attend (the decoder's in
     cross-attention), `project_key_value` the states attended to (the encoder's), with the weights the type ties;
     `project` does both from one input. Types whose value is their key scaled per channel (K = S, V = S⊙dv: "shared"
-    and "shared_kv") return the value None and `output_scale()` dv: attention runs with V = K and scales its output
-    afterwards, since P·(S⊙dv) = (P·S)⊙dv. No value tensor is made, and a cache holds S alone (`cache_update`)."""
+    and "shared_kv") return the value None and `output_scale()` dv: attention runs with V = K, and since
+    P·(S⊙dv) = (P·S)⊙dv the output projection applies dv to its input channels. No value tensor is made, and a cache
+    holds S alone (`cache_update`)."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__()
@@ -277,9 +278,8 @@ class SharedBertAttentionBase(nn.Module):
             is_causal=is_causal,
             **kwargs,
         )
-        attn_output = attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim)
-        scale = self.output_scale()
-        return (attn_output if scale is None else attn_output * scale), attn_weights
+        # Without its output scale (dv): the output projection applies it, see `SharedBertSelfOutput`.
+        return attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim), attn_weights
 
     # Inference folding (see `SharedBertPreTrainedModel.fold_for_inference`); types with nothing to fold keep these.
     def fold_sources(self) -> tuple[torch.Tensor, ...]:
@@ -512,11 +512,23 @@ class SharedBertSelfOutput(nn.Module):
         # `dense.weight` with the attention's output scale folded into its columns (inference only, unsaved).
         self.register_buffer("folded_weight", None, persistent=False)
 
-    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, input_scale: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`input_scale`: the attention's per-channel output scale (dv), applied here; None when there is none or
+        when it was folded into `folded_weight`."""
         if self.folded_weight is not None and _use_folded(self):
             output = nn.functional.linear(hidden_states, self.folded_weight, self.dense.bias)
-        else:
+        elif input_scale is None:
             output = self.dense(hidden_states)
+        elif type(self.dense) is nn.Linear and (
+            torch.is_grad_enabled() or hidden_states.numel() > self.dense.weight.numel()
+        ):
+            # Scaling the weight's columns instead of the activations: autograd keeps no second copy of the attention
+            # output, and a batch of more than `hidden` tokens is the larger tensor anyway.
+            output = nn.functional.linear(hidden_states, self.dense.weight * input_scale, self.dense.bias)
+        else:  # a single decoding step, or a wrapped projection (a LoRA adapter reads its input)
+            output = self.dense(hidden_states * input_scale)
         return self.LayerNorm(self.dropout(output) + input_tensor)
 
 
@@ -557,7 +569,7 @@ class SharedBertAttention(nn.Module):
             is_causal=is_causal,
             **kwargs,
         )
-        return self.output(attention_output, hidden_states)
+        return self.output(attention_output, hidden_states, self.self.output_scale())
 
     def _fold_source_versions(self):
         return tuple(parameter._version for parameter in (*self.self.fold_sources(), self.output.dense.weight))
@@ -1633,7 +1645,7 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
         logits = self.cls(slice_logits_to_keep(decoder_outputs.last_hidden_state, logits_to_keep))
         loss = None
         if labels is not None:
-            loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.view(-1))
+            loss = CrossEntropyLoss()(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -279,8 +279,10 @@ def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints
         **(checkpoints.trainer_kwargs() if checkpoints else {}),
     )
     if training.world_size > 1:
-        logger.info("distributed: %d processes (%d examples per process per step)", training.world_size,
-                    args.batch_size)
+        import torch.distributed as dist
+
+        logger.info("distributed: %d processes, %s backend (%d examples per process per step)", training.world_size,
+                    dist.get_backend(), args.batch_size)
     return trainer
 
 
