@@ -519,16 +519,11 @@ class SharedBertSelfOutput(nn.Module):
         when it was folded into `folded_weight`."""
         if self.folded_weight is not None and _use_folded(self):
             output = nn.functional.linear(hidden_states, self.folded_weight, self.dense.bias)
-        elif input_scale is None:
-            output = self.dense(hidden_states)
-        elif type(self.dense) is nn.Linear and (
-            torch.is_grad_enabled() or hidden_states.numel() > self.dense.weight.numel()
-        ):
-            # Scaling the weight's columns instead of the activations: autograd keeps no second copy of the attention
-            # output, and a batch of more than `hidden` tokens is the larger tensor anyway.
-            output = nn.functional.linear(hidden_states, self.dense.weight * input_scale, self.dense.bias)
-        else:  # a single decoding step, or a wrapped projection (a LoRA adapter reads its input)
-            output = self.dense(hidden_states * input_scale)
+        else:
+            # The projection is always called as a module, scale or not: per-module hooks (ZeRO-3 parameter gathering,
+            # calibration, adapters, interpretability tools) see it run. Scaling its weight's columns instead would
+            # keep one activation less in training (benchmarks/activation_memory.py) but bypass them.
+            output = self.dense(hidden_states if input_scale is None else hidden_states * input_scale)
         return self.LayerNorm(self.dropout(output) + input_tensor)
 
 
@@ -560,7 +555,7 @@ class SharedBertAttention(nn.Module):
                     "The attention weights changed after `fold_for_inference()`, so the folded copies are stale: "
                     "call `model.fold_for_inference()` again (or `model.unfold()`)."
                 )
-        attention_output, _ = self.self(
+        attention_output, attention_weights = self.self(
             hidden_states,
             attention_mask,
             key_value_states=encoder_hidden_states if self.is_cross_attention else None,
@@ -569,7 +564,7 @@ class SharedBertAttention(nn.Module):
             is_causal=is_causal,
             **kwargs,
         )
-        return self.output(attention_output, hidden_states, self.self.output_scale())
+        return self.output(attention_output, hidden_states, self.self.output_scale()), attention_weights
 
     def _fold_source_versions(self):
         return tuple(parameter._version for parameter in (*self.self.fold_sources(), self.output.dense.weight))
@@ -614,10 +609,11 @@ class SharedBertFeedForward(nn.Module):
 
 
 class SharedBertLayer(GradientCheckpointingLayer):
-    """One depth of the stack. It owns no weights: the stack hands it that depth's attention, (cross-attention) and
+    """One depth of a stack. It owns no weights: the stack hands it that depth's attention, (cross-attention) and
     feed-forward sublayers, so one stored sublayer can serve several depths. One instance per depth is where gradient
-    checkpointing and `output_hidden_states` hook in, exactly as BERT's layers are. `layer_idx` (the depth) names
-    this depth's slot in the cache."""
+    checkpointing and the recording of outputs hook in, as BERT's layers are: it returns (hidden states, self-attention
+    weights, cross-attention weights), and the stack's `_can_record_outputs` reads each. `layer_idx` (the depth)
+    names this depth's slot in the cache."""
 
     def forward(
         self,
@@ -633,8 +629,8 @@ class SharedBertLayer(GradientCheckpointingLayer):
         layer_idx: int | None = None,
         is_causal: bool = False,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> torch.Tensor:
-        hidden_states = attention(
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        hidden_states, self_weights = attention(
             hidden_states,
             attention_mask,
             past_key_values=past_key_values,
@@ -642,8 +638,9 @@ class SharedBertLayer(GradientCheckpointingLayer):
             is_causal=is_causal,
             **kwargs,
         )
+        cross_weights = None
         if crossattention is not None:
-            hidden_states = crossattention(
+            hidden_states, cross_weights = crossattention(
                 hidden_states,
                 encoder_attention_mask,
                 encoder_hidden_states=encoder_hidden_states,
@@ -651,74 +648,7 @@ class SharedBertLayer(GradientCheckpointingLayer):
                 layer_idx=layer_idx,
                 **kwargs,
             )
-        return feed_forward(hidden_states)
-
-
-class SharedBertEncoder(nn.Module):
-    """The stack of layers: each distinct sublayer stored once, run at every depth its index map names.
-
-    `is_decoder` / `add_cross_attention` default to the config's (a seq2seq model builds its decoder stack with
-    both True from one config). `own_self_sublayers=False` builds a decoder stack without self-attention and
-    feed-forward of its own: the caller lends the encoder's at every call (encoder–decoder layer sharing, T5 /
-    BERTShare), so each of them is stored once."""
-
-    def __init__(
-        self,
-        config: SharedBertConfig,
-        is_decoder: bool | None = None,
-        add_cross_attention: bool | None = None,
-        own_self_sublayers: bool = True,
-    ):
-        super().__init__()
-        self.is_decoder = config.is_decoder if is_decoder is None else is_decoder
-        add_cross_attention = config.add_cross_attention if add_cross_attention is None else add_cross_attention
-        self.attention_layer_map = config.attention_layer_map
-        self.ffn_layer_map = config.ffn_layer_map
-        num_attention_sets, num_ffn_sets = max(self.attention_layer_map) + 1, max(self.ffn_layer_map) + 1
-        if own_self_sublayers:
-            self.attention = nn.ModuleList(SharedBertAttention(config) for _ in range(num_attention_sets))
-            self.feed_forward = nn.ModuleList(SharedBertFeedForward(config) for _ in range(num_ffn_sets))
-        else:
-            self.attention = self.feed_forward = None
-        # Cross-attention is shared across depth as self-attention is: it follows the attention index map.
-        self.crossattention = (
-            nn.ModuleList(SharedBertAttention(config, is_cross_attention=True) for _ in range(num_attention_sets))
-            if add_cross_attention
-            else None
-        )
-        self.layer = nn.ModuleList(SharedBertLayer() for _ in range(config.num_hidden_layers))
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        attention: nn.ModuleList | None = None,
-        feed_forward: nn.ModuleList | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> BaseModelOutput:
-        """`attention` / `feed_forward`: the sublayers lent by the encoder when this stack has none of its own."""
-        attention = self.attention if attention is None else attention
-        feed_forward = self.feed_forward if feed_forward is None else feed_forward
-        for depth, (layer, attention_index, ffn_index) in enumerate(
-            zip(self.layer, self.attention_layer_map, self.ffn_layer_map)
-        ):
-            hidden_states = layer(
-                hidden_states,
-                attention_mask,
-                encoder_hidden_states,  # positional, so that gradient checkpointing passes its gradient on
-                attention=attention[attention_index],
-                feed_forward=feed_forward[ffn_index],
-                crossattention=None if self.crossattention is None else self.crossattention[attention_index],
-                encoder_attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values,
-                layer_idx=depth,
-                is_causal=self.is_decoder,
-                **kwargs,
-            )
-        return BaseModelOutput(last_hidden_state=hidden_states)
+        return feed_forward(hidden_states), self_weights, cross_weights
 
 
 class SharedBertPooler(nn.Module):
@@ -803,12 +733,12 @@ class SharedBertPreTrainedModel(PreTrainedModel):
 
     @property
     def _can_record_outputs(self):
-        # Self- and cross-attention are the same classes: the module path tells them apart. (A property, not a class
+        # Every depth's layer returns its hidden states and both attentions' weights. (A property, not a class
         # attribute: the Hub code computes nothing on import.)
         return {
-            "hidden_states": SharedBertLayer,
-            "attentions": OutputRecorder(SharedBertAttentionBase, index=1, layer_name="attention"),
-            "cross_attentions": OutputRecorder(SharedBertAttentionBase, index=1, layer_name="crossattention"),
+            "hidden_states": OutputRecorder(SharedBertLayer, index=0),
+            "attentions": OutputRecorder(SharedBertLayer, index=1),
+            "cross_attentions": OutputRecorder(SharedBertLayer, index=2),
         }
 
     def __init__(self, config: SharedBertConfig, *inputs, **kwargs):
@@ -1104,6 +1034,78 @@ def _check_decoder_inputs(
     return past_length
 
 
+class SharedBertStack(SharedBertPreTrainedModel):
+    """The layers of an encoder or a decoder (as T5's `T5Stack`): each distinct sublayer stored once, run at every
+    depth its index map names. Its hidden states and attention weights are recorded here (`capture_outputs`), so a
+    seq2seq model's decoder reports its own even when its sublayers are the encoder's.
+
+    `is_decoder` / `add_cross_attention` default to the config's (a seq2seq model builds its decoder stack with
+    both True from one config). `own_self_sublayers=False` builds a decoder stack without self-attention and
+    feed-forward of its own: the caller lends the encoder's at every call (encoder–decoder layer sharing, T5 /
+    BERTShare), so each of them is stored once."""
+
+    def __init__(
+        self,
+        config: SharedBertConfig,
+        is_decoder: bool | None = None,
+        add_cross_attention: bool | None = None,
+        own_self_sublayers: bool = True,
+    ):
+        super().__init__(config)
+        self.is_decoder = config.is_decoder if is_decoder is None else is_decoder
+        add_cross_attention = config.add_cross_attention if add_cross_attention is None else add_cross_attention
+        self.attention_layer_map = config.attention_layer_map
+        self.ffn_layer_map = config.ffn_layer_map
+        num_attention_sets, num_ffn_sets = max(self.attention_layer_map) + 1, max(self.ffn_layer_map) + 1
+        if own_self_sublayers:
+            self.attention = nn.ModuleList(SharedBertAttention(config) for _ in range(num_attention_sets))
+            self.feed_forward = nn.ModuleList(SharedBertFeedForward(config) for _ in range(num_ffn_sets))
+        else:
+            self.attention = self.feed_forward = None
+        # Cross-attention is shared across depth as self-attention is: it follows the attention index map.
+        self.crossattention = (
+            nn.ModuleList(SharedBertAttention(config, is_cross_attention=True) for _ in range(num_attention_sets))
+            if add_cross_attention
+            else None
+        )
+        self.layer = nn.ModuleList(SharedBertLayer() for _ in range(config.num_hidden_layers))
+        self.post_init()
+
+    @capture_outputs
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention: nn.ModuleList | None = None,
+        feed_forward: nn.ModuleList | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """`hidden_states`: the embedded inputs; the masks are the 4-D masks `run_stack` builds. `attention` /
+        `feed_forward`: the sublayers lent by the encoder when this stack has none of its own."""
+        attention = self.attention if attention is None else attention
+        feed_forward = self.feed_forward if feed_forward is None else feed_forward
+        for depth, (layer, attention_index, ffn_index) in enumerate(
+            zip(self.layer, self.attention_layer_map, self.ffn_layer_map)
+        ):
+            hidden_states, _, _ = layer(
+                hidden_states,
+                attention_mask,
+                encoder_hidden_states,  # positional, so that gradient checkpointing passes its gradient on
+                attention=attention[attention_index],
+                feed_forward=feed_forward[ffn_index],
+                crossattention=None if self.crossattention is None else self.crossattention[attention_index],
+                encoder_attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                layer_idx=depth,
+                is_causal=self.is_decoder,
+                **kwargs,
+            )
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, past_key_values=past_key_values)
+
+
 class SharedBertModel(SharedBertPreTrainedModel):
     """The bare SharedBert stack: a bidirectional encoder, or with `is_decoder` a causal decoder (with
     `add_cross_attention`, one that attends to `encoder_hidden_states`)."""
@@ -1113,7 +1115,7 @@ class SharedBertModel(SharedBertPreTrainedModel):
     def __init__(self, config: SharedBertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = SharedBertEmbeddings(config)
-        self.encoder = SharedBertEncoder(config)
+        self.encoder = SharedBertStack(config)
         self.pooler = SharedBertPooler(config) if add_pooling_layer else None
         self.post_init()
 
@@ -1124,7 +1126,7 @@ class SharedBertModel(SharedBertPreTrainedModel):
         self.embeddings.word_embeddings = value
 
     @merge_with_config_defaults
-    @capture_outputs
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1156,14 +1158,19 @@ class SharedBertModel(SharedBertPreTrainedModel):
         sequence_output = outputs.last_hidden_state
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
         return BaseModelOutputWithPoolingAndCrossAttentions(
-            last_hidden_state=sequence_output, pooler_output=pooled_output, past_key_values=outputs.past_key_values
+            last_hidden_state=sequence_output,
+            pooler_output=pooled_output,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            cross_attentions=outputs.cross_attentions,
         )
 
 
 def run_stack(
     config: SharedBertConfig,
     embeddings: SharedBertEmbeddings,
-    stack: SharedBertEncoder,
+    stack: SharedBertStack,
     input_ids=None,
     attention_mask=None,
     token_type_ids=None,
@@ -1173,7 +1180,7 @@ def run_stack(
     encoder_attention_mask=None,
     past_key_values=None,
     use_cache=None,
-    lent_sublayers: SharedBertEncoder | None = None,
+    lent_sublayers: SharedBertStack | None = None,
     **kwargs,
 ) -> BaseModelOutputWithPastAndCrossAttentions:
     """Embed, build the masks (and the cache of a decoder), run `stack`: the body of `SharedBertModel.forward`,
@@ -1251,7 +1258,7 @@ def run_stack(
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
-    sequence_output = stack(
+    outputs = stack(
         embedding_output,
         attention_mask,
         encoder_hidden_states=encoder_hidden_states,
@@ -1259,11 +1266,12 @@ def run_stack(
         past_key_values=past_key_values,
         attention=None if lent_sublayers is None else lent_sublayers.attention,
         feed_forward=None if lent_sublayers is None else lent_sublayers.feed_forward,
+        return_dict=True,
         **kwargs,
-    ).last_hidden_state
-    return BaseModelOutputWithPastAndCrossAttentions(
-        last_hidden_state=sequence_output, past_key_values=past_key_values if use_cache else None
     )
+    if not use_cache:
+        outputs.past_key_values = None
+    return outputs
 
 
 def sparse_mlm_positions(model: nn.Module, sequence_output: torch.Tensor, labels: torch.Tensor | None):
@@ -1521,7 +1529,7 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
             if config.share_encoder_decoder_embeddings
             else SharedBertEmbeddings(config, vocab_size=config.target_vocab_size)
         )
-        self.decoder = SharedBertEncoder(
+        self.decoder = SharedBertStack(
             config,
             is_decoder=True,
             add_cross_attention=True,
@@ -1596,20 +1604,12 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """`labels`: target ids (-100 ignored); without `decoder_input_ids` they are shifted right to make them."""
-        output_hidden_states = kwargs.pop("output_hidden_states", None)
-        output_attentions = kwargs.pop("output_attentions", None)
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
-        if output_attentions is None:
-            output_attentions = self.config.output_attentions
         if encoder_outputs is None:
             encoder_outputs = self.sharedbert(
                 input_ids,
                 attention_mask=attention_mask,
                 token_type_ids=token_type_ids,
                 inputs_embeds=inputs_embeds,
-                output_hidden_states=output_hidden_states,
-                output_attentions=output_attentions,
                 return_dict=True,
                 **kwargs,
             )
@@ -1619,29 +1619,21 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        recorded = {"hidden_states": [], "attentions": [], "cross_attentions": []}
-        # The decoder's self-attention may be the encoder's stored modules: hooks live only while the decoder runs,
-        # so they record the decoder's uses alone.
-        hooks = self._record_decoder_outputs(recorded, output_hidden_states, output_attentions)
-        try:
-            decoder_outputs = run_stack(
-                self.config,
-                self.get_decoder_input_embeddings(),
-                self.decoder,
-                input_ids=decoder_input_ids,
-                attention_mask=decoder_attention_mask,
-                inputs_embeds=decoder_inputs_embeds,
-                encoder_hidden_states=encoder_outputs.last_hidden_state,
-                encoder_attention_mask=attention_mask,
-                past_key_values=past_key_values,
-                use_cache=use_cache,
-                lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
-                output_attentions=output_attentions,
-                **kwargs,
-            )
-        finally:
-            for hook in hooks:
-                hook.remove()
+        # The decoder stack records its own hidden states and attentions, also where it runs the encoder's sublayers.
+        decoder_outputs = run_stack(
+            self.config,
+            self.get_decoder_input_embeddings(),
+            self.decoder,
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            inputs_embeds=decoder_inputs_embeds,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
+            **kwargs,
+        )
         logits = self.cls(slice_logits_to_keep(decoder_outputs.last_hidden_state, logits_to_keep))
         loss = None
         if labels is not None:
@@ -1650,37 +1642,13 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
             loss=loss,
             logits=logits,
             past_key_values=decoder_outputs.past_key_values,
-            decoder_hidden_states=tuple(recorded["hidden_states"]) if output_hidden_states else None,
-            decoder_attentions=tuple(recorded["attentions"]) if output_attentions else None,
-            cross_attentions=tuple(recorded["cross_attentions"]) if output_attentions else None,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
         )
-
-    def _record_decoder_outputs(self, recorded: dict, hidden_states: bool, attentions: bool) -> list:
-        """Forward hooks filling `recorded`: the decoder's input embeddings and each depth's output (hidden states),
-        each self- and cross-attention call's weights (attentions). Returns the hook handles to remove."""
-        hooks = []
-        if hidden_states:
-            layers = self.decoder.layer
-            hooks.append(layers[0].register_forward_pre_hook(
-                lambda module, args: recorded["hidden_states"].append(args[0])
-            ))  # fmt: skip
-            for layer in layers:
-                hooks.append(layer.register_forward_hook(
-                    lambda module, args, output: recorded["hidden_states"].append(output)
-                ))  # fmt: skip
-        if attentions:
-            self_attention = self.decoder.attention
-            if self_attention is None:  # layers shared with the encoder
-                self_attention = self.sharedbert.encoder.attention
-            for key, sublayers in (("attentions", self_attention), ("cross_attentions", self.decoder.crossattention)):
-                for sublayer in sublayers:
-                    hooks.append(sublayer.self.register_forward_hook(
-                        lambda module, args, output, key=key: recorded[key].append(output[1])
-                    ))  # fmt: skip
-        return hooks
 
 
 def _classifier_dropout(config: SharedBertConfig) -> nn.Dropout:
