@@ -20,8 +20,8 @@ This file is shipped to the Hub with the model: it imports only transformers and
 defining classes and constants.
 """
 
-from transformers.activations import ACT2FN
-from transformers.configuration_utils import PreTrainedConfig
+from transformers.configuration_utils import PreTrainedConfig, strict
+from transformers.utils.type_validators import activation_fn_key, interval, positive_int_field, probability
 
 
 ATTENTION_TYPES = ("shared", "standard", "symmetric", "pairwise")
@@ -60,6 +60,7 @@ AUTO_MAP = {
 }
 
 
+@strict(accept_kwargs=True)
 class SharedBertConfig(PreTrainedConfig):
     r"""
     Configuration of a [`SharedBertModel`]. The BERT fields keep BERT's meaning and defaults (bert-base-uncased dims).
@@ -124,22 +125,25 @@ class SharedBertConfig(PreTrainedConfig):
     model_type = "sharedbert"
     _auto_class = "AutoConfig"
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
+    # Types are checked by transformers' strict dataclass validation (on construction and on every assignment),
+    # ranges by its field validators, choices and the rules between fields by the `validate_*` methods (on
+    # construction, when a model is built from the config and when it is saved).
+    vocab_size: int = positive_int_field(default=30522)
+    hidden_size: int = positive_int_field(default=768)
+    num_hidden_layers: int = positive_int_field(default=12)
+    num_attention_heads: int = positive_int_field(default=12)
+    intermediate_size: int = positive_int_field(default=3072)
+    hidden_act: str = activation_fn_key(default="gelu")
+    hidden_dropout_prob: float | int = interval(min=0.0, max=1.0, exclude_max=True)(default=0.1)
+    attention_probs_dropout_prob: float | int = interval(min=0.0, max=1.0, exclude_max=True)(default=0.1)
+    max_position_embeddings: int = positive_int_field(default=512)
+    type_vocab_size: int = positive_int_field(default=2)
+    initializer_range: float = interval(min=0.0, max=1.0, exclude_min=True)(default=0.02)
+    layer_norm_eps: float = interval(min=0.0, max=1.0, exclude_min=True)(default=1e-12)
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
-    eos_token_id: int | None = None
-    classifier_dropout: float | None = None
+    eos_token_id: int | list[int] | None = None
+    classifier_dropout: float | int | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
     cross_attention_type: str | None = None
@@ -164,7 +168,6 @@ class SharedBertConfig(PreTrainedConfig):
             self.num_unique_layers = self.num_hidden_layers if self.layer_sharing == "none" else 1
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
         super().__post_init__(**kwargs)
-        self.validate_sharedbert()
 
     @property
     def has_cross_attention(self) -> bool:
@@ -189,7 +192,7 @@ class SharedBertConfig(PreTrainedConfig):
             config_dict = {**config_dict, "cross_attention_type": config_dict.get("attention_type", "shared")}
         config, unused_kwargs = super().from_dict(config_dict, return_unused_kwargs=True, **kwargs)
         _reject_misspelled_fields(unused_kwargs)
-        config.validate_sharedbert()
+        config.validate()
         return (config, unused_kwargs) if return_unused_kwargs else config
 
     @classmethod
@@ -197,47 +200,44 @@ class SharedBertConfig(PreTrainedConfig):
         """`PreTrainedConfig.from_pretrained` whose errors name the checkpoint they come from."""
         try:
             return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
-        except ValueError as error:
+        except Exception as error:
+            # A bad value: ours (ValueError), or one transformers' strict validation caught (caused by one). A missing
+            # or unreachable file stays the OSError it is.
+            bad_value = isinstance(error, ValueError) or isinstance(error.__cause__, (ValueError, TypeError))
+            if isinstance(error, OSError) or not bad_value:
+                raise
             raise ValueError(
                 f"Cannot load the SharedBert config of {pretrained_model_name_or_path} (its config.json and any "
                 f"keyword overrides): {error}"
             ) from error
 
-    def validate_sharedbert(self):
-        """Raise `ValueError` naming the field and the allowed values for any invalid setting."""
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-            "num_unique_layers",
-        ):
-            _require_positive_int(name, getattr(self, name))
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+    def validate_choices(self):
+        for name, allowed, optional in (("attention_type", ATTENTION_TYPES, False),
+                                        ("cross_attention_type", CROSS_ATTENTION_TYPES, True),
+                                        ("layer_sharing", LAYER_SHARING_MODES, False),
+                                        ("sharing_order", SHARING_ORDERS, False)):
             value = getattr(self, name)
-            if value is None and name == "classifier_dropout":
-                continue
-            if not _is_real(value) or not 0.0 <= value < 1.0:
-                raise ValueError(f"`{name}` must be a probability in [0, 1), got {value!r}.")
-        for name in ("initializer_range", "layer_norm_eps"):
+            if value not in allowed and not (optional and value is None):
+                raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+
+    def validate_optional_sizes(self):
+        for name in ("num_unique_layers", "decoder_vocab_size"):
             value = getattr(self, name)
-            # Written so that NaN fails too (every comparison with NaN is False).
-            if not _is_real(value) or not 0 < value < float("inf"):
-                raise ValueError(f"`{name}` must be a positive finite number, got {value!r}.")
+            if value is not None and value < 1:
+                raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
+        if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
+            raise ValueError(f"`classifier_dropout` must be a probability in [0, 1) or None, got "
+                             f"{self.classifier_dropout!r}.")
+
+    def validate_heads(self):
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"`hidden_size` ({self.hidden_size}) must be divisible by `num_attention_heads` "
                 f"({self.num_attention_heads}); pick a head count that divides it, e.g. "
                 f"{[h for h in (1, 2, 4, 8, 12, 16) if self.hidden_size % h == 0]}."
             )
-        _require_choice("attention_type", self.attention_type, ATTENTION_TYPES)
-        if self.cross_attention_type is not None:
-            _require_choice("cross_attention_type", self.cross_attention_type, CROSS_ATTENTION_TYPES)
-        _require_choice("layer_sharing", self.layer_sharing, LAYER_SHARING_MODES)
-        _require_choice("sharing_order", self.sharing_order, SHARING_ORDERS)
+
+    def validate_layer_sharing(self):
         if self.num_unique_layers > self.num_hidden_layers:
             raise ValueError(
                 f"`num_unique_layers` ({self.num_unique_layers}) cannot exceed `num_hidden_layers` "
@@ -249,30 +249,8 @@ class SharedBertConfig(PreTrainedConfig):
                 f"({self.num_hidden_layers}) when `layer_sharing='none'`; set `layer_sharing` to one of "
                 f"{LAYER_SHARING_MODES[1:]} to share layers."
             )
-        self._validate_decoder_fields()
-        if not isinstance(self.sparse_prediction, bool):
-            raise ValueError(f"`sparse_prediction` must be True or False, got {self.sparse_prediction!r}.")
-        if not isinstance(self.hidden_act, str):
-            raise ValueError(f"`hidden_act` must be the name of an activation (e.g. 'gelu'), got {self.hidden_act!r}.")
-        if self.hidden_act not in ACT2FN:
-            raise ValueError(f"`hidden_act` must be one of {sorted(ACT2FN)}, got {self.hidden_act!r}.")
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"`pad_token_id` ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size}) or None."
-            )
 
-    def _validate_decoder_fields(self):
-        for name in (
-            "is_decoder",
-            "add_cross_attention",
-            "use_cache",
-            "is_encoder_decoder",
-            "share_encoder_decoder_layers",
-            "share_encoder_decoder_embeddings",
-            "scale_embedding",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"`{name}` must be True or False, got {getattr(self, name)!r}.")
+    def validate_decoder_fields(self):
         if self.add_cross_attention and not self.is_decoder:
             raise ValueError(
                 "`add_cross_attention` is True but `is_decoder` is False: cross-attention belongs to a decoder "
@@ -284,34 +262,33 @@ class SharedBertConfig(PreTrainedConfig):
                 "describe a stand-alone decoder: set only one of them (the seq2seq decoder is causal with "
                 "cross-attention already)."
             )
-        seq2seq_fields = ("share_encoder_decoder_layers", "share_encoder_decoder_embeddings")
-        for name in seq2seq_fields:
+        for name in ("share_encoder_decoder_layers", "share_encoder_decoder_embeddings"):
             if getattr(self, name) and not self.is_encoder_decoder:
                 raise ValueError(
                     f"`{name}=True` applies to the seq2seq model only: set `is_encoder_decoder` True (use "
                     "SharedBertForConditionalGeneration)."
                 )
-        if self.decoder_vocab_size is not None:
-            _require_positive_int("decoder_vocab_size", self.decoder_vocab_size)
         if self.share_encoder_decoder_embeddings and self.target_vocab_size != self.vocab_size:
             raise ValueError(
                 f"`share_encoder_decoder_embeddings=True` needs one vocabulary for source and target, but "
                 f"`decoder_vocab_size` ({self.decoder_vocab_size}) differs from `vocab_size` ({self.vocab_size}): "
                 "use one tokenizer on both sides, or set share_encoder_decoder_embeddings=False."
             )
-        if self.decoder_start_token_id is not None and not 0 <= self.decoder_start_token_id < self.target_vocab_size:
-            raise ValueError(
-                f"`decoder_start_token_id` ({self.decoder_start_token_id}) must be a token id in "
-                f"[0, {self.target_vocab_size}) or None."
-            )
+
+    def validate_token_ids(self):
+        # Stricter than transformers' (a warning): the embedding tables are indexed with these ids.
+        for name, value, size in (("pad_token_id", self.pad_token_id, self.vocab_size),
+                                  ("decoder_start_token_id", self.decoder_start_token_id, self.target_vocab_size)):
+            if value is not None and not 0 <= value < size:
+                raise ValueError(f"`{name}` ({value}) must be a token id in [0, {size}) or None.")
 
     def get_text_config(self, decoder=None, encoder=None):
-        """transformers' view of one side of a flat seq2seq config: it renames `decoder_*` fields to their plain
-        names, so `decoder_vocab_size=None` (meaning "the source vocabulary") would become `vocab_size=None`."""
-        config = super().get_text_config(decoder=decoder, encoder=encoder)
-        if config is not self and decoder and self.is_encoder_decoder:
-            config.vocab_size = self.target_vocab_size
-        return config
+        """One side of a seq2seq config. Both sides have the same sizes and the decoder's vocabulary is
+        `target_vocab_size`: transformers' generic renaming of `decoder_*` fields would set `vocab_size` to
+        `decoder_vocab_size`, which is None for "the source vocabulary"."""
+        if not (self.is_encoder_decoder and decoder and not encoder):
+            return super().get_text_config(decoder=decoder, encoder=encoder)
+        return type(self).from_dict({**self.to_dict(), "vocab_size": self.target_vocab_size})
 
     @property
     def effective_cross_attention_type(self) -> str:
@@ -347,20 +324,6 @@ class SharedBertConfig(PreTrainedConfig):
     @property
     def ffn_layer_map(self) -> list[int]:
         return self._layer_map("ffn")
-
-
-def _is_real(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _require_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-
-
-def _require_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
 
 
 def _reject_misspelled_fields(extra_kwargs):

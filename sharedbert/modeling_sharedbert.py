@@ -744,7 +744,7 @@ class SharedBertPreTrainedModel(PreTrainedModel):
     def __init__(self, config: SharedBertConfig, *inputs, **kwargs):
         # A config can be changed after its own checks ran (attribute assignment, AutoConfig keyword overrides):
         # check it again before building modules from it, rather than failing later with a shape or key error.
-        config.validate_sharedbert()
+        config.validate()
         super().__init__(config, *inputs, **kwargs)
 
     def fold_for_inference(self):

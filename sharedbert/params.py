@@ -121,7 +121,7 @@ def standard_bert_config(config: SharedBertConfig) -> SharedBertConfig:
     baseline.layer_sharing = "none"
     baseline.num_unique_layers = baseline.num_hidden_layers
     baseline.tie_word_embeddings = True
-    baseline.validate_sharedbert()
+    baseline.validate()
     return baseline
 
 

@@ -13,6 +13,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import sharedbert  # noqa: E402  (registers the Auto classes)
+from huggingface_hub.errors import StrictDataclassError  # noqa: E402
+
+# What an invalid SharedBertConfig raises: transformers' strict dataclass validation (a wrong type, a value outside a
+# field's range, a broken rule between fields), or ValueError (a misspelled field, a config.json that cannot load).
+INVALID_CONFIG = (ValueError, StrictDataclassError)
 
 # The suite runs as two pytest-xdist workers on two cores: one thread each keeps them from fighting over the cores
 # (tiny test models gain nothing from intra-op threads). Subprocesses that train for real set their own.

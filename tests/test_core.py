@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import INVALID_CONFIG, tiny_config
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, BertConfig
 
@@ -53,12 +53,12 @@ def inputs(batch=3, seq=9, vocab=99, pad_last=True):
     ],
 )
 def test_invalid_decoder_settings_name_the_field(overrides, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(INVALID_CONFIG, match=field):
         tiny_config(**overrides)
 
 
 def test_unknown_attention_type_error_lists_allowed_values():
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(INVALID_CONFIG) as error:
         tiny_config(attention_type="linear")
     for allowed in ATTENTION_TYPES:
         assert allowed in str(error.value)

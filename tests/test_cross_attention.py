@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import INVALID_CONFIG, tiny_config
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, BertConfig, BertLMHeadModel
 
@@ -125,7 +125,7 @@ def test_a_bert_decoder_whose_keys_and_values_share_a_projection_converts_to_sha
 
 
 def test_an_unknown_cross_attention_type_names_the_allowed_ones():
-    with pytest.raises(ValueError, match="shared_kv"):
+    with pytest.raises(INVALID_CONFIG, match="shared_kv"):
         tiny_config(is_decoder=True, add_cross_attention=True, cross_attention_type="kv")
-    with pytest.raises(ValueError, match="`attention_type` must be one of"):
+    with pytest.raises(INVALID_CONFIG, match="`attention_type` must be one of"):
         tiny_config(attention_type="shared_kv")  # a cross-attention type only

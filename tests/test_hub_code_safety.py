@@ -55,6 +55,9 @@ FORBIDDEN_ATTRIBUTES = frozenset(
 FORBIDDEN_DOTTED_PREFIXES = ("torch.load", "torch.hub", "torch.package", "torch.jit.load", "torch.serialization")
 # The only calls allowed to run at import time outside decorators.
 ALLOWED_IMPORT_TIME_CALLS = frozenset({"dict", "tuple", "list", "set", "frozenset", "logging.get_logger"})
+# transformers' validated config fields (transformers.utils.type_validators): `name(default=...)`, or for a
+# parameterised validator `name(...)(default=...)`, with constant arguments, in a class body.
+VALIDATED_FIELDS = frozenset({"positive_int_field", "probability", "activation_fn_key", "interval"})
 
 
 def dotted_name(node: ast.AST) -> str | None:
@@ -101,6 +104,21 @@ def is_constant_expression(node: ast.AST | None) -> bool:
     if isinstance(node, ast.Starred):
         return is_constant_expression(node.value)
     return False
+
+
+def is_validated_field(node: ast.AST) -> bool:
+    """A config field declared with one of transformers' validators (`VALIDATED_FIELDS`), constant arguments only."""
+    if not isinstance(node, ast.Call):
+        return False
+    factory = node.func.func if isinstance(node.func, ast.Call) else node.func
+    if dotted_name(factory) not in VALIDATED_FIELDS:
+        return False
+    calls = [node, node.func] if isinstance(node.func, ast.Call) else [node]
+    return all(is_allowed_call(call, None) for call in calls) if len(calls) == 1 else (
+        is_allowed_call(node.func, None)
+        and all(is_constant_expression(a) for a in node.args)
+        and all(is_constant_expression(k.value) for k in node.keywords)
+    )
 
 
 def is_allowed_call(node: ast.AST, allowed: frozenset | None) -> bool:
@@ -187,7 +205,9 @@ class HubSourceChecker:
             self.fail(statement, f"annotation `{ast.unparse(statement.annotation)}` runs code on import")
         value = statement.value
         if value is not None and not (
-            is_constant_expression(value) or is_allowed_call(value, ALLOWED_IMPORT_TIME_CALLS)
+            is_constant_expression(value)
+            or is_allowed_call(value, ALLOWED_IMPORT_TIME_CALLS)
+            or (where == "class body" and is_validated_field(value))
         ):
             self.fail(statement, f"{where} computes `{ast.unparse(value)[:60]}` on import: only constants")
 
@@ -281,6 +301,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.utils import logging
 from transformers.configuration_utils import PreTrainedConfig
+from transformers.utils.type_validators import interval, positive_int_field
 
 from .configuration_sharedbert import SharedBertConfig
 
@@ -298,6 +319,8 @@ class Config(PreTrainedConfig):
     size: int = 3
     maybe: int | None = None
     names: list[str] = ["a"]
+    width: int = positive_int_field(default=8)
+    rate: float = interval(min=0.0, max=1.0, exclude_max=True)(default=0.1)
 
     @classmethod
     def make(cls, value: float = -1.0, *args, flag: bool = True, **kwargs) -> "Config":
@@ -360,6 +383,11 @@ BAD_SOURCES = {
     "attribute assignment": ("import torch\ntorch.x = 1\n", "assigns to `torch.x`"),
     "second string expression": ('"""Doc."""\n"not a docstring"\n', "runs an expression"),
     "walrus hidden in a call": ("X = dict(a=(y := 1))\n", "computes `dict("),
+    "validated field computing its default": ("class A:\n    x: int = positive_int_field(default=f())\n",
+                                              "computes `positive_int_field"),
+    "validator parameter computed": ("class A:\n    x: int = interval(min=f())(default=1)\n", "computes `interval"),
+    "validated field at module level": ("X = positive_int_field(default=1)\n", "computes `positive_int_field"),
+    "another call in a field": ("class A:\n    x: int = make_field(default=1)\n", "computes `make_field"),
 }
 
 

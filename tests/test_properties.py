@@ -11,6 +11,7 @@ import string
 
 import pytest
 import torch
+from conftest import INVALID_CONFIG
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -248,7 +249,7 @@ def invalid_config(draw):
 @given(case=invalid_config())
 def test_invalid_config_raises_value_error_naming_the_field(case):
     kwargs, field = case
-    with pytest.raises(ValueError, match=f"`{field}`"):
+    with pytest.raises(INVALID_CONFIG, match=field):
         SharedBertConfig(**kwargs)
 
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import INVALID_CONFIG, tiny_config
 from safetensors import safe_open
 from transformers import AutoModelForSeq2SeqLM, BertConfig, BertForMaskedLM, EncoderDecoderModel
 
@@ -284,7 +284,7 @@ def test_save_load_is_bit_exact_and_stores_each_shared_tensor_once(tmp_path, var
 
 
 def test_three_way_tying_refuses_two_vocabularies_and_separate_vocabularies_work():
-    with pytest.raises(ValueError, match="decoder_vocab_size.*use one tokenizer"):
+    with pytest.raises(INVALID_CONFIG, match="decoder_vocab_size.*use one tokenizer"):
         tiny_config(is_encoder_decoder=True, share_encoder_decoder_embeddings=True, decoder_vocab_size=50)
     model = seq2seq(decoder_vocab_size=50)
     assert model.cls.predictions.decoder.weight is model.decoder_embeddings.word_embeddings.weight
@@ -308,7 +308,7 @@ def test_resizing_follows_the_one_vocabulary_or_is_refused_for_two():
 def test_seq2seq_needs_its_config_and_a_start_token():
     with pytest.raises(ValueError, match="is_encoder_decoder=True"):
         SharedBertForConditionalGeneration(tiny_config())
-    with pytest.raises(ValueError, match="is_encoder_decoder"):
+    with pytest.raises(INVALID_CONFIG, match="is_encoder_decoder"):
         tiny_config(share_encoder_decoder_layers=True)
     model = SharedBertForConditionalGeneration(tiny_config(is_encoder_decoder=True))
     with pytest.raises(ValueError, match="decoder_start_token_id"):

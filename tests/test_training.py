@@ -22,7 +22,7 @@ from sharedbert.training import (
 )
 from sharedbert.training.presets import PRESETS, config_values
 
-from conftest import tiny_config
+from conftest import INVALID_CONFIG, tiny_config
 
 SMALL = dict(max_train_samples=96, max_eval_samples=64, max_length=32, epochs=1, batch_size=16)
 
@@ -309,7 +309,7 @@ def test_pretrain_rejects_bad_settings_before_reading_text(tmp_path):
         pretrain(corpus=[str(tmp_path / "missing.txt")], config="bert-enormous", output_dir=tmp_path / "o")
     with pytest.raises(ValueError, match="exactly one corpus"):
         pretrain(output_dir=tmp_path / "o")
-    with pytest.raises(ValueError, match="attention_type"):
+    with pytest.raises(INVALID_CONFIG, match="attention_type"):
         pretrain(corpus=[str(tmp_path / "missing.txt")], config="bert-tiny", attention_type="sparse",
                  output_dir=tmp_path / "o")
 

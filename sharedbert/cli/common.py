@@ -14,6 +14,8 @@ def call_library(command: str, function, *args, **options) -> tuple[object, int]
     """`function(*args, **options)` for `sharedbert COMMAND`. Returns (result, exit code): 0; 130 when Ctrl-C stopped
     training after saving a checkpoint; 2 on bad input (the library's DataError, ValueError or OSError), whose message
     names the problem and the fix. The reason goes to stderr."""
+    from huggingface_hub.errors import StrictDataclassError
+
     from ..training.checkpointing import TrainingInterrupted
 
     try:
@@ -21,7 +23,7 @@ def call_library(command: str, function, *args, **options) -> tuple[object, int]
     except TrainingInterrupted as stop:
         print(f"sharedbert {command}: {stop}; run the same command again to resume.", file=sys.stderr)
         return None, 130
-    except (ValueError, OSError) as error:  # DataError is a ValueError
+    except (ValueError, OSError, StrictDataclassError) as error:  # DataError is a ValueError; a bad config field
         print(f"sharedbert {command}: error: {error}", file=sys.stderr)
         return None, 2
 
