@@ -4,8 +4,9 @@ identical dimensions, and the share of each speed lever, measured side by side i
     python benchmarks/pretrain_bench.py            # the replication study's size (about 8 minutes on 2 busy cores)
     python benchmarks/pretrain_bench.py --quick    # tiny dims, a smoke run (under a minute)
 
-Size: the replication study's model (benchmarks/replicate.py): 4 layers, hidden 128, 4 heads, FFN 512, sequence 128,
-a WordPiece vocabulary of 8,192 entries trained on the study's corpus (../shared/data/mlm-text), batch 32, AdamW.
+Size: the replication study's model (experiments/replication/replicate.py): 4 layers, hidden 128, 4 heads, FFN 512,
+sequence 128, a WordPiece vocabulary of 8,192 entries trained on the study's corpus (../shared/data/mlm-text), batch 32,
+AdamW.
 
 Runs, each a real training run of `--steps` optimizer steps on the same packed blocks of a sample of that corpus
 (every `--sample-every`-th line, so lines are as long as the study's):

@@ -70,9 +70,8 @@ BERT_FIELDS = (
 
 
 # The fit `fit_method="auto"` uses per attention type: the one whose unhealed conversion of all-MiniLM-L6-v2 scored
-# higher on STS-B dev (Spearman, mean-pooled cosine; the original model 0.867). Measured with benchmarks/heal_curve.py:
-# shared: weights 0.768, invariant 0.724; symmetric: 0.600 both (weights: the plain least-squares fit);
-# pairwise: invariant 0.837, weights 0.673. Standard conversion is exact either way.
+# higher on STS-B dev (experiments/healing/README.md, section 1).
+# Standard conversion is exact either way.
 AUTO_FIT_METHOD = {
     "shared": "weights",
     "standard": "weights",

@@ -1,12 +1,13 @@
-"""benchmarks/bf16_check.py, the check that bf16 autocast pretrains the same model as fp32: the verdict arithmetic on
-made-up numbers, and a tiny `--quick` run that really trains in both precisions, pairs them by seed and resumes."""
+"""experiments/bf16/bf16_check.py, the check that bf16 autocast pretrains the same model as fp32: the verdict
+arithmetic on made-up numbers, and a tiny `--quick` run that really trains in both precisions, pairs them by seed and
+resumes."""
 
 import json
 
 import pytest
-from conftest import benchmark_script
+from conftest import experiment_script
 
-check = benchmark_script("bf16_check")
+check = experiment_script("bf16/bf16_check.py")
 
 
 def _run(final: float, second_half: float, steps: int = 10) -> dict:

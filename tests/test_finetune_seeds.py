@@ -1,14 +1,15 @@
-"""benchmarks/finetune_seeds.py: model specs, the shared results file, and the paired comparison it reports."""
+"""experiments/finetuning/finetune_seeds.py: model specs, the shared results file, and the paired comparison it
+reports."""
 
 import json
 
 import pytest
-from conftest import benchmark_script
+from conftest import experiment_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    return benchmark_script("finetune_seeds")
+    return experiment_script("finetuning/finetune_seeds.py")
 
 
 def test_model_specs(script):

@@ -1,5 +1,6 @@
-"""`python benchmarks/replicate.py --quick`: every cell produces numbers, the report and plots are written, and a re-run
-resumes (computes nothing that already finished). Real data, tiny sizes; about 30 s of CPU on two variants."""
+"""`python experiments/replication/replicate.py --quick`: every cell produces numbers, the report and plots are
+written, and a re-run resumes (computes nothing that already finished). Real data, tiny sizes; about 30 s of CPU on two
+variants."""
 
 import json
 import math
@@ -7,12 +8,12 @@ import random
 from collections import Counter
 
 import pytest
-from conftest import benchmark_script
+from conftest import experiment_script
 from transformers import AutoTokenizer
 
 from sharedbert.training import data
 
-replicate = benchmark_script("replicate")
+replicate = experiment_script("replication/replicate.py")
 
 
 def _args(tmp_path, data_dir, *extra):

@@ -16,8 +16,8 @@ import argparse
 
 from .common import call_library, options_of
 
-# The healing budget when neither --minutes nor --steps is given: the published recipe, which reached STS-B 0.8650
-# and 0.8655 on two healing seeds in about 2 hours of one bf16 thread (benchmarks/results/build_recipes.md, uncal-4x).
+# The healing budget when neither --minutes nor --steps is given: the published recipe (uncal-4x in
+# experiments/healing/README.md, which gives what it measured).
 DEFAULT_STEPS = 9184
 
 

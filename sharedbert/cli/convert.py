@@ -39,8 +39,8 @@ def add_parser(subparsers):
         "--calibration-sentences", type=int, default=512,
         help="with --corpus: first calibrate the conversion in closed form on this many pieces of the corpus "
         "(activation-weighted attention fit and output refit, about a minute; 0: off). --corpus without --heal "
-        "calibrates only. It helps a short healing; before 2,296 healing steps of all-MiniLM-L6-v2 the uncalibrated "
-        "conversion ended better (docs/conversion.md), so pass 0 for a long one",
+        "calibrates only. It helps a short healing; over a long one the uncalibrated conversion ends better "
+        "(experiments/healing/README.md), so pass 0 for a long one",
     )
     heal = parser.add_argument_group("healing (distillation from the original model)")
     heal.add_argument("--heal", action="store_true", help="distil the original model into the converted one")

@@ -31,8 +31,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "(default: heal one here).")
     parser.add_argument("--heal-steps", type=int, default=200,
                         help="Without --healed: convert the fine-tuned BERT and heal it toward it for this "
-                        "many steps before fine-tuning (default 200, about 2.5 minutes on 2 idle cores; 0 fine-tunes "
-                        "the base checkpoint's unhealed conversion).")
+                        "many steps before fine-tuning (default 200; time and accuracy: experiments/demo/README.md; "
+                        "0 fine-tunes the base checkpoint's unhealed conversion).")
     parser.add_argument("--heal-minutes", type=float, help="Heal for this many training minutes instead of steps "
                         "(the result then depends on how busy the machine is).")
     parser.add_argument("--corpus", help="Raw text files or folders to calibrate and heal on (default: SST-2's "

@@ -280,7 +280,7 @@ def build_minilm_checkpoint(
     limit); with `steps`, the learning rate anneals over the steps, so the build does not depend on how busy the
     machine is. `heal_overrides` change fields of `heal_recipe`. `calibration_sentences=N` calibrates the conversion
     on N pieces of the corpus before healing; the default, 0, heals the uncalibrated conversion, which measured better
-    here on STS-B and in every length bucket (benchmarks/build_recipes.py: `uncal` against `base-bf16`)."""
+    here on STS-B and in every length bucket (experiments/healing/README.md: `uncal` against `base-bf16`)."""
     from transformers import AutoTokenizer, BertModel
 
     from .. import SharedBertModel, embeddings

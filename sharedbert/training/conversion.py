@@ -75,7 +75,7 @@ def convert_checkpoint(
     if source != src:
         overrides["converted_from"] = HUB_BASE_MODEL
     # Healing starts better from the invariant fit even where the weights fit scores higher unhealed (shared,
-    # all-MiniLM-L6-v2, 20 minutes: STS-B 0.848 from invariant vs 0.824 from weights).
+    # all-MiniLM-L6-v2: experiments/healing/README.md).
     if heal_config is not None and fit_method == "auto":
         fit_method = "invariant"
     else:

@@ -110,9 +110,9 @@ def stage(model_dir: Path, staged_dir: Path, repo_id: str, base: str | None = No
 
 def find_healed(healed) -> Path | None:
     """The healed SharedBert to fine-tune: `healed` when given; None means heal here. A model `sharedbert
-    build-minilm` left behind is not picked up unasked: over 3 seeds, fine-tuning it (the 9,184-step build, or the
-    calibrated 45-minute one) trailed BERT by 1.6 points on average, where healing toward the fine-tuned BERT here
-    trailed by 0.5 (docs/training.md), and the demo's result should not depend on what else was built."""
+    build-minilm` left behind is not picked up unasked: fine-tuning it trailed BERT by more than healing toward the
+    fine-tuned BERT here (experiments/demo/README.md), and the demo's result should not depend on what else was
+    built."""
     if not healed:
         return None
     path = Path(healed)

@@ -1,9 +1,8 @@
 """Which floating-point precision a run trains in: bf16 autocast (fp32 master weights) where the hardware computes
 bf16 natively, fp32 elsewhere.
 
-bf16 pays only on hardware with bf16 arithmetic: measured here, a BertForMaskedLM training step under CPU autocast
-ran 1.85x faster than fp32 on a CPU with AMX-BF16, and 10x *slower* on an AVX2-only CPU (AMD EPYC, bf16 emulated).
-So "auto" must look at the machine, never assume.
+bf16 pays only on hardware with bf16 arithmetic: on a CPU that emulates it, a training step runs many times *slower*
+than fp32 (experiments/bf16/README.md). So "auto" must look at the machine, never assume.
 """
 
 from __future__ import annotations

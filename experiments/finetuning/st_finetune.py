@@ -2,9 +2,9 @@
 STS-B train pairs with CosineSimilarityLoss, STS-B dev scored by EmbeddingSimilarityEvaluator before and after
 (`sharedbert.embeddings.finetune_sts`).
 
-    python benchmarks/st_finetune.py runs/build-minilm/healed --steps 200 --threads 1
+    python experiments/finetuning/st_finetune.py runs/build-minilm/healed --steps 200 --threads 1
 
-Results: benchmarks/results/st_finetune.json (--name changes the file name). The fine-tuned model goes to --output-dir.
+Results: results/st_finetune.json beside this script (--name changes the file name). The fine-tuned model goes to --output-dir.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import json
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main():

@@ -3,20 +3,20 @@
 Each recipe is `sharedbert build-minilm` (`build_minilm_checkpoint`: all-MiniLM-L6-v2 converted, healed, measured and
 staged) with one setting changed from `base`: the conversion calibrated on 512 corpus pieces, then `heal_recipe`
 (batch 16 of 6-40 words, a quarter of the steps 2 pieces of 100-400 words, lr 3e-4, 45 training minutes on one
-thread). `base` was the published recipe until `uncal` measured better; build-minilm now heals uncalibrated.
+thread). build-minilm heals uncalibrated, for the 9,184 steps of `uncal-4x` (why: README.md beside this script).
 
-    python benchmarks/build_recipes.py --recipe uncal --threads 1      # one process per core; resumable
-    python benchmarks/build_recipes.py --recipe mid --threads 1
-    python benchmarks/build_recipes.py --report-only                   # collect the finished builds
+    python experiments/healing/build_recipes.py --recipe uncal --threads 1   # one process per core; resumable
+    python experiments/healing/build_recipes.py --recipe mid --threads 1
+    python experiments/healing/build_recipes.py --report-only                # collect the finished builds
 
 Recipes (`RECIPES`, each with its reason):
-- `base`: the calibrated 45-minute build (2,296 steps here); `long10`: a tenth of the steps long instead of a quarter
-  (time-budgeted, 2,512 steps here); the rest run 2,296 steps, so they do not depend on how busy the machine is.
+- `base`: the calibrated 45-minute build; `long10`: a tenth of the steps long instead of a quarter (time-budgeted);
+  the rest run a step budget (`STEPS`, base's steps), so they do not depend on how busy the machine is.
 - `glue`: the books and WikiText plus the training sentences of SST-2, CoLA, MRPC and RTE (990,858 words, labels
   unused; STS-B is never read). `emb4`: the embedding cosine weighted 4x. `rel4`: relational distillation, the
   in-batch cosine-similarity matrix of the embeddings (`similarity_weight`). `mid`: long pieces of 100-200 words
   (about 130-260 tokens), aimed at the 129-256 bucket.
-- `short-uncal`: the uncalibrated conversion on short pieces only, as the 20-minute run that scored 0.863 did;
+- `short-uncal`: the uncalibrated conversion on short pieces only, as the 20-minute healing curve's runs did;
   `uncal`: `base` from the uncalibrated conversion; `uncal-2x`: the same for twice the steps; `uncal-long35`:
   `uncal` with 35% of the steps long; `uncal-seed1`: `uncal` with another healing seed; `uncal-3x` and `uncal-4x`:
   `uncal` for three and four times the steps (`uncal-4x-seed1`: another healing seed); `uncal-2x-lr6`: `uncal-2x`
@@ -27,9 +27,9 @@ Recipes (`RECIPES`, each with its reason):
   names the precision its healing ran in.
 
 Each build goes to runs/build-recipes/NAME (its `build_report.json` holds every figure; the staged folder is
-runs/build-recipes/NAME/staged). The report, benchmarks/results/build_recipes.{json,md}, gives per recipe: steps,
-STS-B dev (EmbeddingSimilarityEvaluator), and each longer length bucket's cosine gap to the ≤128 one, on different
-passages and on the same passages cut to each length (paired), ± standard errors.
+runs/build-recipes/NAME/staged). The report, results/build_recipes.{json,md} beside this script, gives per recipe:
+steps, STS-B dev (EmbeddingSimilarityEvaluator), and each longer length bucket's cosine gap to the ≤128 one, on
+different passages and on the same passages cut to each length (paired), ± standard errors.
 A recipe whose build folder is gone keeps its row from the existing report; building it again replaces the row.
 """
 
@@ -40,8 +40,9 @@ import json
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]  # the repository
+RESULTS = HERE / "results"
 WORK = ROOT / "runs" / "build-recipes"
 GLUE_SENTENCE_TASKS = ("sst2", "cola", "mrpc", "rte")
 STEPS = 2296  # base's steps in its 45 training minutes
@@ -61,7 +62,7 @@ RECIPES = {
                    said="a tenth of the steps long, 45 training minutes"),
     "glue": stepped("books + WikiText + GLUE training sentences (no STS-B)", corpus="glue"),
     "emb4": stepped("sentence-embedding cosine weighted 4x", embedding_weight=4.0),
-    "short-uncal": stepped("uncalibrated, short pieces only (the 0.863 run's recipe)", calibration=0,
+    "short-uncal": stepped("uncalibrated, short pieces only (the healing curve's recipe)", calibration=0,
                            long_fraction=0.0),
     # short-uncal (bf16) beat every calibrated build: is that calibration or the long batches? base, long batches and
     # all, from the uncalibrated conversion.
@@ -72,9 +73,8 @@ RECIPES = {
     # Every row is one seed: how far does the healing's seed (the pieces' order, which steps are long) move a build?
     "uncal-seed1": stepped("uncal with healing seed 1 instead of 0", calibration=0, seed=1),
     # Relational distillation: match the in-batch cosine-similarity matrix of the pooled embeddings (what STS-B
-    # reads). On the unhealed conversion its gap measured 0.24-0.30 where 1 - cosine was 0.59-0.61 (3 batches of 16
-    # short pieces); both shrink with the square of the angle, so x4 puts about twice the embedding term's weight
-    # on relations: emb4's extra emphasis, aimed at how sentences relate instead of where each one lies.
+    # reads). x4 is chosen to put about twice the embedding term's weight on relations (the sizing is in README.md):
+    # emb4's extra emphasis, aimed at how sentences relate instead of where each one lies.
     "rel4": stepped("+ in-batch similarity matrix gap x4 in the loss", similarity_weight=4.0),
     # Healing ran in fp32 on the AVX2 machine that built base, long10, glue and emb4, and in bf16 autocast where the
     # CPU computes bf16 natively ("auto"): base in bf16, so that recipes built there have a control.
@@ -85,7 +85,7 @@ RECIPES = {
     # mid narrowed the 129-256 gap only by giving up 257-512, and long10 widened both: more long steps instead, from
     # the uncalibrated conversion, whose 129-256 gap was the smallest yet.
     "uncal-long35": stepped("uncal with 35% of the steps long instead of 25%", calibration=0, long_fraction=0.35),
-    # uncal rose from 0.8602 to 0.8624 when its steps doubled: does a third budget go on rising, toward 0.865?
+    # uncal rose when its steps doubled: does a third budget go on rising, toward 0.865?
     "uncal-3x": stepped("base from the uncalibrated conversion", 3 * STEPS, calibration=0),
     # If the healing is still under-trained at 2x, a larger step size may get further in the same steps.
     "uncal-2x-lr6": stepped("uncal-2x with lr 6e-4 instead of 3e-4", 2 * STEPS, calibration=0, learning_rate=6e-4),
@@ -94,8 +94,8 @@ RECIPES = {
     # tokens, long ones start near 130). Long pieces from 40 words instead of 100 leave no such hole.
     "uncal-fill": stepped("uncal with long pieces of 40-400 words instead of 100-400", calibration=0,
                           long_min_words=40),
-    # STS-B rose by about 0.002 for each further 2,296 steps (0.8602, 0.8624, 0.8643 at 1x, 2x, 3x) and the larger
-    # learning rate did not help: a fourth budget asks whether steps alone reach the 0.865 goal.
+    # STS-B rose with each further budget of STEPS steps and the larger learning rate did not help: a fourth budget
+    # asks whether steps alone reach STS-B 0.865.
     "uncal-4x": stepped("base from the uncalibrated conversion", 4 * STEPS, calibration=0),
     # A second seed of the longest build, so that a claim about the goal does not rest on one healing seed.
     "uncal-4x-seed1": stepped("uncal-4x with healing seed 1 instead of 0", 4 * STEPS, calibration=0, seed=1),
@@ -158,8 +158,8 @@ def render(rows: list[dict]) -> str:
         return " | ".join(f"{g['difference']:+.4f} ± {g['standard_error']:.4f}" + ("" if g["within_noise"] else " *")
                           for g in items)
 
-    lines = ["Healing recipes for sharedbert-all-MiniLM-L6-v2 (`python benchmarks/build_recipes.py`): STS-B dev "
-             "Spearman through EmbeddingSimilarityEvaluator (the original: "
+    lines = ["Healing recipes for sharedbert-all-MiniLM-L6-v2 (`python experiments/healing/build_recipes.py`): "
+             "STS-B dev Spearman through EmbeddingSimilarityEvaluator (the original: "
              f"{rows[0]['sts_b_original']:.4f}), and each longer bucket's mean embedding cosine to the original minus "
              "the ≤128 bucket's, ± standard error, on different passages and on the same passages cut to each length "
              "(paired); * marks a gap beyond two standard errors.", "",

@@ -12,10 +12,11 @@ A second table condenses each curve into three buckets like the build report's (
 as the error 1 - cosine, and each longer bucket's error as a multiple of the short one's: for a model whose error
 grows with length only as any attention error's does, that ratio matches the noise controls'.
 
-    python benchmarks/length_curve.py uncal-2x uncal --threads 1   # builds of build_recipes.py (runs/build-recipes)
-    python benchmarks/length_curve.py --report-only                 # re-render the saved results
+    python experiments/healing/length_curve.py uncal-2x uncal --threads 1   # builds of build_recipes.py
+    python experiments/healing/length_curve.py --report-only                 # re-render the saved results
 
-Results: benchmarks/results/length_curve.{json,md}; a model measured again replaces its row, others are kept.
+Results: results/length_curve.{json,md} beside this script; a model measured again replaces its row, others are
+kept. The builds are read from runs/build-recipes/NAME/healed.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import json
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]  # the repository
+RESULTS = HERE / "results"
 BUILDS = ROOT / "runs" / "build-recipes"
 LENGTHS = [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512]
 AGAINST = 128
@@ -58,7 +60,8 @@ def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
         else:
             folder = BUILDS / name / "healed"
             if not folder.is_dir():
-                raise SystemExit(f"No build {folder}: run `python benchmarks/build_recipes.py --recipe {name}` first.")
+                raise SystemExit(f"No build {folder}: run "
+                                 f"`python experiments/healing/build_recipes.py --recipe {name}` first.")
             model = SharedBertModel.from_pretrained(folder)
         curves[name] = prefix_curve(model.eval(), teacher, tokenizer, passages, LENGTHS, AGAINST, pooling=pooling)
         print(f"{name}: " + ", ".join(f"{row['tokens']} {row['mean_cosine']:.4f}" for row in curves[name]), flush=True)
@@ -84,7 +87,8 @@ def errors(rows: list[dict]) -> dict[str, float]:
 
 
 def render(curves: dict[str, list[dict]]) -> str:
-    lines = [f"Embedding cosine to all-MiniLM-L6-v2 by length (`python benchmarks/length_curve.py`): the same "
+    lines = [f"Embedding cosine to all-MiniLM-L6-v2 by length (`python experiments/healing/length_curve.py`): "
+             "the same "
              f"{next(iter(curves.values()))[0]['passages']} held-out passages cut to each length; each cell is the "
              f"mean cosine and, below it, the paired difference to the same passages at {AGAINST} tokens ± standard "
              "error. `unhealed` is the conversion before any healing (a control).", "",

@@ -15,16 +15,16 @@ a re-run skips every finished cell (models live in --work-dir; results refuse to
 
 Usage (from the repository root):
 
-    python benchmarks/replicate.py --quick                 # minutes; tiny sizes (CI)
-    python benchmarks/replicate.py                         # the full study (hours); re-run to resume
-    python benchmarks/replicate.py --report-only           # rewrite replication.md / .png from the JSON
+    python experiments/replication/replicate.py --quick          # minutes; tiny sizes (CI)
+    python experiments/replication/replicate.py                  # the full study (hours); re-run to resume
+    python experiments/replication/replicate.py --report-only    # rewrite replication.md / .png from the JSON
 
 Vocabulary: one WordPiece vocabulary is trained on the pretraining corpus once per study (8,192 entries by default)
 and shared by every cell. With bert-base-uncased's 30,522 entries the embedding matrix would hold ~7.8M of a bert-mini's
 ~11M parameters and the MLM softmax would dominate the step time, drowning the attention differences under study; a
 corpus vocabulary also gives every entry a chance to be trained within the small token budget.
 
-Outputs (under --output-dir, default benchmarks/results): replication.json (settings + every finished cell +
+Outputs (under --output-dir, default results/ beside this script): replication.json (settings + every finished cell +
 aggregates), replication.md (mean ± standard error per task over the finished seeds, GLUE-style average, parameters,
 tokens/s, final MLM loss and its distance to a unigram model, pretraining precision, the published figures beside,
 and verdicts on the claims computed from the numbers) and
@@ -49,8 +49,8 @@ from sharedbert.atomic import atomic_directory, atomic_write_bytes, atomic_write
 from sharedbert.training import data as data_module
 from sharedbert.training import evaluate, finetune, pretrain, train_wordpiece
 
-BENCHMARKS = Path(__file__).resolve().parent
-REPO_ROOT = BENCHMARKS.parent
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
 
 # name -> pretraining overrides. "shared" is the paper's attention with no cross-layer sharing.
 VARIANTS: dict[str, dict] = {
@@ -71,10 +71,9 @@ PAPER_SPEEDUP = (0.15, 0.20)  # arXiv 2412.00359: 15-20% faster training than st
 COURTOIS_GLUE = {"standard": 78.74, "symmetric": 74.82, "pairwise": 79.36}  # Courtois et al. 2024, GLUE dev average
 
 # The study's recipe: full and --quick. Everything that changes results is in here (and hashed into the JSON).
-# Sized so the 18 (variant, seed) cells fit about 2-3 hours on 2 cores (one study process per core, ~11 minutes
-# per cell): hidden 128 rather than 256 halves the step time, which buys more pretraining tokens (400 steps of 32 x 128
-# = 1.6M per model) and a fine-tuning recipe long enough to move every variant off the majority class (a first full
-# run at hidden 256 with 250 steps and 1,500 examples for 2 epochs at 1e-4 left SST-2 at 50.9% for every model).
+# Sized so the 18 (variant, seed) cells fit a few hours on 2 cores (one study process per core): hidden 128 rather
+# than 256 halves the step time, which buys more pretraining tokens (400 steps of 32 x 128 = 1.6M per model) and a
+# fine-tuning recipe long enough to move every variant off the majority class (why: README.md beside this script).
 FULL = dict(
     model=dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512),
     block_size=128,
@@ -723,8 +722,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="Default 0 1 2.")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    parser.add_argument("--output-dir", default=str(BENCHMARKS / "results"),
-                        help="Where replication.json/.md/.png go (default benchmarks/results).")
+    parser.add_argument("--output-dir", default=str(HERE / "results"),
+                        help="Where replication.json/.md/.png go (default: results/ beside this script).")
     parser.add_argument("--work-dir", default=str(REPO_ROOT / "runs" / "replicate"),
                         help="Models and the shared tokenizer (default runs/replicate; keep it to resume).")
     parser.add_argument("--data-dir", default=data_module.shared_data_dir(), help="Holds glue/ and mlm-text/ "
@@ -732,7 +731,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pretrain-steps", type=int, help="Override the recipe's pretraining steps.")
     parser.add_argument("--pretrain-tokens", type=int, metavar="N",
                         help="Pretraining budget in tokens per model (rounded up to whole steps of batch x sequence), "
-                        "e.g. 25000000 for the issue's 25M; instead of --pretrain-steps.")
+                        "e.g. 25000000; instead of --pretrain-steps.")
     parser.add_argument("--finetune-samples", type=int, help="Override the recipe's training examples per task.")
     parser.add_argument("--max-minutes", type=float, help="Start no new (variant, seed) after this many minutes.")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's).")
@@ -776,7 +775,7 @@ def run(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python benchmarks/replicate.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python experiments/replication/replicate.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return parser
@@ -784,7 +783,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    args.command_line = "python benchmarks/replicate.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.command_line = ("python experiments/replication/replicate.py "
+                         + " ".join(sys.argv[1:] if argv is None else argv))
     return run(args)
 
 

@@ -11,10 +11,10 @@ mixes length with what the passages say), and the same passages cut to one lengt
 A third table is a diagnostic: the relative error of the last hidden state (Σ‖s − t‖² / Σ‖t‖²) in bands of 64
 positions, on the same passages read whole (512 tokens) and cut to 192 tokens, to tell position from sequence length.
 
-    python benchmarks/heal_lengths.py --models runs/build-minilm/healed-checkpoints/minute-10 \
+    python experiments/healing/heal_lengths.py --models runs/build-minilm/healed-checkpoints/minute-10 \
         runs/build-minilm/healed-checkpoints/minute-20 runs/build-minilm/healed --threads 1
 
-Results: benchmarks/results/heal_lengths.{json,md} (--name changes the prefix).
+Results: results/heal_lengths.{json,md} beside this script (--name changes the prefix).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import json
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main():

@@ -5,7 +5,7 @@ on N pieces of the healing corpus; each scored on STS-B dev (Spearman of cosine 
 EmbeddingSimilarityEvaluator through `sharedbert.embeddings.sts_spearman`, with the model's own mean pooling and
 Normalize). The original model is scored the same way. Also the wall-clock seconds of each calibration.
 
-    python benchmarks/calibration.py --threads 1          # writes benchmarks/results/calibration.{json,md}
+    python experiments/healing/calibration.py --threads 1    # writes results/calibration.{json,md} beside it
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     atomic_write_text(args.output_dir / "calibration.json",
                       json.dumps({"threads": args.threads, "rows": rows}, indent=1) + "\n")
     lines = ["# Calibration before healing: all-MiniLM-L6-v2, STS-B dev Spearman (no healing, no fine-tuning)", "",
-             f"`python benchmarks/calibration.py --threads {args.threads}`", "",
+             f"`python experiments/healing/calibration.py --threads {args.threads}`", "",
              "| attention type | fit | calibration pieces (tokens) | STS-B dev | calibration seconds |",
              "|---|---|---|---|---|"]
     for row in rows:

@@ -7,14 +7,15 @@ model's sentence-transformers modules (all-MiniLM-L6-v2's: mean pooling, Normali
 Usage (from the repository root):
 
     # 1. heal, one attention type at a time (each run: --minutes of training, snapshots at 2, 5, 10 minutes)
-    python benchmarks/heal_curve.py --runs-dir runs --heal --minutes 20 --threads 1 --types shared symmetric pairwise
+    python experiments/healing/heal_curve.py --runs-dir runs --heal --minutes 20 --threads 1 \\
+        --types shared symmetric pairwise
     # 2. (or only) evaluate whatever runs exist and write the table + plot
-    python benchmarks/heal_curve.py --runs-dir runs --types shared symmetric pairwise
+    python experiments/healing/heal_curve.py --runs-dir runs --types shared symmetric pairwise
 
 A run for type T is the folder RUNS/minilm-T (final model) with snapshots RUNS/minilm-T-checkpoints/minute-M; the minute
 of each point is the training time recorded by the run, not the snapshot's name. Minute 0 is the conversion without
-healing. Results: benchmarks/results/heal_curve.{json,md,png}. Evaluations are cached in the JSON (keyed by folder and
-modification time), so re-running only evaluates new folders. --name changes the results' file prefix.
+healing. Results: results/heal_curve.{json,md,png} beside this script. Evaluations are cached in the JSON (keyed by
+folder and modification time), so re-running only evaluates new folders. --name changes the results' file prefix.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 STS_DEV = "glue/STS-B/dev.tsv"  # in the shared data folder (sharedbert.training.data.shared_data_dir)
 CORPUS = "mlm-text"
 
@@ -81,7 +81,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a busy machine (OpenMP spin-waits)")
     parser.add_argument("--corpus", help=f"default: {CORPUS} in the shared data folder")
     parser.add_argument("--sts", help=f"default: {STS_DEV} in the shared data folder")
-    parser.add_argument("--name", default="heal_curve", help="results file prefix under benchmarks/results")
+    parser.add_argument("--name", default="heal_curve", help="results file prefix under results/ beside this script")
     parser.add_argument("--machine", default="2 shared CPU cores", help="how the runs were made, for the plot")
     args = parser.parse_args()
     if args.heal:

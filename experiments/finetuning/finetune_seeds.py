@@ -6,17 +6,17 @@ model, so the comparison is paired.
 
 Usage (from the repository root):
 
-    python benchmarks/finetune_seeds.py --seeds 1 2 3 \
-        --model original=all-MiniLM-L6-v2:--no-convert \
-        --model healed=runs/minilm-shared \
+    python experiments/finetuning/finetune_seeds.py --seeds 1 2 3 \\
+        --model original=all-MiniLM-L6-v2:--no-convert \\
+        --model healed=runs/minilm-shared \\
         --model on-the-fly=all-MiniLM-L6-v2
 
 A model is LABEL=SOURCE[:EXTRA FLAGS], SOURCE being what `sharedbert finetune --model` takes; the first model (or
---reference) is the reference of the paired differences. The recipe defaults to the README's SST-2 recipe (8,000
+--reference) is the reference of the paired differences. The recipe defaults to the demo's SST-2 budget (8,000
 examples, 1 epoch, length 64, batch 32, lr 1e-4, 4 evaluations). Every run is a real `python -m sharedbert finetune`
 process; its scores are kept in the results JSON (keyed by label, seed and recipe), so re-running only runs what is
 missing. Several processes (say one per core, each with its own --model and --threads 1) can share one results file.
-Results: benchmarks/results/NAME.{json,md}.
+Results: results/NAME.{json,md} beside this script.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from pathlib import Path
 
 from sharedbert.atomic import atomic_write_text, file_lock
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 SST2_RECIPE = ("--task sst2 --max-train-samples 8000 --epochs 1 --max-length 64 --batch-size 32 "
                "--learning-rate 1e-4 --evaluations 4")
 
@@ -80,7 +79,7 @@ def main():
     parser.add_argument("--recipe", default=SST2_RECIPE, help="finetune flags shared by every run")
     parser.add_argument("--runs-dir", default="runs/finetune-seeds", help="where the fine-tuned models go")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--name", default="finetune_seeds", help="results file prefix under benchmarks/results")
+    parser.add_argument("--name", default="finetune_seeds", help="results file prefix under results/ beside this script")
     parser.add_argument("--reference", help="label the paired differences are taken against (default: the first "
                         "--model)")
     args = parser.parse_args()

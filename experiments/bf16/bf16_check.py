@@ -2,18 +2,17 @@
 by seed, in both precisions: the bf16 run's loss should differ from its fp32 twin (same seed: same initial weights,
 batches and masks) by less than fp32 runs of different seeds differ from each other.
 
-    python benchmarks/bf16_check.py --threads 1                    # 150 steps; seeds 0 1 2 in fp32, 0 1 in bf16
-    python benchmarks/bf16_check.py --threads 1 --precisions bf16  # one process per core: split by precision
-    python benchmarks/bf16_check.py --report-only                  # rewrite the report from the JSON
-    python benchmarks/bf16_check.py --quick                        # tiny sizes, a smoke run
+    python experiments/bf16/bf16_check.py --threads 1                    # 150 steps; fp32 seeds 0 1 2, bf16 0 1
+    python experiments/bf16/bf16_check.py --threads 1 --precisions bf16  # one process per core: split by precision
+    python experiments/bf16/bf16_check.py --report-only                  # rewrite the report from the JSON
+    python experiments/bf16/bf16_check.py --quick                        # tiny sizes, a smoke run
 
-The model, vocabulary, corpus and optimizer are the replication study's (`FULL` in benchmarks/replicate.py: 4 layers,
-hidden 128, 8,192 WordPiece entries trained on ../shared/data/mlm-text, batch 32 x 128, AdamW at 1e-3, sparse
-prediction). The runs are short (150 steps by default, through warm-up and the steepest part of the loss curve):
-where the CPU has no native bf16, bf16 is emulated, and a step of this model took about 12 s under emulation against
-about 1 s in fp32 on a loaded 2-core machine here. Each run is `sharedbert.training.pretrain` with `precision="fp32"` or
-`precision="bf16"` (forced; emulated or native, the arithmetic is the same: bf16 operands, fp32 accumulation, fp32
-master weights).
+The model, vocabulary, corpus and optimizer are the replication study's (`FULL` in
+experiments/replication/replicate.py: 4 layers, hidden 128, 8,192 WordPiece entries trained on ../shared/data/mlm-text,
+batch 32 x 128, AdamW at 1e-3, sparse prediction). The runs are short (150 steps by default, through warm-up and the
+steepest part of the loss curve): where the CPU has no native bf16, bf16 is emulated and many times slower (README.md
+beside this script). Each run is `sharedbert.training.pretrain` with `precision="fp32"` or `precision="bf16"` (forced;
+emulated or native, the arithmetic is the same: bf16 operands, fp32 accumulation, fp32 master weights).
 
 Compared, per seed pair and across fp32 seeds:
 * the held-out MLM loss at the end (and at `--evaluations` points during training, if asked: each costs minutes
@@ -25,7 +24,7 @@ standard deviation of the fp32 seeds' final held-out loss, and the same holds fo
 second half of the run. Resumable: each run is recorded the moment it ends, and a rerun skips it (a run cut short
 resumes from its last checkpoint in the work dir).
 
-Writes benchmarks/results/bf16_check.{json,md,png} (`--output-dir` to change).
+Writes results/bf16_check.{json,md,png} beside this script (`--output-dir` to change).
 """
 
 from __future__ import annotations
@@ -44,15 +43,16 @@ from sharedbert.atomic import atomic_write_bytes, atomic_write_text, file_lock
 from sharedbert.training import data as data_module
 from sharedbert.training import pretrain
 
-BENCHMARKS = Path(__file__).resolve().parent
-REPO_ROOT = BENCHMARKS.parent
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
 
 
 def _replication_study():
-    """benchmarks/replicate.py, whose recipe this check shares (benchmarks are scripts, not a package)."""
-    name = "_sharedbert_benchmarks_replicate"
+    """experiments/replication/replicate.py, whose recipe this check shares (experiments are scripts, not a package).
+    Registered under the name tests/conftest.py's `experiment_script` gives it, so the two share one module."""
+    name = "_sharedbert_experiments_replication_replicate"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / "replicate.py")
+        spec = importlib.util.spec_from_file_location(name, HERE.parent / "replication" / "replicate.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -256,7 +256,7 @@ def write_plot(data: dict, path: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python benchmarks/bf16_check.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python experiments/bf16/bf16_check.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="Tiny sizes and a few steps (for CI).")
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"])
@@ -266,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--evaluations", type=int, help="Held-out evaluations during each run, besides the final one "
                         "(default 0).")
     parser.add_argument("--logging-steps", type=int, help="Training loss logged every N steps (default 10).")
-    parser.add_argument("--output-dir", default=str(BENCHMARKS / "results"))
+    parser.add_argument("--output-dir", default=str(HERE / "results"))
     parser.add_argument("--work-dir", default=str(REPO_ROOT / "runs" / "bf16-check"),
                         help="Models, checkpoints and the vocabulary (keep it to resume).")
     parser.add_argument("--data-dir", default=data_module.shared_data_dir(), help="Holds mlm-text/ (default: the "
@@ -299,7 +299,7 @@ def main(argv=None) -> int:
         data = check.load()  # another process may have recorded a run meanwhile
         summary = summarise(data)
         atomic_write_text(check.json_path, json.dumps(dict(data, summary=summary), indent=2) + "\n")
-    command = "python benchmarks/bf16_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python experiments/bf16/bf16_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report = render(data, summary, command)
     atomic_write_text(check.output_dir / "bf16_check.md", report + "\n")
     write_plot(data, check.output_dir / "bf16_check.png")
