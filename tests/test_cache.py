@@ -92,3 +92,19 @@ def test_outputs_and_generations_equal_the_implementation_that_cached_keys_and_v
         generated = lm.generate(prompt, encoder_hidden_states=states, encoder_attention_mask=mask, max_new_tokens=10,
                                 do_sample=False, num_beams=beams)
         assert torch.equal(generated, saved[f"decoder_{suffix}"])
+
+
+def test_the_long_context_benchmark_runs_and_reports_half_the_cache(tmp_path):
+    from conftest import benchmark_script
+
+    benchmark = benchmark_script("generation_cache")
+    output = tmp_path / "generation_cache.json"
+    assert benchmark.main(["--quick", "--threads", "1", "--output", str(output)]) == 0
+    import json
+
+    rows = json.loads(output.read_text())["rows"]
+    assert len(rows) == 4 and all(row["cache_ratio"] == 0.5 for row in rows)
+    for row in rows:
+        bound = row["models"]["sharedbert"]["bound_at_mid_decode"]
+        assert bound["cache_bytes_read"] * 2 == row["models"]["bert"]["bound_at_mid_decode"]["cache_bytes_read"]
+        assert row["bytes_bound_ratio"] > 1 and row["models"]["sharedbert"]["peak_rss_bytes"] > 0
