@@ -14,7 +14,7 @@ from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 from sharedbert.convert import from_bert
 from sharedbert import embeddings
 from sharedbert.embeddings import encode, sts_spearman
-from sharedbert.heal import HealConfig, TextInMemory, TextPieces, heal
+from sharedbert.training.healing import HealConfig, TextInMemory, TextPieces, heal
 from sharedbert.training.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
@@ -118,7 +118,7 @@ def test_the_relational_term_compares_in_batch_similarities_and_is_weighted_in()
     """similarity_weight adds the squared gap between the student's and the teacher's in-batch cosine-similarity
     matrices: zero for an exact copy and for a batch of one, positive for a shared conversion, and it enters the
     total with its weight (the default 0 leaves the loss as it was)."""
-    from sharedbert.heal import Distiller
+    from sharedbert.training.healing import Distiller
 
     teacher, tokenizer = make_teacher(), make_tokenizer()
     batch = tokenizer(["the man plays guitar .", "a dog runs in the park", "old red car"], padding=True,
@@ -353,7 +353,7 @@ def test_healing_mixes_long_batches_up_to_the_position_table(corpus, tmp_path, m
     teacher, tokenizer = make_teacher(), make_tokenizer()
     config = small_config(max_steps=10, long_fraction=0.5, long_min_words=60, long_max_words=90, long_batch_size=2)
     lengths = []
-    from sharedbert.heal import Distiller
+    from sharedbert.training.healing import Distiller
 
     original = Distiller.loss
 

@@ -13,6 +13,7 @@ One module per job:
 * `finetuning.finetune`: a sequence classifier on a GLUE task or your own files;
 * `evaluation.evaluate`: scores or predictions of a saved classifier;
 * `conversion.convert_checkpoint`: a BERT checkpoint converted (and healed) into a saved SharedBert folder;
+* `healing.heal`: a converted SharedBert healed by distillation from the BERT it came from (`HealConfig`);
 * `checkpoint_build.build_minilm_checkpoint`: the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal,
   measure, stage), `sharedbert build-minilm`;
 * `demo.run_demo`: a healed conversion fine-tuned and compared with BERT, and Hub staging, in a few minutes;
@@ -26,8 +27,8 @@ One module per job:
 * `vocab`: a new WordPiece vocabulary; `presets`: named model sizes;
 * `precision`: bf16 autocast where the hardware computes bf16 natively, fp32 elsewhere (`resolve_precision`).
 
-Names are imported on first use, so `import sharedbert.training` (or `sharedbert.heal`, which uses `checkpointing`
-and `data`) does not load `transformers.Trainer` and its training dependencies.
+Names are imported on first use, so `import sharedbert.training` (or `sharedbert.training.healing`, which uses
+`checkpointing` and `data`) does not load `transformers.Trainer` and its training dependencies.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ _EXPORTS = {
     "convert_checkpoint": "conversion",
     "build_minilm_checkpoint": "checkpoint_build",
     "run_demo": "demo",
+    "heal": "healing",
+    "HealConfig": "healing",
+    "TextInMemory": "healing",
     "BatchSeededCollator": "trainer",
     "CheckpointCallback": "trainer",
     "EpochSeededSampler": "trainer",

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ..atomic import atomic_write_text
-from ..heal import HealConfig
+from .healing import HealConfig
 from .data import corpus_files, read_text, shared_data_dir
 from .models import HUB_BASE_MODEL, resolve_source
 
@@ -139,7 +139,7 @@ def _agreement(distiller, tokenizer, items: list[tuple[str, int]], batch_size: i
 @torch.no_grad()
 def _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size) -> list[tuple[list[float], list[float]]]:
     """`_agreement` for each list of items, with one `heal.Distiller` (the loss healing minimises)."""
-    from ..heal import Distiller
+    from .healing import Distiller
 
     student.eval()
     teacher.eval()

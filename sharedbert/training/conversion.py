@@ -2,7 +2,7 @@
 (`sharedbert convert`).
 
 `convert_checkpoint` runs `sharedbert.convert.from_bert`; given a corpus, `sharedbert.calibrate.calibrate` (a
-closed-form fit on a few hundred sentences of it); then optionally `sharedbert.heal.heal` (resumable
+closed-form fit on a few hundred sentences of it); then optionally `healing.heal` (resumable
 checkpoints in OUT-checkpoints/; Ctrl-C saves one and stops), and writes OUT atomically: the model, its tokenizer, a
 model card and conversion_report.json (the fit's retained energy and the healing run). A sentence-transformers source
 (modules.json, as all-MiniLM-L6-v2) keeps its modules: pooling, Normalize, max_seq_length and prompts are copied, the
@@ -22,8 +22,8 @@ from ..atomic import atomic_directory, atomic_write_text
 from ..calibrate import calibrate, calibration_batches, unsupported
 from ..convert import from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
-from ..heal import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
-from ..heal import heal as heal_by_distillation
+from .healing import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
+from .healing import heal as heal_by_distillation
 from .data import corpus_files
 from .models import HUB_BASE_MODEL, resolve_source
 

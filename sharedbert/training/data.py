@@ -643,7 +643,7 @@ TEXT_SUFFIXES = (".txt", ".raw", ".text")
 
 def corpus_files(inputs) -> list[Path]:
     """Expand files, folders (their *.txt / *.raw / *.text files, recursively) and glob patterns into a sorted,
-    duplicate-free list. The one corpus finder: pretraining and `sharedbert.heal` both read their text through it.
+    duplicate-free list. The one corpus finder: pretraining and healing both read their text through it.
     Raises DataError when nothing is given or an input matches nothing."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]

@@ -130,7 +130,7 @@ def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int
     fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's budget
     (docs/training.md), converting the fine-tuned BERT recovers more accuracy per healing minute than converting the
     base model, and SST-2's sentences more than general raw text."""
-    from ..heal import HealConfig, TextInMemory
+    from .healing import HealConfig, TextInMemory
     from .conversion import convert_checkpoint
 
     if corpus is None:

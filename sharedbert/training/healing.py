@@ -27,18 +27,18 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, load_model, save_file
 
-from .atomic import atomic_directory
-from .embeddings import pooling_of
-from .training.checkpointing import (
+from ..atomic import atomic_directory
+from ..embeddings import pooling_of
+from .checkpointing import (
     optimizer_from_files,
     optimizer_to_files,
     rng_from_files,
     rng_to_files,
     sigint_stops,
 )
-from .hub.card import HealingSummary, write_conversion_card
-from .training.data import corpus_files
-from .training.precision import describe_precision, resolve_precision
+from ..hub.card import HealingSummary, write_conversion_card
+from .data import corpus_files
+from .precision import describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
