@@ -17,9 +17,9 @@ One module per job:
 * `checkpoint_build.build_minilm_checkpoint`: the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal,
   measure, stage), `sharedbert build-minilm`;
 * `demo.run_demo`: a healed conversion fine-tuned and compared with BERT, and Hub staging, in a few minutes;
-* `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`) and resumable, pickle-free checkpoints
-  (`ResumableTrainer`, `RunCheckpoints`);
-* `checkpointing`: optimizer and RNG state as safetensors + JSON, and Ctrl-C as "save and stop" (`sigint_stops`,
+* `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`, `ResumableTrainer`);
+* `checkpointing`: the one checkpoint module (weights, optimizer, scheduler, RNG and progress as safetensors + JSON,
+  for Trainer runs and healing alike; `RunCheckpoints`), and Ctrl-C as "save and stop" (`sigint_stops`,
   `TrainingInterrupted`);
 * `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers and tokenizers;
 * `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text for MLM (`corpus_files`,
@@ -47,18 +47,18 @@ _EXPORTS = {
     "HealConfig": "healing",
     "TextInMemory": "healing",
     "BatchSeededCollator": "trainer",
-    "CheckpointCallback": "trainer",
+    "CheckpointCallback": "checkpointing",
     "EpochSeededSampler": "trainer",
     "KeepBestCallback": "trainer",
     "ResumableTrainer": "trainer",
-    "RunCheckpoints": "trainer",
+    "RunCheckpoints": "checkpointing",
     "StepTimer": "trainer",
-    "checkpoint_precision": "trainer",
+    "checkpoint_precision": "checkpointing",
     "TrainingInterrupted": "checkpointing",
     "atomic_write_json": "trainer",
     "check_output_dir": "trainer",
-    "is_main_process": "trainer",
-    "latest_checkpoint": "trainer",
+    "is_main_process": "checkpointing",
+    "latest_checkpoint": "checkpointing",
     "output_folder": "trainer",
     "save_model": "trainer",
     "training_arguments": "trainer",

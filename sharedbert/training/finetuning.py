@@ -31,13 +31,11 @@ from .models import (
     resolve_source,
 )
 from .precision import PRECISIONS, describe_precision, resolve_precision
+from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .trainer import (
     KeepBestCallback,
-    RunCheckpoints,
     atomic_write_json,
     check_output_dir,
-    checkpoint_precision,
-    is_main_process,
     output_folder,
     save_run,
     training_arguments,

@@ -30,14 +30,12 @@ from . import data as data_module
 from .models import default_base_model, load_tokenizer
 from .precision import describe_precision, resolve_precision
 from .presets import config_values
+from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .trainer import (
     BatchSeededCollator,
     ResumableTrainer,
-    RunCheckpoints,
     StepTimer,
     check_output_dir,
-    checkpoint_precision,
-    is_main_process,
     output_folder,
     save_run,
     training_arguments,
