@@ -41,12 +41,11 @@ BUCKETS = ((1, 128), (129, 256), (257, 512))
 
 
 def heal_recipe(minutes: float | None, threads: int | None = 1, **overrides) -> HealConfig:
-    """The healing of the published checkpoint: batch 16 of 6-40-word pieces, a quarter of the steps on 2 pieces of
-    100-400 words (up to 512 tokens), lr 3e-4 annealed to 0 over `minutes` of training, or over `max_steps` when an
-    override gives them (then `minutes`, if not None, only caps the time)."""
-    values = dict(max_minutes=minutes, batch_size=16, max_words=40, max_length=512, long_fraction=0.25,
-                  long_min_words=100, long_max_words=400, learning_rate=3e-4, warmup_steps=30, threads=threads,
-                  checkpoint_minutes=2.0,
+    """The healing of the published checkpoint: `HealConfig`'s defaults, which are its recipe, with a budget of
+    `minutes` of training, or of `max_steps` when an override gives them (the learning rate then anneals over the
+    steps, and `minutes`, if not None, only caps the time); on `threads` threads, with a checkpoint every 2 training
+    minutes and model snapshots at 10 and 20. `overrides` change any other field."""
+    values = dict(max_minutes=minutes, threads=threads, checkpoint_minutes=2.0,
                   snapshot_minutes=[m for m in (10.0, 20.0) if minutes is None or m < minutes])
     values.update(overrides)
     return HealConfig(**values)

@@ -36,7 +36,7 @@ from .checkpointing import (
 )
 from ..hub.card import HealingSummary, write_conversion_card
 from .data import corpus_files
-from .precision import describe_precision, resolve_precision
+from .precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
@@ -44,42 +44,59 @@ CHECKPOINT_NAME = "latest"
 STATE_FILE = "trainer_state.json"
 
 
+def _option(default, help: str, **metadata):
+    """A HealConfig field: its default, and its help for `sharedbert convert --heal`'s flag."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **metadata})
+    return field(default=default, metadata={"help": help, **metadata})
+
+
 @dataclass
 class HealConfig:
-    """Hyper-parameters of a healing run (all JSON-serialisable; saved in every checkpoint)."""
+    """The settings of a healing run, all JSON-serialisable and saved in every checkpoint. The defaults are the
+    recipe of the published sharedbert-all-MiniLM-L6-v2 (`checkpoint_build.heal_recipe` gives it its budget and
+    threads); `sharedbert convert --heal` makes its healing flags from these fields."""
 
-    max_steps: int | None = None  # stop after this many optimizer steps ...
-    max_minutes: float | None = None  # ... or after this much training time (whichever comes first)
-    batch_size: int = 32
-    max_length: int = 512  # tokens per sequence (longer pieces are truncated); at most the model's position table
-    min_words: int = 6  # text pieces have a random length in [min_words, max_words] words: short sentences and
-    max_words: int = 64  # paragraphs, like the sentences an embedding model is used on
-    # Long batches, so that every position the model is used at is healed (positions past the short pieces' ~100
-    # tokens otherwise keep the unhealed fit): this share of the steps reads pieces of [long_min_words,
-    # long_max_words] words (about 130-512 tokens), `long_batch_size` of them (None: about as many padded tokens as
-    # a short batch, at least 1).
-    long_fraction: float = 0.25
-    long_min_words: int = 100
-    long_max_words: int = 400
-    long_batch_size: int | None = None
-    precision: str = "auto"  # "auto" (bf16 autocast only where the CPU/GPU computes bf16 natively), "bf16", "fp32"
-    learning_rate: float = 2e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 30
-    decay: bool = True  # decay the learning rate linearly to 0 over the budget (steps, else training minutes)
-    hidden_weight: float = 1.0  # relative MSE of every layer's output
-    attention_weight: float = 1.0  # relative MSE of every attention sublayer's output
-    embedding_weight: float = 1.0  # 1 - cosine of the mean-pooled final embeddings
-    # Relational: the squared difference between the student's and the teacher's in-batch cosine-similarity matrices
-    # of the pooled embeddings. Semantic similarity scores (STS-B) read how sentences relate, not where each lies.
-    similarity_weight: float = 0.0
-    train_embeddings: bool = False  # embeddings are copied exactly; leave them frozen by default
-    checkpoint_minutes: float = 5.0  # save `latest/` this often (training time) ...
-    checkpoint_steps: int | None = None  # ... or this often in steps
-    snapshot_minutes: list[float] = field(default_factory=list)  # save full model folders at these training minutes
-    seed: int = 0
-    threads: int | None = None  # torch.set_num_threads (None: leave as is)
-    progress: bool = True
+    max_steps: int | None = _option(None, "Stop after this many optimizer steps; the learning rate anneals over them.",
+                                    aliases=["--steps"])
+    max_minutes: float | None = _option(None, "Stop after this many minutes of training (whichever budget comes "
+                                        "first); alone, the learning rate anneals over the minutes.",
+                                        aliases=["--minutes"])
+    batch_size: int = _option(16, "Text pieces per step.")
+    max_length: int = _option(512, "Tokens per piece (longer ones are cut); at most the model's position table.")
+    # Pieces of a random length in [min_words, max_words] words: short sentences and paragraphs, like the sentences an
+    # embedding model is used on.
+    min_words: int = _option(6, "Shortest piece, in words.")
+    max_words: int = _option(40, "Longest piece, in words.")
+    # Long batches, so that every position the model is used at is healed (positions past the short pieces' tokens
+    # otherwise keep the unhealed fit).
+    long_fraction: float = _option(0.25, "Share of the steps that read long pieces, so every position is healed.")
+    long_min_words: int = _option(100, "Shortest long piece, in words.")
+    long_max_words: int = _option(400, "Longest long piece, in words.")
+    long_batch_size: int | None = _option(None, "Long pieces per step (default: about as many padded tokens as a "
+                                          "short batch, at least 1).")
+    precision: str = _option("auto", "bf16 autocast or fp32; auto: bf16 only where the CPU (or GPU) computes bf16 "
+                             "natively.", choices=PRECISIONS)
+    learning_rate: float = _option(3e-4, "Peak learning rate (AdamW).", aliases=["--lr"])
+    weight_decay: float = _option(0.01, "AdamW weight decay.")
+    warmup_steps: int = _option(30, "Linear warm-up steps.")
+    decay: bool = _option(True, "Anneal the learning rate linearly to 0 over the budget (steps, else minutes).")
+    hidden_weight: float = _option(1.0, "Weight of the relative MSE of every layer's output.")
+    attention_weight: float = _option(1.0, "Weight of the relative MSE of every attention sublayer's output.")
+    embedding_weight: float = _option(1.0, "Weight of 1 - cosine of the pooled sentence embeddings.")
+    # Relational: semantic similarity scores (STS-B) read how sentences relate, not where each lies.
+    similarity_weight: float = _option(0.0, "Weight of the squared difference between the student's and the "
+                                       "teacher's in-batch cosine-similarity matrices of the pooled embeddings.")
+    train_embeddings: bool = _option(False, "Train the embeddings too (they are copied exactly, so frozen by "
+                                     "default).")
+    checkpoint_minutes: float = _option(5.0, "Save a resumable checkpoint after this many minutes of training.")
+    checkpoint_steps: int | None = _option(None, "Also save one every N steps.")
+    snapshot_minutes: list[float] = _option([], "Also save full model folders at these training minutes (for a "
+                                            "healing curve).")
+    seed: int = _option(0, "Piece lengths, data order, long steps and torch's generators.")
+    # The command's --threads sets torch's threads for the whole job (conversion and calibration too).
+    threads: int | None = _option(None, "torch.set_num_threads for the run (None: leave as is).", cli=False)
+    progress: bool = _option(True, "Show a progress bar.")
 
     def __post_init__(self):
         if self.max_steps is None and self.max_minutes is None:
