@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import dataclasses
 import logging
 import sys
+import typing
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 
@@ -36,19 +39,20 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
-def add_arguments_from(parser: argparse.ArgumentParser, arguments_class) -> None:
+def add_arguments_from(parser, arguments_class) -> None:
     """Flags from a job's arguments dataclass, made by transformers' `HfArgumentParser`, so that a flag's name, type,
-    default, choices and help have one owner: the dataclass field. Fields with `metadata={"cli": False}` are for
-    callers in Python only."""
-    import copy
-    import dataclasses
-    import typing
-
+    default, choices and help have one owner: the dataclass field. `parser` may be an argument group. Field metadata
+    beyond HfArgumentParser's (which passes it on to `add_argument`: "help", "choices", "aliases", "metavar", ...):
+    `{"cli": False}` for fields only callers in Python set, `{"positional": True}` for an argument given without a
+    flag (`sharedbert convert SRC OUT`; optional when the field has a default)."""
     from transformers import HfArgumentParser
 
     hints = typing.get_type_hints(arguments_class)
     for original in dataclasses.fields(arguments_class):
         if not original.init or original.metadata.get("cli") is False:
+            continue
+        if original.metadata.get("positional"):
+            _add_positional(parser, original, hints[original.name])
             continue
         field = copy.copy(original)  # HfArgumentParser rewrites `type`: not on the class's own field
         field.type = hints[field.name]
@@ -57,23 +61,31 @@ def add_arguments_from(parser: argparse.ArgumentParser, arguments_class) -> None
         action.option_strings.sort(key=lambda option: "_" in option)
 
 
+def _add_positional(parser, field, hint) -> None:
+    kwargs = {key: value for key, value in field.metadata.items() if key != "positional"}
+    kwargs.setdefault("metavar", field.name.upper())
+    members = [member for member in typing.get_args(hint) if member is not type(None)]  # `str | None` -> str
+    kwargs["type"] = members[0] if members else hint
+    if field.default is not dataclasses.MISSING:
+        kwargs.update(nargs="?", default=field.default)
+    parser.add_argument(field.name, **kwargs)
+
+
 def arguments_from(args, arguments_class):
     """The parsed flags as an instance of the job's arguments dataclass."""
-    import dataclasses
-
     values = vars(args)
     return arguments_class(**{f.name: values[f.name] for f in dataclasses.fields(arguments_class) if f.name in values})
 
 
 @contextlib.contextmanager
-def show_library_log(enabled: bool = True):
+def show_library_log(enabled: bool = True, stream=None):
     """Print what the library logs at INFO and above (its modules log; the command line shows it), as plain lines on
-    stderr, for the duration of one command."""
+    `stream` (default stderr, where progress goes; results go to stdout), for the duration of one command."""
     logger = logging.getLogger("sharedbert")
     if not enabled:
         yield
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     level = logger.level
     logger.addHandler(handler)

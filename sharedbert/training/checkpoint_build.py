@@ -303,8 +303,8 @@ def build_minilm_checkpoint(
 
     log(f"1. Convert and heal all-MiniLM-L6-v2 ({' or '.join(filter(None, limits))}, {len(files)} corpus files, "
         f"held out: {held_out.name})")
-    conversion = convert_checkpoint("all-MiniLM-L6-v2", healed_dir, attention_type="shared", heal=recipe, corpus=files,
-                                    checkpoint_dir=work_dir / "healed-checkpoints", threads=threads,
+    conversion = convert_checkpoint(src="all-MiniLM-L6-v2", out=healed_dir, attention_type="shared", heal=recipe,
+                                    corpus=files, checkpoint_dir=work_dir / "healed-checkpoints", threads=threads,
                                     calibration_sentences=calibration_sentences)
     heal_report = conversion["heal"]
     if heal_report["interrupted"]:

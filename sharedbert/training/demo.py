@@ -139,7 +139,7 @@ def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int
     config = HealConfig(max_minutes=minutes if steps is None else None, max_steps=steps, batch_size=32, min_words=6,
                         max_words=30, long_fraction=0.0, max_length=max_length, learning_rate=2e-4,
                         progress=False, checkpoint_minutes=1e9)
-    convert_checkpoint(str(source), out, attention_type=attention_type, heal=config, corpus=corpus,
+    convert_checkpoint(src=str(source), out=out, attention_type=attention_type, heal=config, corpus=corpus,
                        checkpoint_dir=out.parent / f"{out.name}-checkpoints", resume=False)
     return out, str(corpus)
 
