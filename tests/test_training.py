@@ -20,7 +20,7 @@ from sharedbert.training import (
     pretrain,
     training_arguments,
 )
-from sharedbert.training.presets import PRESETS, config_values
+from sharedbert.presets import PRESETS, config_values
 
 from conftest import tiny_config
 

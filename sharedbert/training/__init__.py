@@ -24,7 +24,7 @@ One module per job:
 * `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers and tokenizers;
 * `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text for MLM (`corpus_files`,
   `shared_data_dir`);
-* `vocab`: a new WordPiece vocabulary; `presets`: named model sizes;
+* `vocab`: a new WordPiece vocabulary (named model sizes are `sharedbert.presets`);
 * `precision`: bf16 autocast where the hardware computes bf16 natively, fp32 elsewhere (`resolve_precision`).
 
 Names are imported on first use, so `import sharedbert.training` (or `sharedbert.training.healing`, which uses
@@ -74,11 +74,9 @@ _EXPORTS = {
     "load_task": "data",
     "shared_data_dir": "data",
     "train_wordpiece": "vocab",
-    "PRESETS": "presets",
     "describe_precision": "precision",
     "native_bf16": "precision",
     "resolve_precision": "precision",
-    "config_values": "presets",
 }
 
 __all__ = sorted(_EXPORTS)

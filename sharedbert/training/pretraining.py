@@ -29,7 +29,7 @@ from ..params import count_model_parameters
 from . import data as data_module
 from .models import default_base_model, load_tokenizer
 from .precision import describe_precision, resolve_precision
-from .presets import config_values
+from ..presets import config_values
 from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .trainer import (
     BatchSeededCollator,
