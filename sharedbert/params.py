@@ -56,7 +56,8 @@ def count_parameters(config: SharedBertConfig) -> ParameterCount:
 
 
 def parameter_table(base_values: dict, sharing_modes=("none", "all", "attention", "ffn")) -> list[ParameterCount]:
-    """Counts for every attention type and sharing mode at the dims in `base_values` (one distinct layer when shared)."""
+    """Counts for every attention type and sharing mode at the dims in `base_values` (one distinct layer when
+    shared)."""
     rows = []
     for layer_sharing in sharing_modes:
         for attention_type in ATTENTION_TYPES:

@@ -44,7 +44,8 @@ class ConvertArguments:
     out: str = field(metadata={"positional": True, "help": "Output folder for the SharedBert (written atomically)."})
     attention_type: str = field(default="shared", metadata={"help": "The attention to convert to.",
                                                             "choices": ATTENTION_TYPES})
-    layer_sharing: str = field(default="none", metadata={"help": "Cross-layer sharing.", "choices": LAYER_SHARING_MODES})
+    layer_sharing: str = field(default="none", metadata={"help": "Cross-layer sharing.",
+                                                         "choices": LAYER_SHARING_MODES})
     num_unique_layers: int | None = field(default=None, metadata={"help": "Distinct layer sets with layer sharing."})
     sharing_order: str | None = field(default=None, metadata={"help": "How layers map onto the sets.",
                                                                "choices": SHARING_ORDERS})

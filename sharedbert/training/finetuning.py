@@ -67,10 +67,12 @@ class FinetuneArguments:
     task: str | None = field(default=None, metadata={
         "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files)."})
     data_dir: str | None = field(default=None, metadata={
-        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the repository)."})
+        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the "
+        "repository)."})
     dataset: str | None = field(default=None, metadata={
         "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
-    train_file: str | None = field(default=None, metadata={"help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
+    train_file: str | None = field(default=None, metadata={
+        "help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
     validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (same columns)."})
     text_columns: str | None = field(default=None, metadata={
         "help": "With your own files: the text column, or two comma-separated columns for sentence pairs."})
@@ -79,7 +81,8 @@ class FinetuneArguments:
     max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Train on a random subset of this many."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate on the first N validation examples."})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Evaluate on the first N validation examples."})
     # --- training
     output_dir: str | None = field(default=None, metadata={
         "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-TASK)."})
