@@ -228,8 +228,8 @@ def short_heal(work: Path, threads: int) -> Path:
 
     build = work / "healed-2860-build"
     if not (build / "healed" / "eval_results.json").is_file():
-        build_minilm_checkpoint(work / "healed-2860-staged", work_dir=build, minutes=None, steps=SHORT_HEAL_STEPS,
-                                threads=threads, log=lambda text: print(text, flush=True))
+        build_minilm_checkpoint(out=work / "healed-2860-staged", work_dir=build, minutes=None, steps=SHORT_HEAL_STEPS,
+                                threads=threads)
     return build / "healed"
 
 
