@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import logging
 import sys
+import types
 import typing
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
@@ -41,31 +42,37 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 def add_arguments_from(parser, arguments_class) -> None:
     """Flags from a job's arguments dataclass, made by transformers' `HfArgumentParser`, so that a flag's name, type,
-    default, choices and help have one owner: the dataclass field. `parser` may be an argument group. Field metadata
-    beyond HfArgumentParser's (which passes it on to `add_argument`: "help", "choices", "aliases", "metavar", ...):
-    `{"cli": False}` for fields only callers in Python set, `{"positional": True}` for an argument given without a
-    flag (`sharedbert convert SRC OUT`; optional when the field has a default)."""
+    default, choices and help have one owner: the dataclass field. `parser` may be an argument group. HfArgumentParser
+    passes a field's metadata on to `add_argument` ("help", "choices", "aliases", "metavar", "action", ...); three
+    keys are this function's: `{"cli": False}` for a field only callers in Python set, `{"positional": True}` for an
+    argument given without a flag (`sharedbert convert SRC OUT`; optional when the field has a default), and
+    `{"group": TITLE}` to list the flag under that heading in --help."""
     from transformers import HfArgumentParser
 
     hints = typing.get_type_hints(arguments_class)
+    groups = {}
     for original in dataclasses.fields(arguments_class):
-        if not original.init or original.metadata.get("cli") is False:
+        metadata = dict(original.metadata)
+        if not original.init or metadata.pop("cli", True) is False:
             continue
-        if original.metadata.get("positional"):
-            _add_positional(parser, original, hints[original.name])
-            continue
+        title = metadata.pop("group", None)
+        if title is not None and title not in groups:
+            groups[title] = parser.add_argument_group(title)
+        target = groups[title] if title is not None else parser
         field = copy.copy(original)  # HfArgumentParser rewrites `type`: not on the class's own field
-        field.type = hints[field.name]
-        HfArgumentParser._parse_dataclass_field(parser, field)
+        field.type, field.metadata = hints[field.name], types.MappingProxyType(metadata)
+        if metadata.pop("positional", False):
+            _add_positional(target, field, metadata)
+        else:
+            HfArgumentParser._parse_dataclass_field(target, field)
     for action in parser._actions:  # --max-length before --max_length, in usage lines and help
         action.option_strings.sort(key=lambda option: "_" in option)
 
 
-def _add_positional(parser, field, hint) -> None:
-    kwargs = {key: value for key, value in field.metadata.items() if key != "positional"}
+def _add_positional(parser, field, kwargs: dict) -> None:
     kwargs.setdefault("metavar", field.name.upper())
-    members = [member for member in typing.get_args(hint) if member is not type(None)]  # `str | None` -> str
-    kwargs["type"] = members[0] if members else hint
+    members = [member for member in typing.get_args(field.type) if member is not type(None)]  # `str | None` -> str
+    kwargs["type"] = members[0] if members else field.type
     if field.default is not dataclasses.MISSING:
         kwargs.update(nargs="?", default=field.default)
     parser.add_argument(field.name, **kwargs)
