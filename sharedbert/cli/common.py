@@ -1,4 +1,5 @@
-"""Options and error handling shared by several commands (argument parsing only: the work is in the library)."""
+"""What every command shares: flags made from a job's arguments dataclass (`add_arguments_from`, `arguments_from`),
+the library's log shown while it runs (`show_library_log`), and its errors as exit codes (`call_library`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import logging
 import sys
 import types
 import typing
-
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 
 
 def call_library(command: str, function, *args, **options) -> tuple[object, int]:
@@ -102,57 +101,3 @@ def show_library_log(enabled: bool = True, stream=None):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-def options_of(args) -> dict:
-    """The parsed options as keyword arguments: the parser's `dest` names are the library function's parameters."""
-    return {key: value for key, value in vars(args).items() if key not in ("run", "command")}
-
-
-def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("checkpoints (resumable after a crash, a kill or Ctrl-C)")
-    group.add_argument("--checkpoint-dir", help="Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); "
-                       "deleted once the run has saved its output.")
-    group.add_argument("--checkpoint-minutes", type=float, default=10.0,
-                       help="Save a checkpoint after this many minutes of training (default 10).")
-    group.add_argument("--checkpoint-steps", type=int, help="Also save one every N optimizer steps.")
-    group.add_argument("--no-resume", action="store_true",
-                       help="Discard an existing checkpoint and start afresh (default: running the same command "
-                       "again resumes from its last checkpoint).")
-
-
-def add_precision_argument(group) -> None:
-    from ..training.precision import PRECISIONS
-
-    group.add_argument("--precision", choices=PRECISIONS, default="auto",
-                       help="bf16 autocast with fp32 master weights, or fp32. auto (default): bf16 where the CPU "
-                       "(or GPU) computes bf16 natively, fp32 elsewhere, where bf16 is emulated and many times slower. "
-                       "A checkpoint may be resumed in another precision.")
-
-
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("data (a GLUE task, or your own files)")
-    group.add_argument("--task", help="GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files).")
-    group.add_argument("--data-dir", help="GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data "
-                       "folder, ../shared/data beside the repository, when present).")
-    group.add_argument("--dataset", help="Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network).")
-    group.add_argument("--train-file", help="Your own training data (.csv, .tsv, .json, .jsonl).")
-    group.add_argument("--validation-file", help="Your own validation data (same columns).")
-    group.add_argument("--text-columns", help="With your own files: the text column, or two comma-separated columns "
-                       "for sentence pairs.")
-    group.add_argument("--label-column", help="With your own files: the label column.")
-    group.add_argument("--regression", action="store_true", help="With your own files: the label is a number.")
-    group.add_argument("--max-length", type=int, default=128, help="Truncate inputs to this many tokens (default 128).")
-    group.add_argument("--cache-dir", help="datasets cache folder (default: the Hugging Face cache).")
-
-
-def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("conversion of a BERT checkpoint (ignored for SharedBert folders)")
-    group.add_argument("--attention-type", choices=ATTENTION_TYPES, help="Default: shared.")
-    group.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default: none).")
-    group.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing.")
-    group.add_argument("--sharing-order", choices=SHARING_ORDERS, help="How layers map onto the sets.")
-    group.add_argument("--fit-method", choices=FIT_METHODS,
-                       help="How from_bert fits the new attention to BERT's (default: from_bert's auto).")
-    group.add_argument("--no-convert", action="store_true",
-                       help="Fine-tune a BERT checkpoint as BERT (the unconverted baseline).")
