@@ -232,6 +232,39 @@ def test_ctrl_c_stays_ignored_in_a_process_that_started_with_it_ignored():
     assert completed.stdout.split() == ["True", "False", "True"]
 
 
+# A child that waits for Ctrl-C inside `sigint_stops`, as a training run does.
+WAITS_FOR_CTRL_C = """
+import time
+from sharedbert.training.checkpointing import sigint_stops
+
+with sigint_stops({}) as flag:
+    print("ready", flush=True)
+    deadline = time.monotonic() + 60
+    while not flag.get("stop") and time.monotonic() < deadline:
+        time.sleep(0.01)
+print("stopped" if flag.get("stop") else "ran to its end")
+"""
+
+
+def test_a_child_a_test_stops_with_ctrl_c_gets_it_when_the_suite_runs_in_the_background():
+    """`make test &` starts the suite with SIGINT ignored; a child started with plain Popen inherits that, ignores the
+    test's SIGINT and runs to its end (test_seq2seq_study's stopped cell then finished and exited 0). The suite's
+    `start_child` gives the child SIGINT at its default, so `sigint_stops` handles it as in a terminal."""
+    from conftest import start_child
+
+    found = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
+    try:
+        child = start_child([sys.executable, "-c", WAITS_FOR_CTRL_C], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, found)
+    assert child.stdout.readline().strip() == "ready"
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0, stderr[-3000:]
+    assert stdout.split() == ["stopped"]
+
+
 def test_healing_runs_to_its_budget_when_ctrl_c_is_ignored(corpus, tmp_path):
     teacher, tokenizer = make_teacher(), make_tokenizer()
     student = from_bert(teacher, attention_type="shared")

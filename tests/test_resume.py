@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, start_child
 
 WORDS = ("the a film story actor plot scene music light dark slow quick long short night day city river song "
          "friend house road window garden paper stone").split()
@@ -47,16 +47,8 @@ def _run(args, timeout=300):
     return done
 
 
-def _sigint_as_in_a_terminal():
-    """A process Ctrl-C reaches from a terminal has SIGINT at its default; a suite started in the background by a
-    non-interactive shell (`make test &`) begins with SIGINT ignored, which its children would otherwise inherit
-    (and then rightly keep ignoring: see test_heal.py)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start(args):
-    return subprocess.Popen(_command(*args), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_as_in_a_terminal)
+    return start_child(_command(*args), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for_checkpoint(checkpoint_dir: Path, step: int, process, timeout=240):
