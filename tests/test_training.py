@@ -47,7 +47,8 @@ def tiny_bert_dir(tmp_path_factory, minilm_path):
 
 
 def test_training_arguments_use_transformers5_names(tmp_path):
-    args = training_arguments(tmp_path, batch_size=16, epochs=2, num_train_examples=320, evaluations=4, warmup=0.1)
+    args = training_arguments(tmp_path, per_device_train_batch_size=16, num_train_epochs=2, num_train_examples=320,
+                              evaluations=4, warmup_steps=0.1)
     assert args.warmup_steps == 0.1  # a fraction of the steps, transformers 5 style
     assert args.eval_strategy == "steps" and args.eval_steps == 10  # 40 steps, 4 evaluations
     assert args.save_strategy == "no" and args.report_to in ("none", [], ["none"])

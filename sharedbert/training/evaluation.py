@@ -79,7 +79,7 @@ def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     labelled = args.split != "test"
 
     with output_folder() as workdir:  # the Trainer needs a folder; nothing is kept
-        training = training_arguments(workdir, eval_batch_size=args.batch_size, evaluations=0)
+        training = training_arguments(workdir, per_device_eval_batch_size=args.batch_size, evaluations=0)
         trainer = PredictingTrainer(model=classifier, args=training, processing_class=tok,
                                     data_collator=DataCollatorWithPadding(tok))
         output = trainer.predict(eval_set if labelled else eval_set.remove_columns("label"))

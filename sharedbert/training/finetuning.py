@@ -255,11 +255,11 @@ def _prepare(args: FinetuneArguments) -> _Run:
 
 def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints) -> FinetuneTrainer:
     training = training_arguments(
-        workdir, batch_size=args.batch_size, learning_rate=args.learning_rate, epochs=args.epochs,
-        max_steps=args.max_steps, warmup=args.warmup, weight_decay=args.weight_decay,
-        num_train_examples=len(run.train_set), evaluations=args.evaluations,
-        group_by_length=not args.no_group_by_length, seed=args.seed, logging_steps=args.logging_steps,
-        precision=run.precision,
+        workdir, num_train_examples=len(run.train_set), evaluations=args.evaluations,
+        group_by_length=not args.no_group_by_length, precision=run.precision,
+        per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate, num_train_epochs=args.epochs,
+        max_steps=args.max_steps, warmup_steps=args.warmup, weight_decay=args.weight_decay, seed=args.seed,
+        logging_steps=args.logging_steps,
     )
 
     def compute_metrics(prediction):

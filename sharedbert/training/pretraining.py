@@ -165,10 +165,10 @@ def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
     masking = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=args.mlm_probability)
     with output_folder(args.output_dir if is_main_process() else None) as workdir:
         training = training_arguments(
-            workdir, batch_size=args.batch_size, learning_rate=args.learning_rate, max_steps=args.max_steps,
-            warmup=args.warmup, weight_decay=args.weight_decay,
-            evaluations=args.evaluations if eval_set is not None else 0, group_by_length=args.line_by_line,
-            seed=args.seed, logging_steps=args.logging_steps, precision=precision,
+            workdir, evaluations=args.evaluations if eval_set is not None else 0, group_by_length=args.line_by_line,
+            precision=precision, per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate,
+            max_steps=args.max_steps, warmup_steps=args.warmup, weight_decay=args.weight_decay, seed=args.seed,
+            logging_steps=args.logging_steps,
         )
         timer = StepTimer()
         trainer = ResumableTrainer(model=model, args=training, train_dataset=train_set, eval_dataset=eval_set,

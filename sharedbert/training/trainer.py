@@ -68,65 +68,56 @@ def check_output_dir(output_dir, overwrite: bool) -> Path:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def training_arguments(
-    output_dir,
-    *,
-    batch_size: int = 32,
-    eval_batch_size: int = 64,
-    learning_rate: float = 5e-5,
-    epochs: float = 3.0,
-    max_steps: int = -1,
-    warmup: float = 0.06,
-    weight_decay: float = 0.01,
-    num_train_examples: int | None = None,
-    evaluations: int = 4,
-    group_by_length: bool = True,
-    seed: int = 42,
-    logging_steps: int | None = None,
-    precision: str = "fp32",
-    **extra,
-) -> TrainingArguments:
-    """TrainingArguments for a run of `epochs` (or `max_steps`) that evaluates at most `evaluations` times: every
-    ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller). `warmup` is a
-    fraction of the steps (transformers 5 has no `warmup_ratio`). `precision` is a resolved choice of
-    `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights (Trainer's `bf16`,
-    CPU autocast through accelerate), "fp32" without."""
+# This project's choices where they differ from TrainingArguments' defaults; a caller's fields override them.
+DEFAULTS = dict(
+    per_device_train_batch_size=32,
+    per_device_eval_batch_size=64,
+    learning_rate=5e-5,
+    num_train_epochs=3.0,
+    warmup_steps=0.06,  # a float in [0, 1) is a fraction of the total steps (transformers 5 has no warmup_ratio)
+    weight_decay=0.01,
+    seed=42,
+    save_strategy="no",  # KeepBestCallback keeps the best weights; the caller saves them
+    logging_strategy="steps",
+    report_to="none",
+    disable_tqdm=False,
+    dataloader_num_workers=0,
+    # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for unused
+    # ones.
+    ddp_find_unused_parameters=False,
+)
+
+
+def training_arguments(output_dir, *, num_train_examples: int | None = None, evaluations: int = 4,
+                       group_by_length: bool = True, precision: str = "fp32", **fields) -> TrainingArguments:
+    """TrainingArguments with this project's `DEFAULTS` and any of its `fields` (TrainingArguments' own names), for a
+    run of `num_train_epochs` over `num_train_examples` (or `max_steps`) that evaluates at most `evaluations` times:
+    every ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller); it logs the
+    loss about 10 times unless `logging_steps` says otherwise, and draws data with the training seed. `precision` is a
+    resolved choice of `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights
+    (Trainer's `bf16`, CPU autocast through accelerate), "fp32" without."""
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be resolved to 'bf16' or 'fp32' first (resolve_precision), got "
                          f"{precision!r}.")
-    total_steps = max_steps
+    values = {**DEFAULTS, **fields}
+    total_steps = values.get("max_steps", -1)
     if total_steps <= 0 and num_train_examples is not None:
-        per_step = batch_size * world_size() * extra.get("gradient_accumulation_steps", 1)
-        total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * epochs))
+        per_step = (values["per_device_train_batch_size"] * world_size()
+                    * values.get("gradient_accumulation_steps", 1))
+        total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * values["num_train_epochs"]))
     # Rounded up so the last of the `evaluations` lands on the final step (the Trainer evaluates there when the step
     # count is not a multiple of eval_steps); rounding down gave one evaluation too many.
     eval_steps = max(1, math.ceil(total_steps / evaluations)) if evaluations > 0 and total_steps > 0 else None
+    values["logging_steps"] = values.get("logging_steps") or max(1, min(50, (total_steps or 200) // 10))
+    values.setdefault("data_seed", values["seed"])
     return TrainingArguments(
         output_dir=str(output_dir),
-        per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=eval_batch_size,
-        learning_rate=learning_rate,
-        num_train_epochs=epochs,
-        max_steps=max_steps,
-        warmup_steps=warmup,  # a float in [0, 1) is a fraction of the total steps
-        weight_decay=weight_decay,
         eval_strategy="steps" if eval_steps else "no",
         eval_steps=eval_steps,
-        save_strategy="no",  # KeepBestCallback keeps the best weights; the caller saves them
-        logging_strategy="steps",
-        logging_steps=logging_steps or max(1, min(50, (total_steps or 200) // 10)),
         train_sampling_strategy="group_by_length" if group_by_length else "random",
-        report_to="none",
-        disable_tqdm=False,
-        seed=seed,
-        data_seed=seed,
         use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-        # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for
-        # unused ones.
-        ddp_find_unused_parameters=False,
         bf16=precision == "bf16",
-        **extra,
+        **values,
     )
 
 
