@@ -1,6 +1,6 @@
 """Calibrate a converted SharedBert on real text, in closed form: no gradient steps, a minute of CPU.
 
-`convert.fit_attention` fits the attention from the weights alone, so it treats every input direction alike. BERT's
+`fitting.fit_attention` fits the attention from the weights alone, so it treats every input direction alike. BERT's
 hidden states are far from isotropic (a few LayerNorm channels dominate), so a fitting error along a direction the
 inputs never take costs nothing, and one along a dominant direction costs much. Calibration runs text through the
 teacher (the BERT the student was converted from) and the student, one attention set at a time, in depth order:
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .convert import fit_attention
+from .fitting import fit_attention
 
 
 @dataclass

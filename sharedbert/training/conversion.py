@@ -52,7 +52,7 @@ class ConvertArguments:
     fit_method: str = field(default="auto", metadata={
         "help": "invariant: fit what each attention layer computes, refitting the output projection; weights: fit "
         "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
-        "for the attention type (sharedbert.convert.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
+        "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
     corpus: list[str] | None = field(default=None, metadata={
         "help": "Text files or folders (decoded as UTF-8, bad bytes replaced) to calibrate and heal on; from Python "
         "also a healing.TextInMemory."})
