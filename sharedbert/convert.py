@@ -126,7 +126,7 @@ def from_bert(
     model = model_class(config)
     prefix = "" if isinstance(model, SharedBertModel) else f"{model.base_model_prefix}."
     # Small dense factorisations: one thread is fastest, and far faster than several on a busy machine (OpenMP
-    # threads spin-wait for each other: eigh on 385×385 went from 0.15 s to 3 s with 2 threads under load).
+    # threads spin-wait for each other, and a small eigh runs many times slower with 2 threads under load).
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
