@@ -28,6 +28,7 @@ import random
 import shutil
 import signal
 import time
+from dataclasses import field
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,23 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 RNG_FILE = "rng.safetensors"
 CHECKPOINT_PREFIX = "checkpoint-"  # a Trainer run's checkpoint folders: checkpoint-STEP
 RUN_STATE_FILE = "run_state.json"  # a Trainer run's state file
+
+
+# The checkpoint options of a Trainer job's arguments (pretrain, finetune): (default, help), their one owner.
+CHECKPOINT_OPTIONS = {
+    "checkpoint_dir": (None, "Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); deleted once the "
+                             "output is saved."),
+    "checkpoint_minutes": (10.0, "Save a checkpoint after this many minutes of training."),
+    "checkpoint_steps": (None, "Also save one every N optimizer steps."),
+    "no_resume": (False, "Discard an existing checkpoint and start afresh (default: the same command resumes)."),
+}
+
+
+def checkpoint_option(name: str):
+    """The dataclass field of the checkpoint option `name` (one of `CHECKPOINT_OPTIONS`)."""
+    default, help = CHECKPOINT_OPTIONS[name]
+    return field(default=default, metadata={"help": help, "group": "checkpoints (resumable after a crash, a kill or "
+                                                                    "Ctrl-C)"})
 
 
 class TrainingInterrupted(Exception):
@@ -288,7 +306,7 @@ class RunCheckpoints:
     for a checkpoint to be resumed. Only the main process cleans up or discards checkpoints."""
 
     def __init__(self, output_dir, signature: dict, checkpoint_dir=None, every_steps: int | None = None,
-                 every_minutes: float | None = 10.0, resume: bool = True):
+                 every_minutes: float | None = CHECKPOINT_OPTIONS["checkpoint_minutes"][0], resume: bool = True):
         output = Path(output_dir)
         self.folder = Path(checkpoint_dir) if checkpoint_dir else output.with_name(f"{output.name}-checkpoints")
         if self.folder.resolve() == output.resolve() or output.resolve() in self.folder.resolve().parents:
@@ -356,11 +374,13 @@ def sigint_stops(flag: dict):
 
 
 __all__ = [
+    "CHECKPOINT_OPTIONS",
     "CHECKPOINT_PREFIX",
     "CheckpointCallback",
     "RUN_STATE_FILE",
     "RunCheckpoints",
     "TrainingInterrupted",
+    "checkpoint_option",
     "checkpoint_precision",
     "is_main_process",
     "latest_checkpoint",

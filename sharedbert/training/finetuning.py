@@ -30,8 +30,8 @@ from .models import (
     load_tokenizer,
     resolve_source,
 )
-from .precision import PRECISIONS, describe_precision, resolve_precision
-from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
+from .precision import describe_precision, precision_option, resolve_precision
+from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,
@@ -98,9 +98,7 @@ class FinetuneArguments:
         "at the end)."})
     no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches."})
     seed: int = field(default=42, metadata={"help": "Subset, head initialisation, batch order."})
-    precision: str = field(default="auto", metadata={
-        "help": "bf16 autocast with fp32 master weights, or fp32; auto: bf16 where the CPU (or GPU) computes bf16 "
-        "natively. A checkpoint may be resumed in another precision.", "choices": PRECISIONS})
+    precision: str = precision_option()
     logging_steps: int | None = field(default=None, metadata={
         "help": "Log the loss every N steps (default: about 10 times per run)."})
     # --- the recipe for converted models (docs/training.md; off by default)
@@ -115,13 +113,10 @@ class FinetuneArguments:
     distill_weight: float = field(default=0.5, metadata={"help": "The distillation loss's share with --distill-from."})
     distill_temperature: float = field(default=2.0, metadata={"help": "Softmax temperature of the distillation."})
     # --- checkpoints
-    checkpoint_dir: str | None = field(default=None, metadata={
-        "help": "Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); deleted once the output is saved."})
-    checkpoint_minutes: float | None = field(default=10.0, metadata={
-        "help": "Save a checkpoint after this many minutes of training."})
-    checkpoint_steps: int | None = field(default=None, metadata={"help": "Also save one every N optimizer steps."})
-    no_resume: bool = field(default=False, metadata={
-        "help": "Discard an existing checkpoint and start afresh (default: the same command resumes)."})
+    checkpoint_dir: str | None = checkpoint_option("checkpoint_dir")
+    checkpoint_minutes: float | None = checkpoint_option("checkpoint_minutes")
+    checkpoint_steps: int | None = checkpoint_option("checkpoint_steps")
+    no_resume: bool = checkpoint_option("no_resume")
     # --- for callers in Python, not flags
     save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
 

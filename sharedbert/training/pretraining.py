@@ -31,9 +31,9 @@ from ..modeling_sharedbert import SharedBertForMaskedLM
 from ..params import count_model_parameters
 from ..presets import PRESETS, config_values
 from . import data as data_module
-from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
+from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .models import default_base_model, load_tokenizer
-from .precision import PRECISIONS, describe_precision, resolve_precision
+from .precision import describe_precision, precision_option, resolve_precision
 from .trainer import (
     BatchSeededCollator,
     ResumableTrainer,
@@ -94,17 +94,13 @@ class PretrainArguments:
                                    "1,000 examples).")
     evaluations: int = _option(0, "Evaluations of the held-out loss during training (0: only at the end).")
     seed: int = _option(42, "Initialisation, held-out split, batch order and masking.")
-    precision: str = _option("auto", "bf16 autocast with fp32 master weights, or fp32; auto: bf16 where the CPU (or "
-                             "GPU) computes bf16 natively. A checkpoint may be resumed in another precision.",
-                             choices=PRECISIONS)
+    precision: str = precision_option()
     logging_steps: int | None = _option(None, "Log the loss every N steps (default: about 10 times per run).")
     # --- checkpoints
-    checkpoint_dir: str | None = _option(None, "Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); "
-                                         "deleted once the output is saved.")
-    checkpoint_minutes: float | None = _option(10.0, "Save a checkpoint after this many minutes of training.")
-    checkpoint_steps: int | None = _option(None, "Also save one every N optimizer steps.")
-    no_resume: bool = _option(False, "Discard an existing checkpoint and start afresh (default: the same command "
-                              "resumes).")
+    checkpoint_dir: str | None = checkpoint_option("checkpoint_dir")
+    checkpoint_minutes: float | None = checkpoint_option("checkpoint_minutes")
+    checkpoint_steps: int | None = checkpoint_option("checkpoint_steps")
+    no_resume: bool = checkpoint_option("no_resume")
 
     def __post_init__(self):
         if (self.corpus is None) == (self.dataset is None):
