@@ -17,11 +17,12 @@ from pathlib import Path
 from transformers import DataCollatorWithPadding, set_seed
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..convert import FIT_METHODS
 from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
 from . import data as data_module
+from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .finetune_recipe import FinetuneTrainer, FreezeAttentionCallback
-from ..convert import FIT_METHODS
 from .models import (
     HUB_BASE_MODEL,
     default_base_model,
@@ -31,7 +32,6 @@ from .models import (
     resolve_source,
 )
 from .precision import describe_precision, precision_option, resolve_precision
-from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,
