@@ -325,6 +325,19 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert "sharedbert convert: error:" in err and "no such file or folder" in err
 
 
+def test_convert_command_with_neither_heal_nor_corpus_only_converts(tmp_path, capsys):
+    """`sharedbert convert SRC OUT`: the --heal switch shares its name with ConvertArguments.heal (a HealConfig, set
+    from Python only), which must stay unset when the switch is off."""
+    from sharedbert.cli import main
+
+    make_teacher().save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    assert main(["convert", str(tmp_path / "bert"), str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "out" / "conversion_report.json").read_text())
+    assert report["heal"] is None and report["calibration"] is None
+    assert AutoModel.from_pretrained(tmp_path / "out").config.attention_type == "shared"
+
+
 def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resumes(corpus, tmp_path, capsys):
     from sharedbert.cli import main
     from sharedbert.training.conversion import convert_checkpoint

@@ -78,9 +78,11 @@ def _add_positional(parser, field, kwargs: dict) -> None:
 
 
 def arguments_from(args, arguments_class):
-    """The parsed flags as an instance of the job's arguments dataclass."""
+    """The parsed flags as an instance of the job's arguments dataclass (fields that are not flags keep their
+    defaults, even where another flag has their name, as convert's --heal switch has HealConfig's)."""
     values = vars(args)
-    return arguments_class(**{f.name: values[f.name] for f in dataclasses.fields(arguments_class) if f.name in values})
+    return arguments_class(**{field.name: values[field.name] for field in dataclasses.fields(arguments_class)
+                              if field.name in values and field.init and field.metadata.get("cli", True)})
 
 
 @contextlib.contextmanager
