@@ -31,10 +31,11 @@ def call_library(command: str, function, *args, **options) -> tuple[object, int]
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The description as written (it holds example commands), and each flag's default after its help unless it is
-    unset (None or False: the help says what happens then)."""
+    unset (None or False: the help says what happens then) or the flag is a switch."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False) or "default" in (action.help or ""):
+        switch = isinstance(action, argparse._StoreConstAction)  # store_true / store_false
+        if switch or action.default in (None, False) or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
@@ -45,7 +46,7 @@ def add_arguments_from(parser, arguments_class) -> None:
     passes a field's metadata on to `add_argument` ("help", "choices", "aliases", "metavar", "action", ...); three
     keys are this function's: `{"cli": False}` for a field only callers in Python set, `{"positional": True}` for an
     argument given without a flag (`sharedbert convert SRC OUT`; optional when the field has a default), and
-    `{"group": TITLE}` to list the flag under that heading in --help."""
+    `{"group": TITLE}` to list the flag under that heading in --help. A bool field is a switch (`_add_switch`)."""
     from transformers import HfArgumentParser
 
     hints = typing.get_type_hints(arguments_class)
@@ -62,10 +63,22 @@ def add_arguments_from(parser, arguments_class) -> None:
         field.type, field.metadata = hints[field.name], types.MappingProxyType(metadata)
         if metadata.pop("positional", False):
             _add_positional(target, field, metadata)
+        elif field.type is bool:
+            _add_switch(target, field, metadata)
         else:
             HfArgumentParser._parse_dataclass_field(target, field)
     for action in parser._actions:  # --max-length before --max_length, in usage lines and help
         action.option_strings.sort(key=lambda option: "_" in option)
+
+
+def _add_switch(parser, field, kwargs: dict) -> None:
+    """A bool field as a switch that takes no value: --name turns on one that is off by default, --no-name turns off
+    one that is on (HfArgumentParser's `--name [BOOL]` would take a positional argument after it for its value)."""
+    name, action = (field.name, "store_true") if field.default is False else (f"no_{field.name}", "store_false")
+    if field.default is not False:
+        kwargs["help"] = f"Turns off: {kwargs.get('help', field.name)}"
+    options = [f"--{name.replace('_', '-')}"] + ([f"--{name}"] if "_" in name else [])
+    parser.add_argument(*options, *kwargs.pop("aliases", []), dest=field.name, action=action, **kwargs)
 
 
 def _add_positional(parser, field, kwargs: dict) -> None:

@@ -63,7 +63,7 @@ class ConvertArguments:
     checkpoint_dir: str | None = field(default=None, metadata={
         "help": "Where healing's resumable checkpoints go (default: OUT-checkpoints)."})
     resume: bool = field(default=True, metadata={
-        "help": "Continue healing from its checkpoint when there is one (--no-resume: discard it, start afresh)."})
+        "help": "Continue healing from its checkpoint when there is one (else it is discarded)."})
     threads: int | None = field(default=None, metadata={"help": "torch threads for the whole job (default: torch's "
                                                                 "choice)."})
     heal: HealConfig | dict | None = field(default=None, metadata={
