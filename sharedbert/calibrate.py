@@ -12,8 +12,8 @@ teacher (the BERT the student was converted from) and the student, one attention
 2. **Output refit.** The attention output projection is refitted by (ridge) least squares from the student's attention
    context, which already carries the errors of the layers below, onto the teacher's attention output at that depth.
 
-On all-MiniLM-L6-v2 → shared attention, calibration lifts the unhealed conversion's STS-B well above either
-weight-only fit (`benchmarks/calibration.py`; the figures are in docs/conversion.md). Healing then starts from there.
+What it recovers on all-MiniLM-L6-v2 before any healing, per attention type: experiments/healing/README.md.
+Healing then starts from there.
 
 Covers encoders (any head) of every attention type but standard (whose conversion is exact), without cross-layer
 sharing of attention (one set cannot match several different teacher layers; heal those instead).
@@ -66,8 +66,9 @@ def unsupported(config) -> str | None:
     if config.is_decoder or config.add_cross_attention:
         return "calibration covers encoders; this SharedBert is a decoder (is_decoder/add_cross_attention)"
     if len(set(config.attention_layer_map)) != len(config.attention_layer_map):
-        # On a tiny random BERT shared three ways, calibration made the end-to-end error grow: one set cannot match
-        # three different teacher layers, and the averaged feed-forward leaves nothing to compensate.
+        # On a tiny random BERT shared three ways it made the end-to-end error worse (experiments/healing/README.md).
+        # One set cannot match three different teacher layers, and the averaged feed-forward leaves nothing to
+        # compensate.
         return (f"attention is shared across layers (layer_sharing={config.layer_sharing!r}): calibration matches "
                 "each attention set to one teacher layer, and one set cannot match several")
     return None

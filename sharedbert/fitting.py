@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 # The fit `fit_method="auto"` uses per attention type: the one whose unhealed conversion of all-MiniLM-L6-v2 scored
-# higher on STS-B dev (benchmarks/heal_curve.py; the figures are in docs/conversion.md). Standard conversion is exact
-# either way.
+# higher on STS-B dev (experiments/healing/README.md, section 1).
+# Standard conversion is exact either way.
 AUTO_FIT_METHOD = {
     "shared": "weights",
     "standard": "weights",

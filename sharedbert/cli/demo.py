@@ -56,16 +56,16 @@ def print_summary(summary: dict) -> None:
         gap, saved = 100 * (ours["accuracy"] - bert["accuracy"]), bert["parameters"] - ours["parameters"]
         print(f"  SharedBert − BERT: {gap:+.1f} points of accuracy with {saved:,} fewer parameters "
               f"({saved / bert['parameters']:.1%})")
-    print("Limits: one seed on a subset of SST-2 (the seed alone moves accuracy: docs/conversion.md has figures over "
-          "several seeds); the speed ratio is one measurement on this machine's CPU threads and moves with the load; "
-          "accuracy and speed are for sentence classification only.")
+    print("Limits: one seed on a subset of SST-2 (the seed alone moves accuracy: experiments/demo/README.md has "
+          "figures over several seeds); the speed ratio is one measurement on this machine's CPU threads and moves "
+          "with the load; accuracy and speed are for sentence classification only.")
     if summary["healed_here"]:
         print(f"The SharedBert was converted from the BERT fine-tuned above, healed toward it here for only "
               f"{summary['heal_budget']} at up to {summary['max_length']} tokens, and fine-tuned again: it saw the "
-              "SST-2 sentences twice, BERT once (a second epoch for BERT is measured in docs/training.md). "
+              "SST-2 sentences twice, BERT once (a second epoch for BERT is measured in experiments/demo/README.md). "
               "`make checkpoint` heals all-MiniLM-L6-v2 once with the published recipe, at every length "
               "(`sharedbert build-minilm`), and `--healed runs/build-minilm/healed` fine-tunes that model once, as "
-              "BERT is (docs/conversion.md).")
+              "BERT is (experiments/demo/README.md).")
     wall = summary["wall_seconds"]
     print(f"fine-tuned model: {summary['model_dir']}")
     print(f"Hub-ready folder: {summary['staged'] or '(staging failed)'}  "

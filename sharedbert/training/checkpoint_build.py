@@ -42,7 +42,7 @@ HELD_OUT = "gutenberg-nltk/chesterton-thursday.txt"
 STS_DEV = "glue/STS-B/dev.tsv"
 # Token-length buckets of the agreement report (inclusive upper bounds): ≤128, 129–256, 257–512.
 BUCKETS = ((1, 128), (129, 256), (257, 512))
-# The published build's healing budget (benchmarks/results/build_recipes.md: its recipe and what it measured).
+# The published build's healing budget (uncal-4x in experiments/healing/README.md, which gives what it measured).
 PUBLISHED_STEPS = 9184
 
 
@@ -286,7 +286,7 @@ class BuildArguments:
         "help": f"STS-B dev TSV (default: {STS_DEV} in the shared data folder)."})
     calibration_sentences: int = field(default=0, metadata={
         "help": "Calibrate the conversion on N corpus pieces before healing (0: heal the uncalibrated conversion, "
-        "which measured better, benchmarks/build_recipes.py)."})
+        "which measured better: experiments/healing/README.md, `uncal` against `base-bf16`)."})
     repo_id: str = field(default=f"your-name/{REPO_NAME}", metadata={"help": "Written into the model card."})
     per_bucket: int = field(default=48, metadata={"help": "Held-out texts per length bucket of the agreement report."})
     speed_rounds: int = field(default=5, metadata={"help": "Alternating rounds of the speed measurement."})

@@ -58,8 +58,8 @@ class ConvertArguments:
         "also a healing.TextInMemory."})
     calibration_sentences: int = field(default=512, metadata={
         "help": "With a corpus: first calibrate the conversion in closed form on this many pieces of it (0: off; "
-        "not when healing resumes). A corpus without healing calibrates only. It helps a short healing; a long one "
-        "may end better uncalibrated (docs/conversion.md)."})
+        "not when healing resumes). A corpus without healing calibrates only. It helps a short healing; over a long "
+        "one the uncalibrated conversion ends better (experiments/healing/README.md), so pass 0 for a long one."})
     checkpoint_dir: str | None = field(default=None, metadata={
         "help": "Where healing's resumable checkpoints go (default: OUT-checkpoints)."})
     resume: bool = field(default=True, metadata={
@@ -79,7 +79,7 @@ class ConvertArguments:
 
     def resolved_fit_method(self) -> str:
         # Healing starts better from the invariant fit even where the weights fit scores higher unhealed
-        # (docs/conversion.md).
+        # (shared, all-MiniLM-L6-v2: experiments/healing/README.md).
         if self.heal is not None and self.fit_method == "auto":
             return "invariant"
         return resolve_fit_method(self.fit_method, self.attention_type)

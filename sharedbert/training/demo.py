@@ -66,7 +66,8 @@ class DemoArguments:
         "help": "A healed SharedBert folder to fine-tune, e.g. runs/build-minilm/healed (default: heal one here)."})
     heal_steps: int | None = field(default=200, metadata={
         "help": "Without --healed: convert the fine-tuned BERT and heal it toward it for this many steps before "
-        "fine-tuning (0 fine-tunes the base checkpoint's unhealed conversion)."})
+        "fine-tuning (time and accuracy: experiments/demo/README.md; 0 fine-tunes the base checkpoint's unhealed "
+        "conversion)."})
     heal_minutes: float | None = field(default=None, metadata={
         "help": "Heal for this many training minutes instead of steps (the result then depends on how busy the "
         "machine is)."})
@@ -161,7 +162,8 @@ def stage(model_dir: Path, staged_dir: Path, repo_id: str, base: str | None = No
 def find_healed(healed) -> Path | None:
     """The healed SharedBert to fine-tune: `healed` when given; None means heal here. A model `sharedbert
     build-minilm` left behind is not picked up unasked: fine-tuning it trailed BERT by more than healing toward the
-    fine-tuned BERT here did (docs/training.md), and the demo's result should not depend on what else was built."""
+    fine-tuned BERT here (experiments/demo/README.md), and the demo's result should not depend on what else was
+    built."""
     if not healed:
         return None
     path = Path(healed)
@@ -177,8 +179,8 @@ def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int
     calibrate it and heal it toward `source` for `minutes` (or `steps`) into `out`; return the folder and what it was
     healed on. The text is `corpus` when given, else SST-2's training sentences (labels unused): the text the model is
     fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's budget
-    (docs/training.md), converting the fine-tuned BERT recovers more accuracy per healing minute than converting the
-    base model, and SST-2's sentences more than general raw text."""
+    (experiments/demo/README.md), converting the fine-tuned BERT recovers more accuracy per healing minute than
+    converting the base model, and SST-2's sentences more than general raw text."""
     from .conversion import convert_checkpoint
     from .healing import HealConfig, TextInMemory
 

@@ -1,9 +1,8 @@
 """Which floating-point precision a run trains in: bf16 autocast (fp32 master weights) where the hardware computes
 bf16 natively, fp32 elsewhere.
 
-bf16 pays only on hardware with bf16 arithmetic: a training step under CPU autocast runs faster than fp32 where the
-CPU computes bf16 (AVX512-BF16, AMX-BF16) and many times slower where bf16 is emulated (docs/pretraining-speed.md has
-the measurements). So "auto" must look at the machine, never assume.
+bf16 pays only on hardware with bf16 arithmetic: on a CPU that emulates it, a training step runs many times *slower*
+than fp32 (experiments/bf16/README.md). So "auto" must look at the machine, never assume.
 """
 
 from __future__ import annotations
