@@ -17,9 +17,10 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/sharedbert demo
 
-# The Hub-ready sharedbert-all-MiniLM-L6-v2 folder (docs/conversion.md, "The published checkpoint"); resumable.
+# The Hub-ready sharedbert-all-MiniLM-L6-v2 folder with the published recipe and budget (`sharedbert build-minilm`'s
+# defaults); resumable.
 checkpoint: setup
-	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2 --steps 9184 --threads 1
+	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --durations=15

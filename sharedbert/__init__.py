@@ -3,22 +3,16 @@
 Importing the package registers every class with transformers' Auto classes under `model_type="sharedbert"`.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForCausalLM,
-    AutoModelForMaskedLM,
-    AutoModelForMultipleChoice,
-    AutoModelForNextSentencePrediction,
-    AutoModelForPreTraining,
-    AutoModelForQuestionAnswering,
-    AutoModelForSeq2SeqLM,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+import transformers
 
-from .configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS, SharedBertConfig
+from . import modeling_sharedbert
+from .configuration_sharedbert import (
+    ATTENTION_TYPES,
+    AUTO_MAP,
+    LAYER_SHARING_MODES,
+    SHARING_ORDERS,
+    SharedBertConfig,
+)
 from .modeling_sharedbert import (
     SharedBertForConditionalGeneration,
     SharedBertForMaskedLM,
@@ -37,21 +31,18 @@ from .tokenization_sharedbert import SharedBertTokenizer
 
 __version__ = "0.1.0"
 
-AutoConfig.register(SharedBertConfig.model_type, SharedBertConfig, exist_ok=True)
-for _auto, _model in (
-    (AutoModel, SharedBertModel),
-    (AutoModelForMaskedLM, SharedBertForMaskedLM),
-    (AutoModelForSequenceClassification, SharedBertForSequenceClassification),
-    (AutoModelForTokenClassification, SharedBertForTokenClassification),
-    (AutoModelForQuestionAnswering, SharedBertForQuestionAnswering),
-    (AutoModelForMultipleChoice, SharedBertForMultipleChoice),
-    (AutoModelForCausalLM, SharedBertLMHeadModel),
-    (AutoModelForPreTraining, SharedBertForPreTraining),
-    (AutoModelForNextSentencePrediction, SharedBertForNextSentencePrediction),
-    (AutoModelForSeq2SeqLM, SharedBertForConditionalGeneration),
-):
-    _auto.register(SharedBertConfig, _model, exist_ok=True)
-AutoTokenizer.register(SharedBertConfig, fast_tokenizer_class=SharedBertTokenizer, exist_ok=True)
+
+def _register_auto_classes() -> None:
+    """Every Auto class of AUTO_MAP (the map each saved config carries for remote loading) learns its SharedBert."""
+    transformers.AutoConfig.register(SharedBertConfig.model_type, SharedBertConfig, exist_ok=True)
+    for auto, target in AUTO_MAP.items():
+        if auto.startswith("AutoModel"):
+            model = getattr(modeling_sharedbert, target.rpartition(".")[2])
+            getattr(transformers, auto).register(SharedBertConfig, model, exist_ok=True)
+    transformers.AutoTokenizer.register(SharedBertConfig, fast_tokenizer_class=SharedBertTokenizer, exist_ok=True)
+
+
+_register_auto_classes()
 
 __all__ = [
     "ATTENTION_TYPES",

@@ -1,11 +1,11 @@
 """Calibrate a converted SharedBert on real text, in closed form: no gradient steps, a minute of CPU.
 
-`convert.fit_attention` fits the attention from the weights alone, so it treats every input direction alike. BERT's
+`fitting.fit_attention` fits the attention from the weights alone, so it treats every input direction alike. BERT's
 hidden states are far from isotropic (a few LayerNorm channels dominate), so a fitting error along a direction the
 inputs never take costs nothing, and one along a dominant direction costs much. Calibration runs text through the
 teacher (the BERT the student was converted from) and the student, one attention set at a time, in depth order:
 
-1. **Whitened attention fit.** With Σ = E[x̃x̃ᵀ] the second moment of the student's own inputs to the layer (x̃ = [x, 1],
+1. **Whitened attention fit.** With Σ = E[x̃x̃ᵀ] the second moment of the student's own inputs to the layer (x̃ = [x,1],
    so biases count), the fit is redone on Q·Σ^½, K·Σ^½, V·Σ^½ and its rows mapped back by Σ^-½. The invariant fit's
    Frobenius error then equals the expected error of the scores and value paths on this text
    (E[(x̃ᵀ(B − B′)ỹ)²] = ‖Σ^½(B − B′)Σ^½‖² for independent x̃, ỹ).
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .convert import fit_attention
+from .fitting import fit_attention
 
 
 @dataclass

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 
 import torch
 
 from . import modeling_sharedbert
 from .configuration_sharedbert import ATTENTION_TYPES, SharedBertConfig
 from .modeling_sharedbert import SharedBertModel
+from .presets import PRESETS, config_values
 
 
 @dataclasses.dataclass
@@ -56,7 +56,8 @@ def count_parameters(config: SharedBertConfig) -> ParameterCount:
 
 
 def parameter_table(base_values: dict, sharing_modes=("none", "all", "attention", "ffn")) -> list[ParameterCount]:
-    """Counts for every attention type and sharing mode at the dims in `base_values` (one distinct layer when shared)."""
+    """Counts for every attention type and sharing mode at the dims in `base_values` (one distinct layer when
+    shared)."""
     rows = []
     for layer_sharing in sharing_modes:
         for attention_type in ATTENTION_TYPES:
@@ -146,37 +147,22 @@ def compare_with_standard_bert(
     ]
 
 
-def parameter_report(preset_or_json: str = "bert-base", num_unique_layers: int = 1, as_json: bool = False) -> str:
-    """The `sharedbert params` report: `parameter_table` at the dims of a preset or config JSON (its attention and
-    sharing settings are ignored: every combination is counted), as a table with reductions against standard
-    attention without sharing, or as JSON."""
-    from .training.presets import config_values
+@dataclasses.dataclass
+class ParamsArguments:
+    """The options of `parameter_counts` / `sharedbert params`."""
 
-    values = config_values(preset_or_json)
+    config: str = dataclasses.field(default="bert-base", metadata={
+        "positional": True, "help": f"A preset ({', '.join(PRESETS)}) or a config JSON file; its attention and "
+        "sharing settings are ignored (every combination is counted)."})
+    num_unique_layers: int = dataclasses.field(default=1, metadata={"help": "Distinct layer sets when sharing."})
+
+
+def parameter_counts(arguments: ParamsArguments | None = None, /, **fields) -> list[ParameterCount]:
+    """`parameter_table` at the dimensions of a preset or config JSON, for every attention type and sharing mode
+    (shared sublayers in `num_unique_layers` sets). Takes a `ParamsArguments`, or its fields as keywords, or both."""
+    args = dataclasses.replace(arguments, **fields) if arguments is not None else ParamsArguments(**fields)
+    values = config_values(args.config)
     for key in ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order"):
         values.pop(key, None)
-    values["num_unique_layers"] = num_unique_layers
-    rows = parameter_table(values)
-    if as_json:
-        return json.dumps([dataclasses.asdict(row) for row in rows], indent=2)
-    baseline = next(r for r in rows if r.attention_type == "standard" and r.layer_sharing == "none")
-    header = f"{'attention':<10} {'sharing':<10} {'QKV/layer':>11} {'vs std':>8} {'model':>13} {'vs BERT':>8}"
-    lines = [
-        f"Parameters of {preset_or_json} (QKV = one layer's self-attention projections; model = encoder + pooler)",
-        "",
-        header,
-        "-" * len(header),
-    ]
-    for row in rows:
-        lines.append(
-            f"{row.attention_type:<10} {row.layer_sharing:<10} {row.qkv_per_layer:>11,} "
-            f"{reduction(row.qkv_per_layer, baseline.qkv_per_layer):>7.2f}% {row.model:>13,} "
-            f"{reduction(row.model, baseline.model):>7.2f}%"
-        )
-    lines += [
-        "",
-        f"'vs std' / 'vs BERT': reduction relative to standard attention without sharing "
-        f"(QKV {baseline.qkv_per_layer:,} per layer, model {baseline.model:,}). Shared sublayers use "
-        f"{num_unique_layers} distinct set(s).",
-    ]
-    return "\n".join(lines)
+    values["num_unique_layers"] = args.num_unique_layers
+    return parameter_table(values)

@@ -3,6 +3,8 @@ a clear reason where it is absent."""
 
 import importlib.util
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -50,6 +52,19 @@ def _script_module(module_name: str, path: Path):
         sys.modules[module_name] = module  # dataclasses look their module up while the script runs
         spec.loader.exec_module(module)
     return sys.modules[module_name]
+
+
+def start_child(command, **popen_options) -> subprocess.Popen:
+    """`subprocess.Popen(command, ...)` for a child process a test will stop with SIGINT (Ctrl-C), started with
+    SIGINT at its default action, as a process started from a terminal has it. A suite started in the background by a
+    non-interactive shell (`make test &`) runs with SIGINT ignored, and a child inherits that: it would ignore the
+    test's SIGINT (rightly: see `sharedbert.training.checkpointing.sigint_stops`), run to its end and exit 0. Every
+    test that signals a child starts it here."""
+    return subprocess.Popen(command, preexec_fn=_sigint_at_its_default, **popen_options)
+
+
+def _sigint_at_its_default():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tiny_config(**overrides) -> sharedbert.SharedBertConfig:

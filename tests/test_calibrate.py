@@ -105,7 +105,7 @@ def test_bad_input_is_refused_with_the_reason():
 def test_calibration_on_real_text_improves_minilm_embeddings(minilm_path, mlm_text_dir):
     from transformers import AutoTokenizer
 
-    from sharedbert.heal import TextPieces
+    from sharedbert.training.healing import TextPieces
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     teacher = BertModel.from_pretrained(minilm_path).eval()

@@ -4,6 +4,7 @@ bucket is judged against the shortest by its standard error, and the paired desi
 length."""
 
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -171,15 +172,15 @@ def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_
     from sharedbert.training import checkpoint_build
 
     calls = []
-    monkeypatch.setattr(checkpoint_build, "build_minilm_checkpoint", lambda **options: calls.append(options))
+    monkeypatch.setattr(checkpoint_build, "build_minilm_checkpoint", lambda arguments: calls.append(asdict(arguments)))
     assert main(["build-minilm", str(tmp_path / "out")]) == 0
     # By default, the published recipe's step budget and no time limit.
     assert calls[-1]["calibration_sentences"] == 0 and (calls[-1]["steps"], calls[-1]["minutes"]) == (9184, None)
     assert main(["build-minilm", str(tmp_path / "out"), "--calibration-sentences", "512", "--minutes", "5",
                  "--work-dir", str(tmp_path / "work"), "--threads", "2"]) == 0
-    assert calls[-1] == dict(out=str(tmp_path / "out"), work_dir=str(tmp_path / "work"), minutes=5.0, steps=None,
-                             threads=2, corpus=None, sts=None, repo_id="your-name/sharedbert-all-MiniLM-L6-v2",
-                             calibration_sentences=512)
+    expected = dict(out=str(tmp_path / "out"), work_dir=str(tmp_path / "work"), minutes=5.0, steps=None, threads=2,
+                    corpus=None, sts=None, repo_id="your-name/sharedbert-all-MiniLM-L6-v2", calibration_sentences=512)
+    assert {key: calls[-1][key] for key in expected} == expected
     # Either budget given replaces the default; both given, both apply.
     assert main(["build-minilm", str(tmp_path / "out"), "--steps", "6888"]) == 0
     assert calls[-1]["steps"] == 6888 and calls[-1]["minutes"] is None
@@ -223,8 +224,8 @@ def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(m
     sts.write_text("\n".join(rows) + "\n")
 
     report = build_minilm_checkpoint(
-        tmp_path / "out", work_dir=tmp_path / "work", minutes=None, steps=3, threads=2, corpus=corpus, sts=sts,
-        per_bucket=2, speed_rounds=1, heal_overrides=dict(batch_size=4, long_batch_size=1), log=lambda line: None)
+        out=tmp_path / "out", work_dir=tmp_path / "work", minutes=None, steps=3, threads=2, corpus=corpus, sts=sts,
+        per_bucket=2, speed_rounds=1, heal_overrides=dict(batch_size=4, long_batch_size=1))
 
     assert report["heal"]["steps"] == 3 and not report["heal"]["interrupted"]
     assert report["heal_config"]["max_steps"] == 3 and report["heal_config"]["max_minutes"] is None

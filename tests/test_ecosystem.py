@@ -313,8 +313,8 @@ def test_lora_finetune_with_trainer_improves_sst2_dev_accuracy(minilm_path, glue
     def accuracy(prediction):
         return data.compute_metrics(spec, prediction.predictions.argmax(-1), prediction.label_ids)
 
-    args = training_arguments(tmp_path / "out", batch_size=16, learning_rate=3e-3, epochs=1, evaluations=0,
-                              num_train_examples=len(train), warmup=0.1, label_names=["labels"])
+    args = training_arguments(tmp_path / "out", per_device_train_batch_size=16, learning_rate=3e-3, num_train_epochs=1,
+                              evaluations=0, num_train_examples=len(train), warmup_steps=0.1, label_names=["labels"])
     trainer = Trainer(model=peft_model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tok,
                       data_collator=DataCollatorWithPadding(tok), compute_metrics=accuracy)
     before = trainer.evaluate()["eval_accuracy"]

@@ -2,6 +2,7 @@
 and the sentence-embedding helper."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 from sharedbert.convert import from_bert
 from sharedbert import embeddings
 from sharedbert.embeddings import encode, sts_spearman
-from sharedbert.heal import HealConfig, TextInMemory, TextPieces, heal
+from sharedbert.training.healing import HealConfig, TextInMemory, TextPieces, heal
 from sharedbert.training.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
@@ -118,7 +119,7 @@ def test_the_relational_term_compares_in_batch_similarities_and_is_weighted_in()
     """similarity_weight adds the squared gap between the student's and the teacher's in-batch cosine-similarity
     matrices: zero for an exact copy and for a batch of one, positive for a shared conversion, and it enters the
     total with its weight (the default 0 leaves the loss as it was)."""
-    from sharedbert.heal import Distiller
+    from sharedbert.training.healing import Distiller
 
     teacher, tokenizer = make_teacher(), make_tokenizer()
     batch = tokenizer(["the man plays guitar .", "a dog runs in the park", "old red car"], padding=True,
@@ -231,6 +232,39 @@ def test_ctrl_c_stays_ignored_in_a_process_that_started_with_it_ignored():
     assert completed.stdout.split() == ["True", "False", "True"]
 
 
+# A child that waits for Ctrl-C inside `sigint_stops`, as a training run does.
+WAITS_FOR_CTRL_C = """
+import time
+from sharedbert.training.checkpointing import sigint_stops
+
+with sigint_stops({}) as flag:
+    print("ready", flush=True)
+    deadline = time.monotonic() + 60
+    while not flag.get("stop") and time.monotonic() < deadline:
+        time.sleep(0.01)
+print("stopped" if flag.get("stop") else "ran to its end")
+"""
+
+
+def test_a_child_a_test_stops_with_ctrl_c_gets_it_when_the_suite_runs_in_the_background():
+    """`make test &` starts the suite with SIGINT ignored; a child started with plain Popen inherits that, ignores the
+    test's SIGINT and runs to its end (test_seq2seq_study's stopped cell then finished and exited 0). The suite's
+    `start_child` gives the child SIGINT at its default, so `sigint_stops` handles it as in a terminal."""
+    from conftest import start_child
+
+    found = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
+    try:
+        child = start_child([sys.executable, "-c", WAITS_FOR_CTRL_C], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, found)
+    assert child.stdout.readline().strip() == "ready"
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0, stderr[-3000:]
+    assert stdout.split() == ["stopped"]
+
+
 def test_healing_runs_to_its_budget_when_ctrl_c_is_ignored(corpus, tmp_path):
     teacher, tokenizer = make_teacher(), make_tokenizer()
     student = from_bert(teacher, attention_type="shared")
@@ -274,7 +308,7 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
                  str(corpus), "--steps", "3", "--batch-size", "4", "--no-progress", "--threads", "1",
                  "--max-length", "24", "--long-fraction", "0", "--precision", "fp32"])
     assert code == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err  # the library's log, which the command shows on stderr
     assert "attention set 1:" in printed and "Healed 3 steps" in printed
     state = json.loads((tmp_path / "out-checkpoints" / "latest" / "trainer_state.json").read_text())
     assert {k: state["heal_config"][k] for k in ("max_length", "long_fraction", "precision")} == {
@@ -291,6 +325,19 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert "sharedbert convert: error:" in err and "no such file or folder" in err
 
 
+def test_convert_command_with_neither_heal_nor_corpus_only_converts(tmp_path, capsys):
+    """`sharedbert convert SRC OUT`: the --heal switch shares its name with ConvertArguments.heal (a HealConfig, set
+    from Python only), which must stay unset when the switch is off."""
+    from sharedbert.cli import main
+
+    make_teacher().save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    assert main(["convert", str(tmp_path / "bert"), str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "out" / "conversion_report.json").read_text())
+    assert report["heal"] is None and report["calibration"] is None
+    assert AutoModel.from_pretrained(tmp_path / "out").config.attention_type == "shared"
+
+
 def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resumes(corpus, tmp_path, capsys):
     from sharedbert.cli import main
     from sharedbert.training.conversion import convert_checkpoint
@@ -301,7 +348,7 @@ def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resum
 
     def convert(out, *extra):
         assert main(["convert", common[0], str(tmp_path / out), *common[1:], *extra]) == 0
-        return capsys.readouterr().out, json.loads((tmp_path / out / "conversion_report.json").read_text())
+        return capsys.readouterr().err, json.loads((tmp_path / out / "conversion_report.json").read_text())
 
     printed, report = convert("calibrated", "--corpus", str(corpus), "--calibration-sentences", "16")
     assert "Calibrated on 16 pieces" in printed and report["calibration"]["sentences"] == 16 and report["heal"] is None
@@ -322,8 +369,8 @@ def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resum
     assert "Calibrated in closed form on 16 pieces" in (tmp_path / "healed" / "README.md").read_text()
     with pytest.raises(ValueError, match="calibrated on 16 pieces, but this run's would be not calibrated: pass "
                                          "--calibration-sentences 16"):
-        convert_checkpoint(str(tmp_path / "bert"), tmp_path / "healed", corpus=corpus, calibration_sentences=0,
-                           heal=dict(max_steps=2, batch_size=4, progress=False))
+        convert_checkpoint(src=str(tmp_path / "bert"), out=tmp_path / "healed", corpus=corpus,
+                           calibration_sentences=0, heal=dict(max_steps=2, batch_size=4, progress=False))
     assert main(["convert", common[0], str(tmp_path / "healed"), *common[1:], *heal_args[:2], "--heal", "--steps",
                  "2", "--batch-size", "4"]) == 2  # the CLI's default (512 pieces) differs too: a clear error
     assert "pass --calibration-sentences 16" in capsys.readouterr().err
@@ -335,6 +382,44 @@ def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resum
     assert "Calibration skipped: standard attention converts exactly" in printed
 
 
+class _Messages(logging.Handler):
+    """What transformers logs (its loggers do not propagate to the root logger, where caplog listens)."""
+
+    def __init__(self):
+        super().__init__()
+        self.text = ""
+
+    def emit(self, record):
+        self.text += record.getMessage() + "\n"
+
+
+def test_converting_a_fine_tuned_classifier_shows_no_load_report_but_a_broken_encoder_does(corpus, tmp_path):
+    """The demo converts the BERT it has just fine-tuned: loading its encoder as the teacher leaves the classifier
+    behind, as it should, and transformers' "LOAD REPORT ... classifier.weight UNEXPECTED" table must not interrupt
+    the conversion's output. A checkpoint whose encoder lacks a weight still gets the report."""
+    from safetensors.torch import load_file, save_file
+    from transformers import BertForSequenceClassification
+
+    from sharedbert.training.conversion import convert_checkpoint
+    from sharedbert.training.models import load_bert_encoder
+
+    BertForSequenceClassification(make_teacher().config).save_pretrained(tmp_path / "classifier")
+    make_tokenizer().save_pretrained(tmp_path / "classifier")
+    messages, transformers_logger = _Messages(), logging.getLogger("transformers")
+    transformers_logger.addHandler(messages)
+    try:
+        convert_checkpoint(src=str(tmp_path / "classifier"), out=tmp_path / "out", corpus=corpus,
+                           calibration_sentences=8)
+        assert "LOAD REPORT" not in messages.text
+        weights = load_file(tmp_path / "classifier" / "model.safetensors")
+        del weights["bert.encoder.layer.0.attention.self.query.weight"]
+        save_file(weights, tmp_path / "classifier" / "model.safetensors", metadata={"format": "pt"})
+        load_bert_encoder(tmp_path / "classifier")
+    finally:
+        transformers_logger.removeHandler(messages)
+    assert "LOAD REPORT" in messages.text and "encoder.layer.0.attention.self.query.weight" in messages.text
+
+
 def test_calibration_cuts_pieces_to_a_short_position_table(corpus, tmp_path):
     """Calibration pieces run up to 40 words; a model with a 24-position table calibrates on them cut to 24 tokens
     (it used to fail with 'Sequence length ... exceeds max_position_embeddings')."""
@@ -344,7 +429,8 @@ def test_calibration_cuts_pieces_to_a_short_position_table(corpus, tmp_path):
     BertModel(BertConfig(vocab_size=len(WORDS) + 7, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                          intermediate_size=48, max_position_embeddings=24)).save_pretrained(tmp_path / "bert")
     make_tokenizer().save_pretrained(tmp_path / "bert")
-    report = convert_checkpoint(str(tmp_path / "bert"), tmp_path / "out", corpus=corpus, calibration_sentences=16)
+    report = convert_checkpoint(src=str(tmp_path / "bert"), out=tmp_path / "out", corpus=corpus,
+                                calibration_sentences=16)
     assert report["calibration"]["sentences"] == 16
 
 
@@ -353,7 +439,7 @@ def test_healing_mixes_long_batches_up_to_the_position_table(corpus, tmp_path, m
     teacher, tokenizer = make_teacher(), make_tokenizer()
     config = small_config(max_steps=10, long_fraction=0.5, long_min_words=60, long_max_words=90, long_batch_size=2)
     lengths = []
-    from sharedbert.heal import Distiller
+    from sharedbert.training.healing import Distiller
 
     original = Distiller.loss
 
@@ -405,7 +491,8 @@ def test_converting_a_sentence_transformers_model_keeps_its_modules(corpus, tmp_
 
     source = make_sentence_transformer_bert(tmp_path / "st-bert")
     out = tmp_path / "out"
-    report = convert_checkpoint(str(source), out, heal=small_config(max_steps=3), corpus=corpus, resume=False)
+    report = convert_checkpoint(src=str(source), out=out, heal=small_config(max_steps=3), corpus=corpus,
+                                resume=False)
     assert set(report["sentence_transformers_files"]) == {"modules.json", "sentence_bert_config.json",
                                                           "1_Pooling/config.json"}
     model = SentenceTransformer(str(out), trust_remote_code=True, device="cpu")

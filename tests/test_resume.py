@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, start_child
 
 WORDS = ("the a film story actor plot scene music light dark slow quick long short night day city river song "
          "friend house road window garden paper stone").split()
@@ -47,16 +47,8 @@ def _run(args, timeout=300):
     return done
 
 
-def _sigint_as_in_a_terminal():
-    """A process Ctrl-C reaches from a terminal has SIGINT at its default; a suite started in the background by a
-    non-interactive shell (`make test &`) begins with SIGINT ignored, which its children would otherwise inherit
-    (and then rightly keep ignoring: see test_heal.py)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start(args):
-    return subprocess.Popen(_command(*args), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_as_in_a_terminal)
+    return start_child(_command(*args), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for_checkpoint(checkpoint_dir: Path, step: int, process, timeout=240):
@@ -158,7 +150,7 @@ def test_pretrain_killed_at_a_random_moment_resumes_to_the_same_result(corpus, p
     assert not output.exists()  # the output folder only ever appears complete
 
     resumed = _run(_pretrain_args(corpus, output))
-    assert "resuming from" in resumed.stdout
+    assert "resuming from" in resumed.stderr
     _assert_same_run(output, pretrain_reference)
     assert json.loads((output / "pretrain_results.json").read_text())["eval_loss"] == pytest.approx(
         json.loads((pretrain_reference / "pretrain_results.json").read_text())["eval_loss"], rel=1e-4)
@@ -203,7 +195,7 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
     _kill_after_checkpoint(args, checkpoints, 5)
     trained = json.loads((latest_checkpoint(checkpoints) / "tokenizer.json").read_text())["model"]["vocab"]
     resumed = _run(args)
-    assert "vocabulary of" in resumed.stdout and "trained before the restart" in resumed.stdout
+    assert "vocabulary of" in resumed.stderr and "trained before the restart" in resumed.stderr
     assert json.loads((output / "tokenizer.json").read_text())["model"]["vocab"] == trained
 
 
@@ -215,7 +207,7 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
 def bf16_reference(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("pretrain-bf16-ref") / "model"
     done = _run(_pretrain_args(corpus, output, precision="bf16"))
-    assert "precision: bf16 (asked for)" in done.stdout
+    assert "precision: bf16 (asked for)" in done.stderr
     return output
 
 
@@ -236,7 +228,7 @@ def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result(corp
 
     assert checkpoint_precision(latest_checkpoint(checkpoints)) == "bf16"
     resumed = _run(_pretrain_args(corpus, output, precision="bf16"))
-    assert "resuming from" in resumed.stdout and "note: the checkpoint trained in" not in resumed.stdout
+    assert "resuming from" in resumed.stderr and "note: the checkpoint trained in" not in resumed.stderr
     _assert_same_run(output, bf16_reference)
     results = json.loads((output / "pretrain_results.json").read_text())
     assert results["precision"] == "bf16" and results["resumed_from_precision"] == "bf16"
@@ -248,7 +240,7 @@ def test_a_bf16_checkpoint_is_resumed_in_fp32_when_asked_and_says_so(corpus, bf1
     _kill_after_checkpoint(_pretrain_args(corpus, output, precision="bf16"), checkpoints, 10)
     saved_step = latest_step(checkpoints)
     resumed = _run(_pretrain_args(corpus, output, precision="fp32"))
-    assert "note: the checkpoint trained in bf16; continuing in fp32" in resumed.stdout
+    assert "note: the checkpoint trained in bf16; continuing in fp32" in resumed.stderr
     results = json.loads((output / "pretrain_results.json").read_text())
     assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16" and results["steps"] == 60
     got, reference = _losses(output), _losses(bf16_reference)

@@ -26,7 +26,7 @@ def tiny_sentence_transformer_bert(folder):
 def test_sentence_transformer_trainer_fine_tunes_a_sharedbert(tmp_path):
     source = tiny_sentence_transformer_bert(tmp_path / "bert")
     converted = tmp_path / "sharedbert"
-    convert_checkpoint(str(source), converted, attention_type="shared")
+    convert_checkpoint(src=str(source), out=converted, attention_type="shared")
     assert json.loads((converted / "config.json").read_text())["model_type"] == "sharedbert"
     # Pairs whose gold similarity is whether they share the first word: learnable, and random weights rank them
     # poorly. Train and dev are the same pairs: the test is that training moves the score, not generalisation.

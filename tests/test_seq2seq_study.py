@@ -5,7 +5,7 @@ import json
 import random
 
 import pytest
-from conftest import experiment_script
+from conftest import experiment_script, start_child
 
 study = experiment_script("seq2seq/study.py")
 
@@ -131,8 +131,8 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
 
     arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
                  "--work-dir", str(tmp_path / "work"), "--checkpoint-steps", "2"]
-    process = subprocess.Popen([sys.executable, str(study.RESULTS_DIR.parent / "study.py"), *arguments],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = start_child([sys.executable, str(study.RESULTS_DIR.parent / "study.py"), *arguments],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     checkpoints = tmp_path / "work" / "recipe-quick" / "shared-all-seed1" / "checkpoints"
     deadline = time.monotonic() + 300
     while not any(checkpoints.glob("checkpoint-*")) and process.poll() is None and time.monotonic() < deadline:

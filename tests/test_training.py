@@ -3,6 +3,7 @@ real data with tiny models, the CLI's error handling, and atomic outputs."""
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,12 @@ from sharedbert.training import (
     pretrain,
     training_arguments,
 )
-from sharedbert.training.presets import PRESETS, config_values
+from sharedbert.presets import PRESETS, config_values
 
 from conftest import INVALID_CONFIG, tiny_config
 
+# The demo's closing text once restated the published build's healing budget ("for 45 minutes") after it had changed.
+RESTATED_BUDGET = re.compile(r"`make checkpoint` heals[^.]* \d[\d,]* (minutes|steps)")
 SMALL = dict(max_train_samples=96, max_eval_samples=64, max_length=32, epochs=1, batch_size=16)
 
 
@@ -44,7 +47,8 @@ def tiny_bert_dir(tmp_path_factory, minilm_path):
 
 
 def test_training_arguments_use_transformers5_names(tmp_path):
-    args = training_arguments(tmp_path, batch_size=16, epochs=2, num_train_examples=320, evaluations=4, warmup=0.1)
+    args = training_arguments(tmp_path, per_device_train_batch_size=16, num_train_epochs=2, num_train_examples=320,
+                              evaluations=4, warmup_steps=0.1)
     assert args.warmup_steps == 0.1  # a fraction of the steps, transformers 5 style
     assert args.eval_strategy == "steps" and args.eval_steps == 10  # 40 steps, 4 evaluations
     assert args.save_strategy == "no" and args.report_to in ("none", [], ["none"])
@@ -333,6 +337,21 @@ def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys)
         data.load_task("sst2", dataset="nyu-mll/glue")
 
 
+def test_the_demo_summary_points_to_the_published_build_without_restating_its_budget(capsys):
+    """The closing text once said `make checkpoint` heals "for 45 minutes" after the build had moved to a step budget:
+    it names the command and the recipe, and leaves the figures to the one place that holds them."""
+    from sharedbert.cli.demo import print_summary
+
+    model = dict(attention_type="shared", accuracy=0.8, parameters=90, train_seconds=10.0)
+    print_summary(dict(sharedbert=model, bert=dict(model, parameters=100), speed_ratio=1.2, train_samples=64,
+                       epochs=1.0, healing="healed here", healed_here=True, heal_budget="2 steps", max_length=32,
+                       wall_seconds=61.0, model_dir="runs/demo/sharedbert-sst2", staged="runs/demo/hub",
+                       repo_id="someone/demo", results="runs/demo/demo_results.json"))
+    printed = capsys.readouterr().out
+    assert "healed toward it here for only 2 steps" in printed and "SharedBert − BERT: +0.0 points" in printed
+    assert "`make checkpoint` heals" in printed and not RESTATED_BUDGET.search(printed)
+
+
 def test_demo_fine_tunes_a_built_model_only_when_asked(monkeypatch, tmp_path):
     """A finished `sharedbert build-minilm` work folder in the current directory does not change what the demo does
     (it heals here unless --healed names a model); --healed that is not a model folder says so."""
@@ -357,7 +376,8 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     code = cli.main(["demo", "--model", str(tiny_bert_dir), "--data-dir", str(glue_dir), "--train-samples", "64",
                      "--max-length", "32", "--output-dir", str(out), "--repo-id", "someone/tiny-demo",
                      "--heal-steps", "2"])
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.err + captured.out  # the library's log (stderr), then the command's summary (stdout)
     assert code == 0, printed[-3000:]
     summary = json.loads((out / "demo_results.json").read_text())
     assert summary["train_samples"] == 64 and summary["eval_samples"] == 872  # the full dev set
@@ -370,8 +390,8 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     # No healed model: BERT is fine-tuned first, and that fine-tuned BERT is converted, calibrated and healed toward
     # on the task's own training sentences (no corpus given), then fine-tuned; speed measured, limits stated.
     train_rows = len((glue_dir / "SST-2" / "train.tsv").read_text().splitlines()) - 1
-    assert summary["healing"] == ("converted from the fine-tuned BERT, calibrated and healed toward it here for 2 steps "
-                                  f"on SST-2 training sentences ({train_rows:,}, labels unused)")
+    assert summary["healing"] == ("converted from the fine-tuned BERT, calibrated and healed toward it here for 2 "
+                                  f"steps on SST-2 training sentences ({train_rows:,}, labels unused)")
     report = json.loads((out / "healed" / "conversion_report.json").read_text())
     assert report["source"] == str(out / "bert-sst2")
     assert report["heal"]["steps"] == 2 and report["calibration"]["sentences"] > 0
@@ -387,3 +407,5 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tiny_bert_dir, glue_dir, tmp_path
     assert torch.equal(bert_weights["classifier.weight"], healed_weights["classifier.weight"])
     assert summary["speed_ratio"] > 0 and summary["speed"]["rounds"] == 3
     assert "Limits:" in printed and "SharedBert − BERT:" in printed
+    # The closing text points to the published build without restating its budget, which lives in one place.
+    assert "`make checkpoint` heals" in printed and not RESTATED_BUDGET.search(printed)

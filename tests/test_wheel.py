@@ -35,15 +35,17 @@ def wheel_env(tmp_path_factory):
     site_dir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
     (Path(site_dir) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # Without PYTHONPATH: a suite run with PYTHONPATH=REPO puts the source tree (and the sharedbert.egg-info the
+    # build leaves there) on pip's path, and pip then takes the package for installed and installs nothing.
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environment.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     install = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=environment,
     )
     assert install.returncode == 0, install.stderr[-3000:]
     workdir = root / "elsewhere"
     workdir.mkdir()
-    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    environment.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
 
     def run(*arguments, timeout=900):
         return subprocess.run([env_dir / "bin" / "sharedbert", *arguments], cwd=workdir, env=environment,

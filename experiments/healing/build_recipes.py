@@ -137,7 +137,7 @@ def build(name: str, threads: int) -> dict:
     recipe = RECIPES[name]
     work = WORK / name
     corpus = glue_corpus(WORK) if recipe["corpus"] == "glue" else None
-    return build_minilm_checkpoint(work / "staged", work_dir=work, minutes=recipe["minutes"],
+    return build_minilm_checkpoint(out=work / "staged", work_dir=work, minutes=recipe["minutes"],
                                    steps=recipe.get("steps"), threads=threads, corpus=corpus,
                                    heal_overrides=recipe["overrides"], calibration_sentences=recipe["calibration"])
 

@@ -267,7 +267,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
 
     from sharedbert.params import count_model_parameters
     from sharedbert.training import resolve_precision
-    from sharedbert.training.trainer import ResumableTrainer, RunCheckpoints
+    from sharedbert.training import ResumableTrainer, RunCheckpoints
 
     class StudyTrainer(ResumableTrainer, Seq2SeqTrainer):
         """Seq2SeqTrainer's generation with the package's resumable checkpoints."""

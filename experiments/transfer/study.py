@@ -162,7 +162,7 @@ def noise_control(work: Path, threads: int) -> Path:
     from sharedbert.atomic import atomic_directory, atomic_write_text
     from sharedbert.convert import from_bert
     from sharedbert.embeddings import pooling_of
-    from sharedbert.heal import Distiller, TextPieces, heal
+    from sharedbert.training.healing import Distiller, TextPieces, heal
     from sharedbert.training import resolve_source
     from sharedbert.training.checkpoint_build import heal_recipe, healing_corpus
 
@@ -228,8 +228,8 @@ def short_heal(work: Path, threads: int) -> Path:
 
     build = work / "healed-2860-build"
     if not (build / "healed" / "eval_results.json").is_file():
-        build_minilm_checkpoint(work / "healed-2860-staged", work_dir=build, minutes=None, steps=SHORT_HEAL_STEPS,
-                                threads=threads, log=lambda text: print(text, flush=True))
+        build_minilm_checkpoint(out=work / "healed-2860-staged", work_dir=build, minutes=None, steps=SHORT_HEAL_STEPS,
+                                threads=threads)
     return build / "healed"
 
 
@@ -256,7 +256,7 @@ def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int)
 def demo_path_model(seed: int, work: Path, threads: int) -> Path:
     """`sharedbert demo`'s way: the fine-tuned `bert` of this seed converted to shared attention and healed toward
     it for 200 steps on the fine-tuning pool's text (not the held-out sentences)."""
-    from sharedbert.heal import TextInMemory
+    from sharedbert.training.healing import TextInMemory
     from sharedbert.training.demo import heal_here
 
     out = work / f"demo-path-seed{seed}" / "healed"

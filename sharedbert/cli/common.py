@@ -1,13 +1,16 @@
-"""Options and error handling shared by several commands (argument parsing only: the work is in the library)."""
+"""What every command shares: flags made from a job's arguments dataclass (`add_arguments_from`, `arguments_from`),
+the library's log shown while it runs (`show_library_log`), and its errors as exit codes (`call_library`)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import dataclasses
 import logging
 import sys
-
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+import types
+import typing
 
 
 def call_library(command: str, function, *args, **options) -> tuple[object, int]:
@@ -30,52 +33,82 @@ def call_library(command: str, function, *args, **options) -> tuple[object, int]
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The description as written (it holds example commands), and each flag's default after its help unless it is
-    unset (None or False: the help says what happens then)."""
+    unset (None or False: the help says what happens then) or the flag is a switch."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False) or "default" in (action.help or ""):
+        switch = isinstance(action, argparse._StoreConstAction)  # store_true / store_false
+        if switch or action.default in (None, False) or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
 
-def add_arguments_from(parser: argparse.ArgumentParser, arguments_class) -> None:
+def add_arguments_from(parser, arguments_class) -> None:
     """Flags from a job's arguments dataclass, made by transformers' `HfArgumentParser`, so that a flag's name, type,
-    default, choices and help have one owner: the dataclass field. Fields with `metadata={"cli": False}` are for
-    callers in Python only."""
-    import copy
-    import dataclasses
-    import typing
-
+    default, choices and help have one owner: the dataclass field. `parser` may be an argument group. HfArgumentParser
+    passes a field's metadata on to `add_argument` ("help", "choices", "aliases", "metavar", "action", ...); three
+    keys are this function's: `{"cli": False}` for a field only callers in Python set, `{"positional": True}` for an
+    argument given without a flag (`sharedbert convert SRC OUT`; optional when the field has a default), and
+    `{"group": TITLE}` to list the flag under that heading in --help. A bool field is a switch (`_add_switch`)."""
     from transformers import HfArgumentParser
 
     hints = typing.get_type_hints(arguments_class)
+    groups = {}
     for original in dataclasses.fields(arguments_class):
-        if not original.init or original.metadata.get("cli") is False:
+        metadata = dict(original.metadata)
+        if not original.init or metadata.pop("cli", True) is False:
             continue
+        title = metadata.pop("group", None)
+        if title is not None and title not in groups:
+            groups[title] = parser.add_argument_group(title)
+        target = groups[title] if title is not None else parser
         field = copy.copy(original)  # HfArgumentParser rewrites `type`: not on the class's own field
-        field.type = hints[field.name]
-        HfArgumentParser._parse_dataclass_field(parser, field)
+        field.type, field.metadata = hints[field.name], types.MappingProxyType(metadata)
+        if metadata.pop("positional", False):
+            _add_positional(target, field, metadata)
+        elif field.type is bool:
+            _add_switch(target, field, metadata)
+        else:
+            HfArgumentParser._parse_dataclass_field(target, field)
     for action in parser._actions:  # --max-length before --max_length, in usage lines and help
         action.option_strings.sort(key=lambda option: "_" in option)
 
 
-def arguments_from(args, arguments_class):
-    """The parsed flags as an instance of the job's arguments dataclass."""
-    import dataclasses
+def _add_switch(parser, field, kwargs: dict) -> None:
+    """A bool field as a switch that takes no value: --name turns on one that is off by default, --no-name turns off
+    one that is on (HfArgumentParser's `--name [BOOL]` would take a positional argument after it for its value)."""
+    name, action = (field.name, "store_true") if field.default is False else (f"no_{field.name}", "store_false")
+    if field.default is not False:
+        kwargs["help"] = f"Turns off: {kwargs.get('help', field.name)}"
+    options = [f"--{name.replace('_', '-')}"] + ([f"--{name}"] if "_" in name else [])
+    parser.add_argument(*options, *kwargs.pop("aliases", []), dest=field.name, action=action, **kwargs)
 
+
+def _add_positional(parser, field, kwargs: dict) -> None:
+    kwargs.setdefault("metavar", field.name.upper())
+    members = [member for member in typing.get_args(field.type) if member is not type(None)]  # `str | None` -> str
+    kwargs["type"] = members[0] if members else field.type
+    if field.default is not dataclasses.MISSING:
+        kwargs.update(nargs="?", default=field.default)
+    parser.add_argument(field.name, **kwargs)
+
+
+def arguments_from(args, arguments_class):
+    """The parsed flags as an instance of the job's arguments dataclass (fields that are not flags keep their
+    defaults, even where another flag has their name, as convert's --heal switch has HealConfig's)."""
     values = vars(args)
-    return arguments_class(**{f.name: values[f.name] for f in dataclasses.fields(arguments_class) if f.name in values})
+    return arguments_class(**{field.name: values[field.name] for field in dataclasses.fields(arguments_class)
+                              if field.name in values and field.init and field.metadata.get("cli", True)})
 
 
 @contextlib.contextmanager
-def show_library_log(enabled: bool = True):
+def show_library_log(enabled: bool = True, stream=None):
     """Print what the library logs at INFO and above (its modules log; the command line shows it), as plain lines on
-    stderr, for the duration of one command."""
+    `stream` (default stderr, where progress goes; results go to stdout), for the duration of one command."""
     logger = logging.getLogger("sharedbert")
     if not enabled:
         yield
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     level = logger.level
     logger.addHandler(handler)
@@ -85,57 +118,3 @@ def show_library_log(enabled: bool = True):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-def options_of(args) -> dict:
-    """The parsed options as keyword arguments: the parser's `dest` names are the library function's parameters."""
-    return {key: value for key, value in vars(args).items() if key not in ("run", "command")}
-
-
-def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("checkpoints (resumable after a crash, a kill or Ctrl-C)")
-    group.add_argument("--checkpoint-dir", help="Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); "
-                       "deleted once the run has saved its output.")
-    group.add_argument("--checkpoint-minutes", type=float, default=10.0,
-                       help="Save a checkpoint after this many minutes of training (default 10).")
-    group.add_argument("--checkpoint-steps", type=int, help="Also save one every N optimizer steps.")
-    group.add_argument("--no-resume", action="store_true",
-                       help="Discard an existing checkpoint and start afresh (default: running the same command "
-                       "again resumes from its last checkpoint).")
-
-
-def add_precision_argument(group) -> None:
-    from ..training.precision import PRECISIONS
-
-    group.add_argument("--precision", choices=PRECISIONS, default="auto",
-                       help="bf16 autocast with fp32 master weights, or fp32. auto (default): bf16 where the CPU "
-                       "(or GPU) computes bf16 natively, fp32 elsewhere, where bf16 is emulated and many times slower. "
-                       "A checkpoint may be resumed in another precision.")
-
-
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("data (a GLUE task, or your own files)")
-    group.add_argument("--task", help="GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files).")
-    group.add_argument("--data-dir", help="GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data "
-                       "folder, ../shared/data beside the repository, when present).")
-    group.add_argument("--dataset", help="Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network).")
-    group.add_argument("--train-file", help="Your own training data (.csv, .tsv, .json, .jsonl).")
-    group.add_argument("--validation-file", help="Your own validation data (same columns).")
-    group.add_argument("--text-columns", help="With your own files: the text column, or two comma-separated columns "
-                       "for sentence pairs.")
-    group.add_argument("--label-column", help="With your own files: the label column.")
-    group.add_argument("--regression", action="store_true", help="With your own files: the label is a number.")
-    group.add_argument("--max-length", type=int, default=128, help="Truncate inputs to this many tokens (default 128).")
-    group.add_argument("--cache-dir", help="datasets cache folder (default: the Hugging Face cache).")
-
-
-def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("conversion of a BERT checkpoint (ignored for SharedBert folders)")
-    group.add_argument("--attention-type", choices=ATTENTION_TYPES, help="Default: shared.")
-    group.add_argument("--layer-sharing", choices=LAYER_SHARING_MODES, help="Cross-layer sharing (default: none).")
-    group.add_argument("--num-unique-layers", type=int, help="Distinct layer sets with --layer-sharing.")
-    group.add_argument("--sharing-order", choices=SHARING_ORDERS, help="How layers map onto the sets.")
-    group.add_argument("--fit-method", choices=FIT_METHODS,
-                       help="How from_bert fits the new attention to BERT's (default: from_bert's auto).")
-    group.add_argument("--no-convert", action="store_true",
-                       help="Fine-tune a BERT checkpoint as BERT (the unconverted baseline).")

@@ -10,59 +10,65 @@ trust_remote_code=True, classifies a few sentences with pipeline(), measures inf
 a table of parameters, speed and accuracy (also saved as demo_results.json).
 
 GLUE data: --data-dir, else glue/ in the shared data folder (../shared/data beside the repository, or beside or inside
-the current folder), else nyu-mll/glue from the Hub when online.
+the current folder), else nyu-mll/glue from the Hub when online. The work is `sharedbert.training.run_demo`; the
+options are its `DemoArguments`.
 """
 
-import argparse
-
-from .common import call_library, options_of
+from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers):
+    from ..training.demo import DemoArguments
+
     parser = subparsers.add_parser(
-        "demo",
-        help="Convert all-MiniLM-L6-v2 to SharedBert, fine-tune on SST-2, compare with BERT, stage for the Hub.",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--data-dir", help="GLUE root holding SST-2/train.tsv and SST-2/dev.tsv.")
-    parser.add_argument("--model", help="BERT checkpoint to start from (default: all-MiniLM-L6-v2).")
-    parser.add_argument("--healed", help="A healed SharedBert folder to fine-tune, e.g. runs/build-minilm/healed "
-                        "(default: heal one here).")
-    parser.add_argument("--heal-steps", type=int, default=200,
-                        help="Without --healed: convert the fine-tuned BERT and heal it toward it for this "
-                        "many steps before fine-tuning (default 200; time and accuracy: experiments/demo/README.md; "
-                        "0 fine-tunes the base checkpoint's unhealed conversion).")
-    parser.add_argument("--heal-minutes", type=float, help="Heal for this many training minutes instead of steps "
-                        "(the result then depends on how busy the machine is).")
-    parser.add_argument("--corpus", help="Raw text files or folders to calibrate and heal on (default: SST-2's "
-                        "training sentences, labels unused).")
-    parser.add_argument("--train-samples", type=int, default=8000,
-                        help="SST-2 training sentences (a random subset; default 8000, sized for about 5 CPU minutes).")
-    parser.add_argument("--max-length", type=int, default=64, help="Tokens per sentence (default 64).")
-    parser.add_argument("--epochs", type=float, default=1.0, help="Default 1.")
-    parser.add_argument("--batch-size", type=int, default=32, help="Default 32.")
-    parser.add_argument("--learning-rate", type=float, default=1e-4, help="Default 1e-4 (both models).")
-    parser.add_argument("--attention-type", default="shared", choices=("shared", "standard", "symmetric", "pairwise"),
-                        help="SharedBert attention to convert to (default shared).")
-    parser.add_argument("--fit-method", choices=("auto", "weights", "invariant"),
-                        help="How from_bert fits the shared attention to BERT's (default: from_bert's auto).")
-    parser.add_argument("--output-dir", default="runs/demo", help="Where the model and staged folder go "
-                        "(replaced on each run).")
-    parser.add_argument("--repo-id", default="your-name/sharedbert-minilm-sst2",
-                        help="Hub repository name written into the staged model card.")
-    parser.add_argument("--skip-baseline", action="store_true", help="Do not fine-tune the unconverted BERT (not "
-                        "when the demo heals here: it converts the fine-tuned BERT).")
-    parser.add_argument("--seed", type=int, default=42, help="Subset, head initialisation and batch order "
-                        "(default 42).")
+        "demo", description=__doc__, formatter_class=HelpFormatter,
+        help="Convert all-MiniLM-L6-v2 to SharedBert, fine-tune on SST-2, compare with BERT, stage for the Hub.")
+    add_arguments_from(parser, DemoArguments)
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args) -> int:
-    from ..training import run_demo
+    from ..training.demo import DemoArguments, run_demo
 
-    summary, code = call_library("demo", run_demo, **options_of(args))
+    with show_library_log():
+        summary, code = call_library("demo", lambda: run_demo(arguments_from(args, DemoArguments)))
     if code:
         return code
+    print_summary(summary)
     return 0 if summary["staged"] else 1  # the demo ran, but its Hub-ready folder could not be staged
+
+
+def print_summary(summary: dict) -> None:
+    """The demo's closing report: accuracy, parameters and speed of both models, its limits, and where things are."""
+    ours, bert = summary["sharedbert"], summary["bert"]
+    rows = [(f"SharedBert ({ours['attention_type']} attention)", ours, summary["speed_ratio"])]
+    if bert is not None:
+        rows.append(("BERT (unconverted all-MiniLM-L6-v2)", bert, 1.0))
+    print(f"\n=== Summary {'=' * 93}")
+    print(f"SST-2 dev accuracy after fine-tuning on {summary['train_samples']} sentences for {summary['epochs']:g} "
+          f"epoch(s) (SharedBert {summary['healing']}):")
+    print(f"  {'model':<40}{'dev accuracy':>14}{'parameters':>14}{'speed':>8}{'train s':>10}")
+    for name, model, ratio in rows:
+        print(f"  {name:<40}{model['accuracy']:>14.4f}{model['parameters']:>14,}{ratio:>7.2f}×"
+              f"{model['train_seconds']:>10.0f}")
+    if bert is not None:
+        gap, saved = 100 * (ours["accuracy"] - bert["accuracy"]), bert["parameters"] - ours["parameters"]
+        print(f"  SharedBert − BERT: {gap:+.1f} points of accuracy with {saved:,} fewer parameters "
+              f"({saved / bert['parameters']:.1%})")
+    print("Limits: one seed on a subset of SST-2 (the seed alone moves accuracy: experiments/demo/README.md has "
+          "figures over several seeds); the speed ratio is one measurement on this machine's CPU threads and moves "
+          "with the load; accuracy and speed are for sentence classification only.")
+    if summary["healed_here"]:
+        print(f"The SharedBert was converted from the BERT fine-tuned above, healed toward it here for only "
+              f"{summary['heal_budget']} at up to {summary['max_length']} tokens, and fine-tuned again: it saw the "
+              "SST-2 sentences twice, BERT once (a second epoch for BERT is measured in experiments/demo/README.md). "
+              "`make checkpoint` heals all-MiniLM-L6-v2 once with the published recipe, at every length "
+              "(`sharedbert build-minilm`), and `--healed runs/build-minilm/healed` fine-tunes that model once, as "
+              "BERT is (experiments/demo/README.md).")
+    wall = summary["wall_seconds"]
+    print(f"fine-tuned model: {summary['model_dir']}")
+    print(f"Hub-ready folder: {summary['staged'] or '(staging failed)'}  "
+          f"(publish: python upload.py {summary['model_dir']} --repo-id {summary['repo_id']})")
+    print(f"results: {summary['results']}")
+    print(f"demo wall time: {int(wall // 60)} min {wall % 60:.0f} s")

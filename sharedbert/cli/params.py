@@ -1,33 +1,65 @@
 """`sharedbert params`: parameter counts for every attention type and sharing mode, from built modules
-(`sharedbert.params.parameter_report`)."""
+(`sharedbert.params.parameter_counts`), as a table or JSON."""
 
-from ..training.presets import PRESETS
-from .common import call_library
+import dataclasses
+import json
+
+from .common import HelpFormatter, add_arguments_from, arguments_from, call_library
+
+DESCRIPTION = (
+    "Parameter counts of the attention projections and of the whole model (SharedBertModel with pooler, no task "
+    "head) for every attention type and cross-layer sharing mode, counted from modules built on the meta device. "
+    "'QKV/layer' is one self-attention projection block (Wq,Wk,Wv+biases; or Ws,b,dq,dk,dv; or Wq,Wv(+P_h)); a shared "
+    "sublayer counts once however many depths use it."
+)
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "params",
-        help="print parameter counts for every attention type and sharing mode",
-        description="Parameter counts of the attention projections and of the whole model (SharedBertModel with "
-        "pooler, no task head) for every attention type and cross-layer sharing mode, counted from modules built "
-        "on the meta device. 'QKV/layer' is one self-attention projection block (Wq,Wk,Wv+biases; or Ws,b,dq,dk,dv; "
-        "or Wq,Wv(+P_h)); a shared sublayer counts once however many depths use it.",
-    )
-    parser.add_argument(
-        "config", nargs="?", default="bert-base", help=f"a preset ({', '.join(PRESETS)}) or a config JSON file"
-    )
-    parser.add_argument("--num-unique-layers", type=int, default=1, help="distinct layers when sharing (default 1)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    from ..params import ParamsArguments
+
+    parser = subparsers.add_parser("params", help="print parameter counts for every attention type and sharing mode",
+                                   description=DESCRIPTION, formatter_class=HelpFormatter)
+    add_arguments_from(parser, ParamsArguments)
+    parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..params import parameter_report
+    from ..params import ParamsArguments, parameter_counts
 
-    report, code = call_library("params", parameter_report, preset_or_json=args.config,
-                                num_unique_layers=args.num_unique_layers, as_json=args.json)
+    arguments = arguments_from(args, ParamsArguments)
+    rows, code = call_library("params", lambda: parameter_counts(arguments))
     if code:
         return code
-    print(report)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
+    else:
+        print(table(rows, arguments))
     return 0
+
+
+def table(rows, arguments) -> str:
+    """The counts with reductions against standard attention without sharing."""
+    from ..params import reduction
+
+    baseline = next(r for r in rows if r.attention_type == "standard" and r.layer_sharing == "none")
+    header = f"{'attention':<10} {'sharing':<10} {'QKV/layer':>11} {'vs std':>8} {'model':>13} {'vs BERT':>8}"
+    lines = [
+        f"Parameters of {arguments.config} (QKV = one layer's self-attention projections; model = encoder + pooler)",
+        "",
+        header,
+        "-" * len(header),
+    ]
+    for row in rows:
+        lines.append(
+            f"{row.attention_type:<10} {row.layer_sharing:<10} {row.qkv_per_layer:>11,} "
+            f"{reduction(row.qkv_per_layer, baseline.qkv_per_layer):>7.2f}% {row.model:>13,} "
+            f"{reduction(row.model, baseline.model):>7.2f}%"
+        )
+    lines += [
+        "",
+        f"'vs std' / 'vs BERT': reduction relative to standard attention without sharing "
+        f"(QKV {baseline.qkv_per_layer:,} per layer, model {baseline.model:,}). Shared sublayers use "
+        f"{arguments.num_unique_layers} distinct set(s).",
+    ]
+    return "\n".join(lines)

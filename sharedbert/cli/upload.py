@@ -1,10 +1,13 @@
 """`sharedbert upload MODEL_DIR --repo-id OWNER/NAME` (also `python upload.py ...` at the top of the repository):
 publish a trained SharedBert on the Hugging Face Hub. Argument parsing and printing only: the steps are
-`sharedbert.hub.publish`."""
+`sharedbert.hub.publish`, whose options are `sharedbert.hub.publishing.UploadArguments`; its log (each step) is shown
+on stdout unless --quiet."""
 
 import argparse
 import sys
 from pathlib import Path
+
+from .common import add_arguments_from, arguments_from, show_library_log
 
 DESCRIPTION = """\
 Publish a trained SharedBert on the Hugging Face Hub, so that anyone can load it with
@@ -70,59 +73,19 @@ def build_parser(prog: str = "upload.py") -> argparse.ArgumentParser:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model_dir", metavar="MODEL_DIR", type=Path,
-                        help="folder with the trained SharedBert (save_pretrained output or a training output "
-                             "folder with the final model at its root) and its tokenizer")
-    parser.add_argument("--repo-id", required=True, metavar="OWNER/NAME",
-                        help="Hub repository to publish to, e.g. alice/sharedbert-sst2 (created if missing)")
-    parser.add_argument("--private", action="store_true",
-                        help="create the repository as private (an existing repository keeps its visibility)")
-    parser.add_argument("--revision", metavar="BRANCH",
-                        help="branch to commit to (created from main if missing; default: main)")
-    parser.add_argument("--commit-message", metavar="MSG", help="commit message (default: a generic one)")
-    parser.add_argument("--commit-description", metavar="TEXT", help="longer commit description")
-    parser.add_argument("--create-pr", action="store_true",
-                        help="open a pull request with the files instead of committing to the branch")
-    parser.add_argument("--dry-run", metavar="OUT_DIR", type=Path,
-                        help="stage and verify into OUT_DIR (new, empty, or an earlier staged folder) and upload "
-                             "nothing; no token needed")
-    card = parser.add_argument_group("model card")
-    card.add_argument("--card", metavar="README", type=Path,
-                      help="publish this README.md instead of generating one (e.g. an edited dry-run card)")
-    card.add_argument("--license", help="license id for the card metadata (default: from "
-                                        "sharedbert_provenance.json, else apache-2.0)")
-    card.add_argument("--language", action="append", metavar="CODE",
-                      help="language code(s) of the model, repeatable (default: from provenance, else en)")
-    card.add_argument("--base-model", metavar="OWNER/NAME",
-                      help="Hub id of the checkpoint the model was converted from (default: from "
-                           "sharedbert_provenance.json or config.json's converted_from)")
-    card.add_argument("--dataset", action="append", metavar="OWNER/NAME",
-                      help="Hub id of a training dataset, repeatable (added to those found in MODEL_DIR)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final result")
+    from ..hub.publishing import UploadArguments
+
+    add_arguments_from(parser, UploadArguments)
+    parser.add_argument("-q", "--quiet", action="store_true", help="Print only errors and the final result.")
 
 
 def run(args) -> int:
-    from ..hub import HubError, get_token, publish, quiet_transformers, redact
+    from ..hub import HubError, get_token, quiet_transformers, redact
+    from ..hub.publishing import UploadArguments, publish
 
-    say = (lambda message: None) if args.quiet else print
     try:
-        with quiet_transformers():
-            result = publish(
-                args.model_dir,
-                args.repo_id,
-                dry_run=args.dry_run,
-                private=args.private,
-                revision=args.revision,
-                commit_message=args.commit_message,
-                commit_description=args.commit_description,
-                create_pr=args.create_pr,
-                license=args.license,
-                language=args.language,
-                base_model=args.base_model,
-                datasets=args.dataset,
-                card=args.card,
-                log=say,
-            )
+        with quiet_transformers(), show_library_log(not args.quiet, stream=sys.stdout):
+            result = publish(arguments_from(args, UploadArguments))
     except KeyboardInterrupt:
         print("interrupted; nothing was committed unless the upload had finished", file=sys.stderr)
         return 130
@@ -133,9 +96,10 @@ def run(args) -> int:
 
     staged = result.staged
     if result.commit is None:
-        say(f"Dry run: the verified folder is in {staged.path}; nothing was uploaded.")
-        say(f"Upload it with: {args.invocation} {args.model_dir} --repo-id {args.repo_id} --card "
-            f"{args.card or staged.path / 'README.md'}")
+        if not args.quiet:
+            print(f"Dry run: the verified folder is in {staged.path}; nothing was uploaded.")
+            print(f"Upload it with: {args.invocation} {args.model_dir} --repo-id {args.repo_id} --card "
+                  f"{args.card or Path(staged.path) / 'README.md'}")
         return 0
     print(f"Uploaded: {result.commit.pr_url or result.commit.commit_url}")
     revision = f', revision="{args.revision}"' if args.revision and args.revision != "main" else ""

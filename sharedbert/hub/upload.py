@@ -92,8 +92,8 @@ def upload_staged(
         raise UploadError(f"{staged_dir} is not a staged SharedBert folder (unexpected files: {unexpected}).")
     for path in files:
         if file_contains(path, token.encode()):
-            raise UploadError(f"{path.relative_to(staged_dir).as_posix()} contains your Hugging Face token; refusing to "
-                              "upload it.")
+            raise UploadError(f"{path.relative_to(staged_dir).as_posix()} contains your Hugging Face token; "
+                              "refusing to upload it.")
     api = HfApi(endpoint=endpoint, token=token)
     try:
         api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")

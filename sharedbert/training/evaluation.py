@@ -4,6 +4,7 @@ test file (`sharedbert evaluate`). The results have the shape of fine-tuning's e
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
@@ -13,86 +14,108 @@ from .models import load_tokenizer
 from .trainer import PredictingTrainer, atomic_write_json, output_folder, training_arguments
 
 
-def evaluate(
-    model,
-    task: str | None = None,
-    data_dir=None,
-    dataset: str | None = None,
-    file: str | None = None,
-    text_columns=None,
-    label_column: str | None = None,
-    regression: bool = False,
-    split: str = "validation",
-    max_length: int = 128,
-    max_eval_samples: int | None = None,
-    batch_size: int = 64,
-    predictions_path: str | None = None,
-    cache_dir: str | None = None,
-    results_path: str | None = None,
-) -> dict:
+@dataclass
+class EvaluateArguments:
+    """Every option of `evaluate` / `sharedbert evaluate`, with its default and help."""
+
+    model: str = field(metadata={"help": "A fine-tuned model folder (SharedBert or BERT) or Hub id."})
+    task: str | None = field(default=None, metadata={
+        "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own file)."})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the "
+        "repository)."})
+    dataset: str | None = field(default=None, metadata={
+        "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
+    file: str | None = field(default=None, metadata={
+        "help": "Your own labelled file to evaluate on (.csv, .tsv, .json, .jsonl), instead of a GLUE task."})
+    text_columns: str | None = field(default=None, metadata={
+        "help": "With your own file: the text column, or two comma-separated columns for sentence pairs."})
+    label_column: str | None = field(default=None, metadata={"help": "With your own file: the label column."})
+    regression: bool = field(default=False, metadata={"help": "With your own file: the label is a number."})
+    split: str = field(default="validation", metadata={
+        "help": "Which GLUE file to use (validation = dev = dev.tsv; test writes predictions and computes no "
+        "metrics).", "choices": ("validation", "dev", "test", "train")})
+    max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Only the first N examples."})
+    batch_size: int = field(default=64, metadata={"help": "Examples per batch."})
+    predictions_path: str | None = field(default=None, metadata={
+        "help": "Write one prediction per example to this TSV (index, prediction).", "aliases": ["--predictions"]})
+    results_path: str | None = field(default=None, metadata={"help": "Also write the results JSON here.",
+                                                              "aliases": ["--output"]})
+    cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
+
+    def __post_init__(self):
+        self.split = "validation" if self.split == "dev" else self.split
+
+
+def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     """Score `model` (a fine-tuned SharedBert or BERT folder, or Hub id) on `split` of a GLUE task (`task` with
     `data_dir` or `dataset`) or of your own `file`; returns the results (metrics, sizes, sources).
 
-    `split="test"` computes no metrics; `predictions_path` writes one prediction per example (TSV: index, prediction)
-    and `results_path` the returned results as JSON, both atomically. Raises DataError/ValueError on bad input."""
+    Takes an `EvaluateArguments`, or its fields as keywords, or both (keywords replace fields). `split="test"`
+    computes no metrics; `predictions_path` writes one prediction per example (TSV: index, prediction) and
+    `results_path` the returned results as JSON, both atomically. Raises DataError/ValueError on bad input."""
+    args = replace(arguments, **fields) if arguments is not None else EvaluateArguments(**fields)
     started = time.time()
-    split = "validation" if split == "dev" else split
     try:
-        classifier = AutoModelForSequenceClassification.from_pretrained(str(model), trust_remote_code=True)
+        classifier = AutoModelForSequenceClassification.from_pretrained(str(args.model), trust_remote_code=True)
     except Exception as error:
-        raise ValueError(f"Cannot load a sequence classifier from {model}: {error}") from error
+        raise ValueError(f"Cannot load a sequence classifier from {args.model}: {error}") from error
     config = classifier.config
     model_labels = tuple(config.id2label[i] for i in range(config.num_labels))
-
-    if file:
-        labels = None if regression else model_labels
-        task_data = data_module.load_task(task=task, files={split: file}, text_columns=text_columns,
-                                          label_column=label_column, regression=regression, labels=labels,
-                                          cache_dir=cache_dir)
-    else:
-        task_data = data_module.load_task(task=task, data_dir=data_dir, dataset=dataset, splits=(split,),
-                                          cache_dir=cache_dir)
+    task_data = _load_data(args, model_labels)
     spec = task_data.spec
     if config.num_labels != spec.num_labels:
         raise ValueError(
-            f"{model} predicts {config.num_labels} label(s) {list(model_labels)} but task {spec.name} has "
+            f"{args.model} predicts {config.num_labels} label(s) {list(model_labels)} but task {spec.name} has "
             f"{spec.num_labels}: evaluate a model fine-tuned on this task."
         )
-    eval_raw = task_data.datasets[split]
-    if max_eval_samples is not None and max_eval_samples < len(eval_raw):
-        eval_raw = eval_raw.select(range(max_eval_samples))
-    tok = load_tokenizer(model)
-    max_length = min(max_length, config.max_position_embeddings)  # a small model cannot read further
+    eval_raw = task_data.datasets[args.split]
+    if args.max_eval_samples is not None and args.max_eval_samples < len(eval_raw):
+        eval_raw = eval_raw.select(range(args.max_eval_samples))
+    tok = load_tokenizer(args.model)
+    max_length = min(args.max_length, config.max_position_embeddings)  # a small model cannot read further
     eval_set = data_module.tokenize(eval_raw, tok, max_length)
-    labelled = split != "test"
+    labelled = args.split != "test"
 
     with output_folder() as workdir:  # the Trainer needs a folder; nothing is kept
-        args = training_arguments(workdir, eval_batch_size=batch_size, evaluations=0)
-        trainer = PredictingTrainer(model=classifier, args=args, processing_class=tok,
+        training = training_arguments(workdir, per_device_eval_batch_size=args.batch_size, evaluations=0)
+        trainer = PredictingTrainer(model=classifier, args=training, processing_class=tok,
                                     data_collator=DataCollatorWithPadding(tok))
         output = trainer.predict(eval_set if labelled else eval_set.remove_columns("label"))
     predictions = data_module.predictions_from_logits(spec, output.predictions)
     metrics = data_module.compute_metrics(spec, predictions, eval_set["label"]) if labelled else {}
-    if predictions_path:
+    if args.predictions_path:
         lines = ["index\tprediction"] + [
             f"{i}\t{float(p):.3f}" if spec.is_regression else f"{i}\t{model_labels[int(p)]}"
             for i, p in enumerate(predictions)
         ]
-        atomic_write_text(predictions_path, "\n".join(lines) + "\n")
+        atomic_write_text(args.predictions_path, "\n".join(lines) + "\n")
     result = {
         "task": spec.name,
         "dataset": spec.dataset_name,
-        "split": split,
+        "split": args.split,
         "metrics": metrics,
-        "model": str(model),
+        "model": str(args.model),
         "eval_samples": len(eval_set),
         "data_source": task_data.source,
-        "predictions": str(predictions_path) if predictions_path else None,
+        "predictions": str(args.predictions_path) if args.predictions_path else None,
         "seconds": time.time() - started,
     }
-    if results_path:
-        atomic_write_json(results_path, result)
+    if args.results_path:
+        atomic_write_json(args.results_path, result)
     return result
 
 
-__all__ = ["evaluate"]
+def _load_data(args: EvaluateArguments, model_labels: tuple):
+    """The split to score, checked: your own file (labels as the model's), or the GLUE task's."""
+    if args.file:
+        labels = None if args.regression else model_labels
+        return data_module.load_task(task=args.task, files={args.split: args.file}, text_columns=args.text_columns,
+                                     label_column=args.label_column, regression=args.regression, labels=labels,
+                                     cache_dir=args.cache_dir)
+    return data_module.load_task(task=args.task, data_dir=args.data_dir, dataset=args.dataset, splits=(args.split,),
+                                 cache_dir=args.cache_dir)
+
+
+__all__ = ["EvaluateArguments", "evaluate"]

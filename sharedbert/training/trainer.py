@@ -1,11 +1,12 @@
-"""The `Trainer` set-up shared by `pretrain`, `finetune`, `evaluate` and the demo, and its resumable checkpoints.
+"""The `Trainer` set-up shared by `pretrain`, `finetune`, `evaluate` and the demo.
 
 * `training_arguments`: transformers 5 `TrainingArguments` with this project's defaults (no reporting integrations,
   progress bars on, warm-up as a fraction, evaluation a few times per run).
 * `StepTimer`: wall-clock seconds between consecutive optimizer steps (steady-state throughput, start-up excluded).
 * `KeepBestCallback`: remembers the weights of the best evaluation in memory and restores them at the end, so the
   saved model is the best one without writing Trainer checkpoints (which would pickle optimizer state and arguments).
-* `ResumableTrainer` + `RunCheckpoints`: checkpoints without pickle, resumed exactly after a kill or Ctrl-C.
+* `ResumableTrainer`: a Trainer whose checkpoints are `checkpointing`'s (no pickle), resumed exactly after a kill or
+  Ctrl-C; `EpochSeededSampler` and `BatchSeededCollator` keep the random streams exact across a restart.
 * `atomic_write_json`, `check_output_dir` and `output_folder`: outputs appear complete or not at all.
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -26,15 +26,20 @@ from transformers.utils import logging
 
 from ..atomic import atomic_directory, atomic_write_text, recover_directory
 from .checkpointing import (
-    TrainingInterrupted,
-    optimizer_from_files,
-    optimizer_to_files,
-    rng_from_files,
+    CHECKPOINT_PREFIX,
+    RUN_STATE_FILE,
+    read_run_state,
+    restore_optimizer,
+    restore_rng,
+    restore_weights,
     rng_to_files,
-    sigint_stops,
+    world_size,
+    writing_checkpoint,
 )
 
 logger = logging.get_logger(__name__)
+
+BEST_MODEL_FILE = "best_model.safetensors"  # in a checkpoint: the weights of the best evaluation so far (KeepBest)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -63,73 +68,56 @@ def check_output_dir(output_dir, overwrite: bool) -> Path:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
+# This project's choices where they differ from TrainingArguments' defaults; a caller's fields override them.
+DEFAULTS = dict(
+    per_device_train_batch_size=32,
+    per_device_eval_batch_size=64,
+    learning_rate=5e-5,
+    num_train_epochs=3.0,
+    warmup_steps=0.06,  # a float in [0, 1) is a fraction of the total steps (transformers 5 has no warmup_ratio)
+    weight_decay=0.01,
+    seed=42,
+    save_strategy="no",  # KeepBestCallback keeps the best weights; the caller saves them
+    logging_strategy="steps",
+    report_to="none",
+    disable_tqdm=False,
+    dataloader_num_workers=0,
+    # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for unused
+    # ones.
+    ddp_find_unused_parameters=False,
+)
 
 
-def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def training_arguments(
-    output_dir,
-    *,
-    batch_size: int = 32,
-    eval_batch_size: int = 64,
-    learning_rate: float = 5e-5,
-    epochs: float = 3.0,
-    max_steps: int = -1,
-    warmup: float = 0.06,
-    weight_decay: float = 0.01,
-    num_train_examples: int | None = None,
-    evaluations: int = 4,
-    group_by_length: bool = True,
-    seed: int = 42,
-    logging_steps: int | None = None,
-    precision: str = "fp32",
-    **extra,
-) -> TrainingArguments:
-    """TrainingArguments for a run of `epochs` (or `max_steps`) that evaluates at most `evaluations` times: every
-    ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller). `warmup` is a
-    fraction of the steps (transformers 5 has no `warmup_ratio`). `precision` is a resolved choice of
-    `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights (Trainer's `bf16`,
-    CPU autocast through accelerate), "fp32" without."""
+def training_arguments(output_dir, *, num_train_examples: int | None = None, evaluations: int = 4,
+                       group_by_length: bool = True, precision: str = "fp32", **fields) -> TrainingArguments:
+    """TrainingArguments with this project's `DEFAULTS` and any of its `fields` (TrainingArguments' own names), for a
+    run of `num_train_epochs` over `num_train_examples` (or `max_steps`) that evaluates at most `evaluations` times:
+    every ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller); it logs the
+    loss about 10 times unless `logging_steps` says otherwise, and draws data with the training seed. `precision` is a
+    resolved choice of `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights
+    (Trainer's `bf16`, CPU autocast through accelerate), "fp32" without."""
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be resolved to 'bf16' or 'fp32' first (resolve_precision), got "
                          f"{precision!r}.")
-    total_steps = max_steps
+    values = {**DEFAULTS, **fields}
+    total_steps = values.get("max_steps", -1)
     if total_steps <= 0 and num_train_examples is not None:
-        per_step = batch_size * world_size() * extra.get("gradient_accumulation_steps", 1)
-        total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * epochs))
+        per_step = (values["per_device_train_batch_size"] * world_size()
+                    * values.get("gradient_accumulation_steps", 1))
+        total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * values["num_train_epochs"]))
     # Rounded up so the last of the `evaluations` lands on the final step (the Trainer evaluates there when the step
     # count is not a multiple of eval_steps); rounding down gave one evaluation too many.
     eval_steps = max(1, math.ceil(total_steps / evaluations)) if evaluations > 0 and total_steps > 0 else None
+    values["logging_steps"] = values.get("logging_steps") or max(1, min(50, (total_steps or 200) // 10))
+    values.setdefault("data_seed", values["seed"])
     return TrainingArguments(
         output_dir=str(output_dir),
-        per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=eval_batch_size,
-        learning_rate=learning_rate,
-        num_train_epochs=epochs,
-        max_steps=max_steps,
-        warmup_steps=warmup,  # a float in [0, 1) is a fraction of the total steps
-        weight_decay=weight_decay,
         eval_strategy="steps" if eval_steps else "no",
         eval_steps=eval_steps,
-        save_strategy="no",  # KeepBestCallback keeps the best weights; the caller saves them
-        logging_strategy="steps",
-        logging_steps=logging_steps or max(1, min(50, (total_steps or 200) // 10)),
         train_sampling_strategy="group_by_length" if group_by_length else "random",
-        report_to="none",
-        disable_tqdm=False,
-        seed=seed,
-        data_seed=seed,
         use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-        # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for
-        # unused ones.
-        ddp_find_unused_parameters=False,
         bf16=precision == "bf16",
-        **extra,
+        **values,
     )
 
 
@@ -197,63 +185,6 @@ class KeepBestCallback(TrainerCallback):
         return True
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Resumable training
-# ----------------------------------------------------------------------------------------------------------------------
-
-CHECKPOINT_PREFIX = "checkpoint-"
-RUN_STATE_FILE = "run_state.json"
-
-
-class CheckpointCallback(TrainerCallback):
-    """Asks the Trainer for a checkpoint every `every_steps` optimizer steps and/or every `every_minutes` of training,
-    and after the current step when Ctrl-C is pressed (then stops training; a second Ctrl-C aborts at once).
-
-    Under DDP every process must save and stop at the same step, so the decision is agreed on each step (one tiny
-    all-reduce): a Ctrl-C reaching any one process, or rank 0's clock, decides for all."""
-
-    def __init__(self, every_steps: int | None = None, every_minutes: float | None = None):
-        if every_steps is not None and every_steps < 1:
-            raise ValueError(f"checkpoint steps must be positive, got {every_steps}.")
-        if every_minutes is not None and every_minutes <= 0:
-            raise ValueError(f"checkpoint minutes must be positive, got {every_minutes}.")
-        self.every_steps = every_steps
-        self.every_minutes = every_minutes
-        self.flag: dict = {}
-        self.interrupted_at: int | None = None
-        self._sigint = None
-        self._last_save = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self._sigint = sigint_stops(self.flag)
-        self._sigint.__enter__()
-        self._last_save = time.monotonic()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        stop = bool(self.flag.get("stop"))
-        due = self.every_steps is not None and state.global_step % self.every_steps == 0
-        due = due or (self.every_minutes is not None and time.monotonic() - self._last_save >= self.every_minutes * 60)
-        if args.world_size > 1:
-            import torch.distributed as dist
-
-            votes = torch.tensor([int(stop), int(due)])
-            dist.all_reduce(votes, op=dist.ReduceOp.MAX)
-            stop, due = bool(votes[0]), bool(votes[1])
-        if stop and state.global_step < state.max_steps:
-            self.interrupted_at = state.global_step
-            control.should_training_stop = True
-        if stop or due:
-            control.should_save = True
-
-    def on_save(self, args, state, control, **kwargs):
-        self._last_save = time.monotonic()
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._sigint is not None:
-            self._sigint.__exit__(None, None, None)
-            self._sigint = None
-
-
 class InOrderPredictions:
     """A Trainer mixin whose `predict`/`evaluate` read the dataset in its own order.
 
@@ -274,15 +205,14 @@ class PredictingTrainer(InOrderPredictions, Trainer):
 
 
 class ResumableTrainer(InOrderPredictions, Trainer):
-    """A `Trainer` whose checkpoints hold no pickle and never appear half-written.
+    """A `Trainer` whose checkpoints are `checkpointing`'s: safetensors and JSON, never pickle, never half-written.
 
-    Each checkpoint is a folder `checkpoint_dir/checkpoint-STEP` with the weights (`model.safetensors`), the tokenizer,
-    AdamW's moments (`optimizer.safetensors`), every process's torch RNG state (`rng.safetensors`), and as JSON the
-    scheduler, the Python and NumPy RNG states, the `KeepBestCallback` record (its weights in `best_model.safetensors`), the
-    caller's `run_signature` and Trainer's own `trainer_state.json`. It is written into a temporary sibling and renamed
-    into place; older checkpoints are then deleted. `train(resume_from_checkpoint=...)` restores all of it, so a run
-    killed at any moment and restarted from its last checkpoint follows the same trajectory as one never stopped.
-    (Trainer's own format would `torch.save` the optimizer, RNG states and arguments: pickle.)
+    Each checkpoint is `checkpoint_dir/checkpoint-STEP` (`checkpointing.writing_checkpoint`) with, besides the weights,
+    optimizer, scheduler and every process's RNG state, the tokenizer, the `KeepBestCallback` record (its weights in
+    `best_model.safetensors`), the caller's `run_signature` and Trainer's own `trainer_state.json`; older checkpoints
+    are then deleted. `train(resume_from_checkpoint=...)` restores all of it, so a run killed at any moment and
+    restarted from its last checkpoint follows the same trajectory as one never stopped. Trainer's own checkpoint
+    methods are overridden because its format would `torch.save` the optimizer, RNG states and arguments (pickle).
 
     Losses are averaged per batch: our models' losses are means, not token sums, so Trainer must not rescale them by
     the number of processes as it does for models that accept `num_items_in_batch` (BERT's heads declare that they
@@ -298,48 +228,39 @@ class ResumableTrainer(InOrderPredictions, Trainer):
         return next((cb for cb in self.callback_handler.callbacks if isinstance(cb, KeepBestCallback)), None)
 
     def _save_checkpoint(self, model, trial) -> None:
-        from safetensors.torch import save_file, save_model
+        """Trainer calls this to write a checkpoint: `checkpointing.writing_checkpoint` writes it, plus the tokenizer
+        (a vocabulary trained by this run is needed to resume it), the best evaluation's weights and Trainer's own
+        state; older checkpoints are then deleted."""
+        from safetensors.torch import save_file
 
         if self.checkpoint_dir is None:
             raise ValueError("ResumableTrainer needs checkpoint_dir to save checkpoints.")
-        rng_tensors, rng_meta = rng_to_files()
-        rng_states = [(rng_tensors, rng_meta)]
+        rng_states = [rng_to_files()]
         if self.args.world_size > 1:
             import torch.distributed as dist
 
             rng_states = [None] * self.args.world_size
-            dist.all_gather_object(rng_states, (rng_tensors, rng_meta))
-        step = self.state.global_step
+            dist.all_gather_object(rng_states, rng_to_files())
         if self.args.should_save:
-            final = self.checkpoint_dir / f"{CHECKPOINT_PREFIX}{step}"
-            with atomic_directory(final) as tmp:
-                unwrapped = self.accelerator.unwrap_model(self.model)
-                save_model(unwrapped, str(tmp / "model.safetensors"))  # drops tied duplicates, checks on load
-                unwrapped.config.to_json_file(str(tmp / "config.json"))
-                if self.processing_class is not None:  # a vocabulary trained by this run is needed to resume it
+            final = self.checkpoint_dir / f"{CHECKPOINT_PREFIX}{self.state.global_step}"
+            keep_best = self._keep_best()
+            has_best = keep_best is not None and keep_best.best_state is not None
+            progress = {
+                "run_signature": self.run_signature,
+                # Not in the signature: fp32 master weights and AdamW state are the same in either precision, so a
+                # checkpoint may be resumed in the other one (e.g. on a machine without native bf16).
+                "precision": "bf16" if self.args.bf16 else "fp32",
+                "keep_best": {"value": keep_best.best_value, "metrics": keep_best.best_metrics,
+                              "step": keep_best.best_step} if has_best else None,
+            }
+            unwrapped = self.accelerator.unwrap_model(self.model)
+            with writing_checkpoint(final, unwrapped, self.optimizer, self.lr_scheduler, progress, RUN_STATE_FILE,
+                                    rng_states) as tmp:
+                if self.processing_class is not None:
                     self.processing_class.save_pretrained(str(tmp))
-                tensors, optimizer_meta = optimizer_to_files(self.optimizer)
-                save_file(tensors, str(tmp / "optimizer.safetensors"))
-                save_file({f"{rank}.{name}": t for rank, (ts, _) in enumerate(rng_states) for name, t in ts.items()},
-                          str(tmp / "rng.safetensors"))
-                keep_best = self._keep_best()
-                best = None
-                if keep_best is not None and keep_best.best_state is not None:
+                if has_best:
                     save_file({k: v.contiguous() for k, v in keep_best.best_state.items()},
-                              str(tmp / "best_model.safetensors"))
-                    best = {"value": keep_best.best_value, "metrics": keep_best.best_metrics,
-                            "step": keep_best.best_step}
-                run_state = {
-                    "run_signature": self.run_signature,
-                    # Not in the signature: fp32 master weights and AdamW state are the same in either precision, so
-                    # a checkpoint may be resumed in the other one (e.g. on a machine without native bf16).
-                    "precision": "bf16" if self.args.bf16 else "fp32",
-                    "optimizer": optimizer_meta,
-                    "scheduler": self.lr_scheduler.state_dict(),
-                    "rng": [meta for _, meta in rng_states],
-                    "keep_best": best,
-                }
-                (tmp / RUN_STATE_FILE).write_text(json.dumps(run_state), encoding="utf-8")
+                              str(tmp / BEST_MODEL_FILE))
                 self.state.save_to_json(str(tmp / "trainer_state.json"))
             for older in self.checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*"):
                 if older.name != final.name and older.is_dir():
@@ -347,20 +268,17 @@ class ResumableTrainer(InOrderPredictions, Trainer):
         self.accelerator.wait_for_everyone()
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None) -> None:
-        from safetensors.torch import load_file, load_model
+        from safetensors.torch import load_file
 
         folder = Path(resume_from_checkpoint)
         run_state = read_run_state(folder)
-        try:
-            load_model(self.accelerator.unwrap_model(model or self.model), str(folder / "model.safetensors"))
-        except Exception as error:  # a different architecture, or a damaged file
-            raise ValueError(f"Cannot resume from {folder}: its weights do not fit this model ({error}).") from error
+        restore_weights(folder, self.accelerator.unwrap_model(model or self.model))
         keep_best = self._keep_best()
         if keep_best is not None and run_state.get("keep_best"):
             best = run_state["keep_best"]
             keep_best.best_value, keep_best.best_metrics = best["value"], best["metrics"]
             keep_best.best_step = best["step"]
-            keep_best.best_state = load_file(str(folder / "best_model.safetensors"))
+            keep_best.best_state = load_file(str(folder / BEST_MODEL_FILE))
 
     def _get_train_sampler(self, train_dataset=None):
         sampler = super()._get_train_sampler(train_dataset)
@@ -369,14 +287,8 @@ class ResumableTrainer(InOrderPredictions, Trainer):
         return EpochSeededSampler(sampler, self.args.data_seed if self.args.data_seed is not None else self.args.seed)
 
     def _load_optimizer_and_scheduler(self, checkpoint) -> None:
-        if checkpoint is None:
-            return
-        from safetensors.torch import load_file
-
-        run_state = read_run_state(checkpoint)
-        tensors = load_file(str(Path(checkpoint) / "optimizer.safetensors"))
-        self.optimizer.load_state_dict(optimizer_from_files(tensors, run_state["optimizer"]))
-        self.lr_scheduler.load_state_dict(run_state["scheduler"])
+        if checkpoint is not None:
+            restore_optimizer(checkpoint, read_run_state(checkpoint), self.optimizer, self.lr_scheduler)
 
     def _load_rng_state(self, checkpoint) -> None:
         """Trainer calls this where the random streams must resume: before the data iterator of a new epoch is
@@ -386,17 +298,10 @@ class ResumableTrainer(InOrderPredictions, Trainer):
         would come out in another order after a restart)."""
         if checkpoint is None:
             return
-        from safetensors.torch import load_file
-
-        run_state = read_run_state(checkpoint)
-
-        rank = self.args.process_index
-        if rank >= len(run_state["rng"]):
+        if not restore_rng(checkpoint, read_run_state(checkpoint), self.args.process_index):
             logger.warning("Checkpoint %s has no RNG state for process %d (saved with fewer processes): random "
-                           "streams restart, so the run is no longer bit-reproducible.", checkpoint, rank)
-            return
-        tensors = load_file(str(Path(checkpoint) / "rng.safetensors"))
-        rng_from_files({"torch": tensors[f"{rank}.torch"]}, run_state["rng"][rank])
+                           "streams restart, so the run is no longer bit-reproducible.", checkpoint,
+                           self.args.process_index)
 
     def _load_scaler(self, checkpoint) -> None:
         return  # no mixed-precision scaler state is kept (CPU / bf16 training needs none)
@@ -444,93 +349,6 @@ class BatchSeededCollator:
             return self.collate(features)
 
 
-def read_run_state(folder) -> dict:
-    path = Path(folder) / RUN_STATE_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{folder} is not a resumable sharedbert checkpoint ({path}: {error}).") from error
-
-
-def checkpoint_precision(folder) -> str:
-    """The precision ("bf16" or "fp32") a checkpoint's run trained in (fp32 for checkpoints older than the field)."""
-    return read_run_state(folder).get("precision", "fp32")
-
-
-def latest_checkpoint(checkpoint_dir) -> Path | None:
-    """The newest complete checkpoint in `checkpoint_dir` (temporary folders of a killed save are ignored)."""
-    folder = Path(checkpoint_dir)
-    if not folder.is_dir():
-        return None
-    steps = []
-    for child in folder.iterdir():
-        suffix = child.name[len(CHECKPOINT_PREFIX):]
-        if child.is_dir() and child.name.startswith(CHECKPOINT_PREFIX) and suffix.isdigit():
-            steps.append((int(suffix), child))
-    return max(steps)[1] if steps else None
-
-
-def resume_point(checkpoint_dir, run_signature: dict, resume: bool) -> Path | None:
-    """Where to resume from: the newest checkpoint in `checkpoint_dir` made by a run with the same `run_signature`,
-    or None to start afresh. A checkpoint of different settings is an error (resuming it would silently train
-    something else), unless `resume` is False, which discards the old checkpoints."""
-    folder = Path(checkpoint_dir)
-    if folder.is_dir():
-        # A save killed half-way leaves `.checkpoint-N.tmp-*` (or a pending `.new-` / `.old-`) beside the folders.
-        names = {child.name.lstrip(".").split(".")[0] for child in folder.iterdir()}
-        for name in sorted(n for n in names if n.startswith(CHECKPOINT_PREFIX)):
-            recover_directory(folder / name)
-    latest = latest_checkpoint(folder)
-    if latest is None:
-        return None
-    if not resume:
-        shutil.rmtree(folder)
-        return None
-    saved = read_run_state(latest).get("run_signature", {})
-    differences = {key: (saved.get(key), run_signature.get(key))
-                   for key in sorted(set(saved) | set(run_signature)) if saved.get(key) != run_signature.get(key)}
-    if differences:
-        described = "; ".join(f"{key}: checkpoint {old!r}, now {new!r}" for key, (old, new) in differences.items())
-        raise ValueError(
-            f"{latest} was made by a run with other settings ({described}). Rerun with the same settings to resume, "
-            "or pass --no-resume to discard it and start afresh."
-        )
-    return latest
-
-
-class RunCheckpoints:
-    """The checkpoint side of one command run: where checkpoints go (`folder`), what to resume from
-    (`resume_from`), the callback deciding when to save (`callback`), and `signature`, the settings that must match
-    for a checkpoint to be resumed. Only the main process cleans up or discards checkpoints."""
-
-    def __init__(self, output_dir, signature: dict, checkpoint_dir=None, every_steps: int | None = None,
-                 every_minutes: float | None = 10.0, resume: bool = True):
-        output = Path(output_dir)
-        self.folder = Path(checkpoint_dir) if checkpoint_dir else output.with_name(f"{output.name}-checkpoints")
-        if self.folder.resolve() == output.resolve() or output.resolve() in self.folder.resolve().parents:
-            raise ValueError(f"--checkpoint-dir {self.folder} must lie outside --output-dir {output}, which is "
-                             "replaced as a whole when the run ends.")
-        # JSON round trip: the signature is compared with the one a checkpoint stored as JSON.
-        self.signature = json.loads(json.dumps(signature, default=str))
-        if is_main_process():
-            self.resume_from = resume_point(self.folder, self.signature, resume)
-        else:
-            self.resume_from = latest_checkpoint(self.folder) if resume else None
-        self.callback = CheckpointCallback(every_steps, every_minutes)
-
-    def trainer_kwargs(self) -> dict:
-        return dict(checkpoint_dir=self.folder, run_signature=self.signature)
-
-    def raise_if_interrupted(self) -> None:
-        if self.callback.interrupted_at is not None:
-            raise TrainingInterrupted(self.callback.interrupted_at, latest_checkpoint(self.folder))
-
-    def discard(self) -> None:
-        """Delete the checkpoints once the run's output is safely saved."""
-        if is_main_process():
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
 @contextlib.contextmanager
 def output_folder(output_dir=None):
     """The Trainer's output folder: the atomic `output_dir` (renamed into place when the block ends without an error)
@@ -560,24 +378,16 @@ def save_run(trainer: Trainer, tokenizer, folder: Path, results_name: str, resul
 
 __all__ = [
     "BatchSeededCollator",
-    "InOrderPredictions",
-    "PredictingTrainer",
-    "CheckpointCallback",
     "EpochSeededSampler",
+    "InOrderPredictions",
     "KeepBestCallback",
+    "PredictingTrainer",
     "ResumableTrainer",
-    "RunCheckpoints",
     "StepTimer",
     "atomic_write_json",
     "check_output_dir",
-    "checkpoint_precision",
-    "is_main_process",
-    "latest_checkpoint",
     "output_folder",
-    "read_run_state",
-    "resume_point",
     "save_model",
     "save_run",
     "training_arguments",
-    "world_size",
 ]

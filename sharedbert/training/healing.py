@@ -5,12 +5,10 @@ text; the student learns to reproduce, layer by layer, the teacher's hidden stat
 the direction of the mean-pooled final embedding (what a sentence-embedding model is used for). Everything outside the
 attention projections starts as an exact copy, so the student starts close and a few minutes of CPU go a long way.
 
-Training state lives in a checkpoint folder (`latest/`), written atomically and without pickle:
-`model.safetensors` + `config.json` (the student), `optimizer.safetensors` (AdamW moments), `rng.safetensors` (torch's
-RNG state) and `trainer_state.json` (step, elapsed training seconds, data position, scheduler, optimizer
-hyper-parameters, Python and NumPy RNG states, the corpus fingerprint). `heal(..., resume=True)` continues from it
-exactly.
-Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
+Healing runs its own loop (no Trainer: two models, one loss) with `checkpointing`'s checkpoints: one folder, `latest/`,
+whose state file `trainer_state.json` records the step, the elapsed training seconds, the data positions, the corpus
+fingerprint and the settings (`heal_config`). `heal(..., resume=True)` continues from it exactly, and refuses one made
+on other text or with other settings. Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
 """
 
 from __future__ import annotations
@@ -25,20 +23,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, load_model, save_file
 
-from .atomic import atomic_directory
-from .embeddings import pooling_of
-from .training.checkpointing import (
-    optimizer_from_files,
-    optimizer_to_files,
-    rng_from_files,
-    rng_to_files,
+from ..atomic import atomic_directory
+from ..embeddings import pooling_of
+from .checkpointing import (
+    read_state,
+    restore_optimizer,
+    restore_rng,
+    restore_weights,
     sigint_stops,
+    writing_checkpoint,
 )
-from .hub.card import HealingSummary, write_conversion_card
-from .training.data import corpus_files
-from .training.precision import describe_precision, resolve_precision
+from ..hub.card import HealingSummary, write_conversion_card
+from .data import corpus_files
+from .precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
@@ -46,42 +44,59 @@ CHECKPOINT_NAME = "latest"
 STATE_FILE = "trainer_state.json"
 
 
+def _option(default, help: str, **metadata):
+    """A HealConfig field: its default, and its help for `sharedbert convert --heal`'s flag."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **metadata})
+    return field(default=default, metadata={"help": help, **metadata})
+
+
 @dataclass
 class HealConfig:
-    """Hyper-parameters of a healing run (all JSON-serialisable; saved in every checkpoint)."""
+    """The settings of a healing run, all JSON-serialisable and saved in every checkpoint. The defaults are the
+    recipe of the published sharedbert-all-MiniLM-L6-v2 (`checkpoint_build.heal_recipe` gives it its budget and
+    threads); `sharedbert convert --heal` makes its healing flags from these fields."""
 
-    max_steps: int | None = None  # stop after this many optimizer steps ...
-    max_minutes: float | None = None  # ... or after this much training time (whichever comes first)
-    batch_size: int = 32
-    max_length: int = 512  # tokens per sequence (longer pieces are truncated); at most the model's position table
-    min_words: int = 6  # text pieces have a random length in [min_words, max_words] words: short sentences and
-    max_words: int = 64  # paragraphs, like the sentences an embedding model is used on
-    # Long batches, so that every position the model is used at is healed (positions past the short pieces' ~100
-    # tokens otherwise keep the unhealed fit): this share of the steps reads pieces of [long_min_words,
-    # long_max_words] words (about 130-512 tokens), `long_batch_size` of them (None: about as many padded tokens as
-    # a short batch, at least 1).
-    long_fraction: float = 0.25
-    long_min_words: int = 100
-    long_max_words: int = 400
-    long_batch_size: int | None = None
-    precision: str = "auto"  # "auto" (bf16 autocast only where the CPU/GPU computes bf16 natively), "bf16", "fp32"
-    learning_rate: float = 2e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 30
-    decay: bool = True  # decay the learning rate linearly to 0 over the budget (steps, else training minutes)
-    hidden_weight: float = 1.0  # relative MSE of every layer's output
-    attention_weight: float = 1.0  # relative MSE of every attention sublayer's output
-    embedding_weight: float = 1.0  # 1 - cosine of the mean-pooled final embeddings
-    # Relational: the squared difference between the student's and the teacher's in-batch cosine-similarity matrices
-    # of the pooled embeddings. Semantic similarity scores (STS-B) read how sentences relate, not where each lies.
-    similarity_weight: float = 0.0
-    train_embeddings: bool = False  # embeddings are copied exactly; leave them frozen by default
-    checkpoint_minutes: float = 5.0  # save `latest/` this often (training time) ...
-    checkpoint_steps: int | None = None  # ... or this often in steps
-    snapshot_minutes: list[float] = field(default_factory=list)  # save full model folders at these training minutes
-    seed: int = 0
-    threads: int | None = None  # torch.set_num_threads (None: leave as is)
-    progress: bool = True
+    max_steps: int | None = _option(None, "Stop after this many optimizer steps; the learning rate anneals over them.",
+                                    aliases=["--steps"])
+    max_minutes: float | None = _option(None, "Stop after this many minutes of training (whichever budget comes "
+                                        "first); alone, the learning rate anneals over the minutes.",
+                                        aliases=["--minutes"])
+    batch_size: int = _option(16, "Text pieces per step.")
+    max_length: int = _option(512, "Tokens per piece (longer ones are cut); at most the model's position table.")
+    # Pieces of a random length in [min_words, max_words] words: short sentences and paragraphs, like the sentences an
+    # embedding model is used on.
+    min_words: int = _option(6, "Shortest piece, in words.")
+    max_words: int = _option(40, "Longest piece, in words.")
+    # Long batches, so that every position the model is used at is healed (positions past the short pieces' tokens
+    # otherwise keep the unhealed fit).
+    long_fraction: float = _option(0.25, "Share of the steps that read long pieces, so every position is healed.")
+    long_min_words: int = _option(100, "Shortest long piece, in words.")
+    long_max_words: int = _option(400, "Longest long piece, in words.")
+    long_batch_size: int | None = _option(None, "Long pieces per step (default: about as many padded tokens as a "
+                                          "short batch, at least 1).")
+    precision: str = _option("auto", "bf16 autocast or fp32; auto: bf16 only where the CPU (or GPU) computes bf16 "
+                             "natively.", choices=PRECISIONS)
+    learning_rate: float = _option(3e-4, "Peak learning rate (AdamW).", aliases=["--lr"])
+    weight_decay: float = _option(0.01, "AdamW weight decay.")
+    warmup_steps: int = _option(30, "Linear warm-up steps.")
+    decay: bool = _option(True, "Anneal the learning rate linearly to 0 over the budget (steps, else minutes).")
+    hidden_weight: float = _option(1.0, "Weight of the relative MSE of every layer's output.")
+    attention_weight: float = _option(1.0, "Weight of the relative MSE of every attention sublayer's output.")
+    embedding_weight: float = _option(1.0, "Weight of 1 - cosine of the pooled sentence embeddings.")
+    # Relational: semantic similarity scores (STS-B) read how sentences relate, not where each lies.
+    similarity_weight: float = _option(0.0, "Weight of the squared difference between the student's and the "
+                                       "teacher's in-batch cosine-similarity matrices of the pooled embeddings.")
+    train_embeddings: bool = _option(False, "Train the embeddings too (they are copied exactly, so frozen by "
+                                     "default).")
+    checkpoint_minutes: float = _option(5.0, "Save a resumable checkpoint after this many minutes of training.")
+    checkpoint_steps: int | None = _option(None, "Also save one every N steps.")
+    snapshot_minutes: list[float] = _option([], "Also save full model folders at these training minutes (for a "
+                                            "healing curve).")
+    seed: int = _option(0, "Piece lengths, data order, long steps and torch's generators.")
+    # The command's --threads sets torch's threads for the whole job (conversion and calibration too).
+    threads: int | None = _option(None, "torch.set_num_threads for the run (None: leave as is).", cli=False)
+    progress: bool = _option(True, "Show a progress bar.")
 
     def __post_init__(self):
         if self.max_steps is None and self.max_minutes is None:
@@ -292,38 +307,6 @@ class Distiller:
         self.teacher_attention.remove()
 
 
-# ----------------------------------------------------------------------------------------------------- checkpoints
-def save_checkpoint(folder, student, optimizer, scheduler, state: dict):
-    """Write a resumable checkpoint atomically (no pickle: safetensors + JSON)."""
-    with atomic_directory(folder) as tmp:
-        student.save_pretrained(tmp)
-        tensors, optimizer_meta = optimizer_to_files(optimizer)
-        save_file(tensors, str(tmp / "optimizer.safetensors"))
-        rng_tensors, rng_meta = rng_to_files()
-        save_file(rng_tensors, str(tmp / "rng.safetensors"))
-        full = dict(state, optimizer=optimizer_meta, scheduler=scheduler.state_dict(), rng=rng_meta)
-        (tmp / STATE_FILE).write_text(json.dumps(full, indent=1))
-
-
-def load_checkpoint(folder, student, optimizer, scheduler) -> dict:
-    """Restore student weights, optimizer, scheduler and RNGs from `folder`; return the trainer state."""
-    folder = Path(folder)
-    state = json.loads((folder / STATE_FILE).read_text())
-    try:  # safetensors' loader, as for the Trainer checkpoints: strict, yet a tied copy need not be in the file
-        load_model(student, str(folder / "model.safetensors"))
-    except RuntimeError as error:  # it lists every key: keep the start, on one line
-        detail = " ".join(str(error).split())
-        raise ValueError(
-            f"Checkpoint {folder} does not match the student ({detail[:300]}{' ...' if len(detail) > 300 else ''}); "
-            "resume with the same conversion options or start afresh (--no-resume / a new output folder)."
-        ) from error
-    optimizer.load_state_dict(optimizer_from_files(load_file(str(folder / "optimizer.safetensors")),
-                                                   state.pop("optimizer")))
-    scheduler.load_state_dict(state.pop("scheduler"))
-    rng_from_files(load_file(str(folder / "rng.safetensors")), state.pop("rng"))
-    return state
-
-
 # ------------------------------------------------------------------------------------------------------------ heal
 def _position_limit(*models) -> int:
     """The longest input every model takes: the smallest position table."""
@@ -362,19 +345,8 @@ def has_checkpoint(checkpoint_dir) -> bool:
     return (Path(checkpoint_dir) / CHECKPOINT_NAME / STATE_FILE).is_file()
 
 
-def heal(
-    student,
-    teacher,
-    tokenizer,
-    corpus,
-    checkpoint_dir,
-    config: HealConfig,
-    resume: bool = True,
-    on_snapshot=None,
-    on_step=None,
-    stop_after_steps: int | None = None,
-    pooling=None,
-) -> HealResult:
+def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig, resume: bool = True, on_step=None,
+         stop_after_steps: int | None = None, pooling=None) -> HealResult:
     """Distil `teacher` into `student` on the text files in `corpus`, in place. Returns a `HealResult`.
 
     Args:
@@ -385,7 +357,6 @@ def heal(
         checkpoint_dir: where `latest/` (resumable state) and `minute-XX/` snapshots go.
         config: budget and hyper-parameters.
         resume: continue from `checkpoint_dir/latest` when it exists.
-        on_snapshot: optional callback(folder, minutes) after each snapshot folder is written.
         on_step: optional callback(step, loss) after every optimizer step.
         stop_after_steps: end this call after that many steps (checkpoint saved, budget and schedule unchanged), to
             heal in several sessions; `HealResult.interrupted` is then True.
@@ -394,158 +365,185 @@ def heal(
     """
     if config.threads:
         torch.set_num_threads(config.threads)
-    pieces = TextPieces(corpus, config.min_words, config.max_words, config.seed)
-    # The long pieces cut the same text another way (another seed), for the steps that heal the far positions.
-    long_pieces = (TextPieces(corpus, config.long_min_words, config.long_max_words, config.seed + 1)
-                   if config.long_fraction > 0 else None)
-    long_batch_size = config.resolved_long_batch_size()
-    max_length = min(config.max_length, _position_limit(student, teacher))
-    precision = resolve_precision(config.precision)
-    logger.info(describe_precision(config.precision))
-    checkpoint_dir = Path(checkpoint_dir)
-    latest = checkpoint_dir / CHECKPOINT_NAME
+    run = _HealingRun(student, teacher, tokenizer, corpus, Path(checkpoint_dir), config)
+    if resume and has_checkpoint(checkpoint_dir):
+        run.restore()
+    distiller = Distiller(student, teacher, config, pooling=pooling)
+    try:
+        return run.train(distiller, on_step, stop_after_steps)
+    finally:
+        distiller.close()
+        for p in student.parameters():
+            p.requires_grad_(True)
 
-    teacher.eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-    # Dropout off: the student should match the deterministic teacher; the tiny budget leaves no room for noise.
-    student.eval()
+
+class _HealingRun:
+    """One healing run: the data, the optimizer and the progress that `checkpointing` saves and restores."""
+
+    def __init__(self, student, teacher, tokenizer, corpus, checkpoint_dir: Path, config: HealConfig):
+        self.student, self.tokenizer, self.config = student, tokenizer, config
+        self.pieces = TextPieces(corpus, config.min_words, config.max_words, config.seed)
+        # The long pieces cut the same text another way (another seed), for the steps that heal the far positions.
+        self.long_pieces = (TextPieces(corpus, config.long_min_words, config.long_max_words, config.seed + 1)
+                            if config.long_fraction > 0 else None)
+        self.long_batch_size = config.resolved_long_batch_size()
+        self.max_length = min(config.max_length, _position_limit(student, teacher))
+        self.precision = resolve_precision(config.precision)
+        logger.info(describe_precision(config.precision))
+        self.checkpoint_dir, self.latest = checkpoint_dir, checkpoint_dir / CHECKPOINT_NAME
+        teacher.eval()
+        for p in teacher.parameters():
+            p.requires_grad_(False)
+        # Dropout off: the student should match the deterministic teacher; the tiny budget leaves no room for noise.
+        student.eval()
+        self.params = _trained_parameters(student, config)
+        decay = [p for p in self.params if p.ndim >= 2]
+        no_decay = [p for p in self.params if p.ndim < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=config.learning_rate,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(config))
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+        self.step, self.elapsed, self.position, self.long_position = 0, 0.0, 0, 0
+        self.losses, self.snapshots_done = [], []
+
+    def progress(self) -> dict:
+        """What a checkpoint records beside the optimizer, scheduler and RNG states."""
+        return dict(step=self.step, elapsed_seconds=self.elapsed, position=self.position,
+                    long_position=self.long_position, corpus=self.pieces.fingerprint, losses=self.losses,
+                    snapshots_done=self.snapshots_done, heal_config=asdict(self.config))
+
+    def save(self) -> None:
+        with writing_checkpoint(self.latest, self.student, self.optimizer, self.scheduler, self.progress(),
+                                STATE_FILE):
+            pass
+
+    def restore(self) -> None:
+        """Continue from `latest/`, refusing one made on other text or with other settings."""
+        state = read_state(self.latest, STATE_FILE)
+        if state["corpus"] != self.pieces.fingerprint:
+            raise ValueError(
+                f"{self.latest} was trained on another corpus ({state['corpus']} vs {self.pieces.fingerprint}); use "
+                "the same --corpus to resume, or a new output folder to start afresh."
+            )
+        changed = changed_settings(state.get("heal_config", {}), self.config)
+        if changed:
+            raise ValueError(
+                f"{self.latest} was healed with other settings ({'; '.join(changed)}): resuming would mix two "
+                "recipes. Resume with the same options, or start afresh (convert: --no-resume; build-minilm: a new "
+                "--work-dir)."
+            )
+        restore_weights(self.latest, self.student, "the student")
+        restore_optimizer(self.latest, state, self.optimizer, self.scheduler)
+        restore_rng(self.latest, state)
+        self.step, self.elapsed, self.position = state["step"], state["elapsed_seconds"], state["position"]
+        self.long_position = state.get("long_position", 0)  # absent in checkpoints written before long batches
+        self.losses, self.snapshots_done = state["losses"], state["snapshots_done"]
+        logger.info("Resumed from %s at step %d (%.1f training minutes).", self.latest, self.step, self.elapsed / 60)
+
+    def train(self, distiller, on_step, stop_after_steps) -> HealResult:
+        config = self.config
+        budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else math.inf
+        budget_steps = config.max_steps if config.max_steps is not None else math.inf
+        session_end = self.step + stop_after_steps if stop_after_steps is not None else math.inf
+        last_checkpoint, flag = (self.step, self.elapsed), {"stop": False}
+        bar = self._progress_bar(budget_seconds)
+        try:
+            with sigint_stops(flag):
+                while self.step < budget_steps and self.elapsed < budget_seconds and not flag["stop"]:
+                    parts = self._train_step(distiller, budget_seconds)
+                    if on_step is not None:
+                        on_step(self.step, self.losses[-1])
+                    if self.step >= session_end and self.step < budget_steps and self.elapsed < budget_seconds:
+                        flag["stop"] = True
+                    if bar is not None:
+                        bar.update(1 if config.max_steps is not None else round(self.elapsed) - bar.n)
+                        bar.set_postfix(loss=f"{self.losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}",
+                                        cos=f"{parts['embedding']:.4f}", sim=f"{parts['similarity']:.5f}")
+                    self._snapshots()
+                    due_time = self.elapsed - last_checkpoint[1] >= config.checkpoint_minutes * 60
+                    due_steps = (config.checkpoint_steps is not None
+                                 and self.step - last_checkpoint[0] >= config.checkpoint_steps)
+                    if due_time or due_steps:
+                        self.save()
+                        last_checkpoint = (self.step, self.elapsed)
+                self.save()
+        finally:
+            if bar is not None:
+                bar.close()
+        tail = self.losses[-10:]
+        return HealResult(steps=self.step, elapsed_seconds=self.elapsed,
+                          first_loss=self.losses[0] if self.losses else None,
+                          last_loss=sum(tail) / len(tail) if tail else None, interrupted=flag["stop"],
+                          losses=self.losses, precision=self.precision)
+
+    def _train_step(self, distiller, budget_seconds: float) -> dict:
+        """One optimizer step on the next batch (a long one on the steps `HealConfig.is_long_step` draws); returns
+        the loss's parts."""
+        config = self.config
+        started = time.perf_counter()
+        long_step = self.long_pieces is not None and config.is_long_step(self.step)
+        if long_step:
+            texts = self.long_pieces.batch(self.long_position, self.long_batch_size)
+        else:
+            texts = self.pieces.batch(self.position, config.batch_size)
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            loss, parts = distiller.loss(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.optimizer.step()
+        self.scheduler.step()
+        if config.decay and config.max_steps is None:
+            # A time budget: anneal by the share of it used (the step count it will reach is unknown). LambdaLR sets
+            # every lr afresh on each step, so this scaling does not compound.
+            for group in self.optimizer.param_groups:
+                group["lr"] *= max(0.0, 1.0 - self.elapsed / budget_seconds)
+        self.step += 1
+        if long_step:
+            self.long_position += self.long_batch_size
+        else:
+            self.position += config.batch_size
+        self.losses.append(round(float(loss.detach()), 6))
+        self.elapsed += time.perf_counter() - started
+        return parts
+
+    def _snapshots(self) -> None:
+        """Full model folders at the training minutes `HealConfig.snapshot_minutes` names (for a healing curve)."""
+        for minute in self.config.snapshot_minutes:
+            if minute not in self.snapshots_done and self.elapsed >= minute * 60:
+                with atomic_directory(self.checkpoint_dir / f"minute-{minute:g}") as tmp:
+                    self.student.save_pretrained(tmp)
+                    self.tokenizer.save_pretrained(tmp)
+                    (tmp / "heal_progress.json").write_text(json.dumps(
+                        {"step": self.step, "elapsed_seconds": self.elapsed, "loss": self.losses[-1]}))
+                self.snapshots_done.append(minute)
+
+    def _progress_bar(self, budget_seconds: float):
+        if not self.config.progress:
+            return None
+        from tqdm.auto import tqdm
+
+        if self.config.max_steps is not None:
+            return tqdm(total=self.config.max_steps, initial=self.step, desc="healing", unit="step")
+        return tqdm(total=round(budget_seconds), initial=round(self.elapsed), desc="healing", unit="s")
+
+
+def _trained_parameters(student, config: HealConfig) -> list:
+    """The student's parameters healing trains (its encoder's, embeddings only when asked, never the pooler), the
+    only ones left requiring gradients."""
     base = getattr(student, "base_model", student)
-    params = [
-        p for name, p in base.named_parameters()
-        if (config.train_embeddings or not name.startswith("embeddings.")) and not name.startswith("pooler.")
-    ]
+    params = [p for name, p in base.named_parameters()
+              if (config.train_embeddings or not name.startswith("embeddings.")) and not name.startswith("pooler.")]
     for p in student.parameters():
         p.requires_grad_(False)
     for p in params:
         p.requires_grad_(True)
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.learning_rate,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(config))
-
-    torch.manual_seed(config.seed)
-    random.seed(config.seed)
-    step, elapsed, position, long_position, losses, snapshots_done = 0, 0.0, 0, 0, [], []
-    if resume and has_checkpoint(checkpoint_dir):
-        state = load_checkpoint(latest, student, optimizer, scheduler)
-        if state["corpus"] != pieces.fingerprint:
-            raise ValueError(
-                f"{latest} was trained on another corpus ({state['corpus']} vs {pieces.fingerprint}); use the same "
-                "--corpus to resume, or a new output folder to start afresh."
-            )
-        changed = changed_settings(state.get("heal_config", {}), config)
-        if changed:
-            raise ValueError(
-                f"{latest} was healed with other settings ({'; '.join(changed)}): resuming would mix two recipes. "
-                "Resume with the same options, or start afresh (convert: --no-resume; build-minilm: a new --work-dir)."
-            )
-        step, elapsed, position = state["step"], state["elapsed_seconds"], state["position"]
-        long_position = state.get("long_position", 0)  # absent in checkpoints written before long batches
-        losses, snapshots_done = state["losses"], state["snapshots_done"]
-        logger.info("Resumed from %s at step %d (%.1f training minutes).", latest, step, elapsed / 60)
-
-    distiller = Distiller(student, teacher, config, pooling=pooling)
-    budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else math.inf
-    budget_steps = config.max_steps if config.max_steps is not None else math.inf
-    first_loss = losses[0] if losses else None
-    last_checkpoint = (step, elapsed)
-    flag = {"stop": False}
-    session_end = step + stop_after_steps if stop_after_steps is not None else math.inf
-
-    def state_dict():
-        return dict(
-            step=step, elapsed_seconds=elapsed, position=position, long_position=long_position,
-            corpus=pieces.fingerprint, losses=losses,
-            snapshots_done=snapshots_done, heal_config=asdict(config),
-        )
-
-    bar = None
-    if config.progress:
-        from tqdm.auto import tqdm
-
-        if config.max_steps is not None:
-            bar = tqdm(total=config.max_steps, initial=step, desc="healing", unit="step")
-        else:
-            bar = tqdm(total=round(budget_seconds), initial=round(elapsed), desc="healing", unit="s")
-    try:
-        with sigint_stops(flag):
-            while step < budget_steps and elapsed < budget_seconds and not flag["stop"]:
-                started = time.perf_counter()
-                long_step = long_pieces is not None and config.is_long_step(step)
-                if long_step:
-                    texts = long_pieces.batch(long_position, long_batch_size)
-                else:
-                    texts = pieces.batch(position, config.batch_size)
-                batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-                batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                    loss, parts = distiller.loss(batch)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                optimizer.step()
-                scheduler.step()
-                if config.decay and config.max_steps is None:
-                    # A time budget: anneal by the share of it used (the step count it will reach is unknown).
-                    # LambdaLR sets every lr afresh on each step, so this scaling does not compound.
-                    for group in optimizer.param_groups:
-                        group["lr"] *= max(0.0, 1.0 - elapsed / budget_seconds)
-                step += 1
-                if long_step:
-                    long_position += long_batch_size
-                else:
-                    position += config.batch_size
-                losses.append(round(float(loss.detach()), 6))
-                if first_loss is None:
-                    first_loss = losses[0]
-                took = time.perf_counter() - started
-                elapsed += took
-                if on_step is not None:
-                    on_step(step, losses[-1])
-                if step >= session_end and step < budget_steps and elapsed < budget_seconds:
-                    flag["stop"] = True
-                if bar is not None:
-                    bar.update(1 if config.max_steps is not None else round(elapsed) - bar.n)
-                    bar.set_postfix(loss=f"{losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}",
-                                    cos=f"{parts['embedding']:.4f}", sim=f"{parts['similarity']:.5f}")
-                for minute in config.snapshot_minutes:
-                    if minute not in snapshots_done and elapsed >= minute * 60:
-                        folder = checkpoint_dir / f"minute-{minute:g}"
-                        with atomic_directory(folder) as tmp:
-                            student.save_pretrained(tmp)
-                            tokenizer.save_pretrained(tmp)
-                            (tmp / "heal_progress.json").write_text(
-                                json.dumps({"step": step, "elapsed_seconds": elapsed, "loss": losses[-1]})
-                            )
-                        snapshots_done.append(minute)
-                        if on_snapshot is not None:
-                            on_snapshot(folder, minute)
-                due_time = elapsed - last_checkpoint[1] >= config.checkpoint_minutes * 60
-                due_steps = config.checkpoint_steps is not None and step - last_checkpoint[0] >= config.checkpoint_steps
-                if due_time or due_steps:
-                    save_checkpoint(latest, student, optimizer, scheduler, state_dict())
-                    last_checkpoint = (step, elapsed)
-            save_checkpoint(latest, student, optimizer, scheduler, state_dict())
-    finally:
-        distiller.close()
-        if bar is not None:
-            bar.close()
-        for p in student.parameters():
-            p.requires_grad_(True)
-    tail = losses[-10:]
-    return HealResult(
-        steps=step,
-        elapsed_seconds=elapsed,
-        first_loss=first_loss,
-        last_loss=sum(tail) / len(tail) if tail else None,
-        interrupted=flag["stop"],
-        losses=losses,
-        precision=precision,
-    )
+    return params
 
 
 def write_model_card(folder, source: str, attention_type: str, layer_sharing: str, result: HealResult | None,
