@@ -7,7 +7,9 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("params", "convert", "build-minilm", "pretrain", "finetune", "evaluate", "demo", "upload", "export")
+COMMANDS = (
+    "params", "convert", "build-minilm", "pretrain", "finetune", "evaluate", "generate", "demo", "upload", "export",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

