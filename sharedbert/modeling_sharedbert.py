@@ -6,19 +6,21 @@ Cross-layer sharing stores each distinct sublayer once and runs it through an in
 
 Decoding (`is_decoder`, `add_cross_attention`, `SharedBertLMHeadModel`, `SharedBertForConditionalGeneration`):
 
-* Self-attention becomes causal; keys and values of earlier tokens come from a transformers `Cache`.
-* Cross-attention (after self-attention in every decoder layer) projects as the configured attention type does:
-  queries from the decoder states X, keys and values from the encoder states H, with the SAME projection weights on
-  both sides where the type ties them. shared: one Ws of its own, S_X = X·Ws + b and S_H = H·Ws + b, Q = S_X⊙dq,
-  K = S_H⊙dk, V = S_H⊙dv; standard: separate Wq (on X), Wk and Wv (on H); symmetric: K = H·Wq + bq, Wq applied to
-  the encoder states; pairwise: the same plus the per-head bilinear matrix P_h, scores Q_X·P_h·K_Hᵀ.
-  `cross_attention_type` chooses another type for cross-attention alone (e.g. shared self-attention with standard
-  cross-attention).
+* Self-attention becomes causal; keys and values of earlier tokens come from a transformers `Cache`. Shared
+  attention's key and value are one projection S scaled per channel, so its cache holds S alone (`cache_update`):
+  half the bytes of standard attention's.
+* Cross-attention (after self-attention in every decoder layer) reads queries from the decoder states X and keys and
+  values from the encoder states H, projected as `config.effective_cross_attention_type` says: shared_kv (the default
+  for shared attention): Q = X·Wq + bq, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv; standard: separate Wq (on X), Wk and
+  Wv (on H); shared: one Ws on both sides, Q = (X·Ws + b)⊙dq (every score is then a symmetric form of the two sides);
+  symmetric: K = H·Wq + bq, Wq applied to the encoder states; pairwise: the same plus the per-head bilinear matrix.
 * Cross-layer sharing covers the decoder too: the cross-attention sublayers follow the attention index map (with
   `layer_sharing="attention"` or `"all"` they are shared across depth exactly as self-attention is).
 * A cache slot belongs to each depth (`layer_idx` = depth), never to a stored module: a module shared by several
   depths writes a different slot at each. The encoder's keys and values of cross-attention are computed once per
   generation and kept in the cross-attention half of an `EncoderDecoderCache`.
+* Each stack (`SharedBertStack`, as T5's `T5Stack`) records its own hidden states and attentions, so a seq2seq
+  decoder that runs the encoder's sublayers reports its own.
 
 This file is shipped to the Hub with the model: it imports only torch, transformers and its sibling config, and runs
 nothing at import time beyond defining classes.
