@@ -158,8 +158,8 @@ class ExportError(RuntimeError):
 class ExportArguments:
     """Every option of `export` / `sharedbert export`, with its default and help."""
 
-    model: str | None = field(default=None, metadata={"cli": False, "help": "the model folder (a save_pretrained folder, "
-                       "or a sentence-transformers folder)"})
+    model: str | None = field(default=None, metadata={
+        "cli": False, "help": "the model folder (a save_pretrained folder, or a sentence-transformers folder)"})
     output_dir: str | None = field(default=None, metadata={"cli": False, "help": "the folder to write; with "
                             "--layout sentence-transformers it may be the model folder itself"})
     task: str = field(default="auto", metadata={
@@ -419,6 +419,22 @@ def quantization_variants(names) -> list[QuantizationVariant]:
                          "'all'.")
     wanted = set(QUANTIZATION_VARIANTS) if "all" in names else set(names)
     return [variant for name, variant in QUANTIZATION_VARIANTS.items() if name in wanted]
+
+
+def variant_for_cpu(flags=None, machine: str | None = None) -> QuantizationVariant:
+    """The int8 variant named for this CPU (or for `flags` / `machine`, Linux /proc/cpuinfo flags and
+    `platform.machine()`): arm64 on ARM, else avx512_vnni, avx512 or avx2 by the instruction sets present."""
+    import platform
+
+    from .training.precision import cpu_flags
+
+    flags = cpu_flags() if flags is None else frozenset(flags)
+    machine = (machine or platform.machine()).lower()
+    if machine in ("arm64", "aarch64"):
+        return QUANTIZATION_VARIANTS["arm64"]
+    if "avx512_vnni" in flags:
+        return QUANTIZATION_VARIANTS["avx512_vnni"]
+    return QUANTIZATION_VARIANTS["avx512" if "avx512f" in flags else "avx2"]
 
 
 def quantize_variant(source: Path, target: Path, variant: QuantizationVariant) -> None:

@@ -53,7 +53,8 @@ def other_shape_inputs(vocab_size, batch=4, length=23):
 def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_type):
     model = SharedBertModel(tiny_config(vocab_size=len(VOCAB), attention_type=attention_type)).eval()
     report = export_onnx(save(model, tmp_path / "model"), tmp_path / "onnx")
-    assert report.task == "base" and report.max_abs_difference <= 1e-4 and report.check_sentences == len(CHECK_SENTENCES)
+    assert report.task == "base" and report.max_abs_difference <= 1e-4
+    assert report.check_sentences == len(CHECK_SENTENCES)
     input_ids, attention_mask = other_shape_inputs(len(VOCAB))  # not the shapes it was traced with
     with torch.no_grad():
         expected = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.numpy()
@@ -217,7 +218,8 @@ def test_int8_and_openvino_files_load_in_their_runtimes_and_match_pytorch(tmp_pa
     names = [check.file for check in report.files]
     assert names == ["model.onnx", "model_qint8_avx512_vnni.onnx", "model_qint8_avx512.onnx", "model_quint8_avx2.onnx",
                      "model_qint8_arm64.onnx", "openvino_model.xml", "openvino_model_qint8_quantized.xml"]
-    assert {"openvino_model.bin", "openvino_model_qint8_quantized.bin"} <= {p.name for p in (tmp_path / "out").iterdir()}
+    written = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"openvino_model.bin", "openvino_model_qint8_quantized.bin"} <= written
     for check in report.files:
         assert check.mean_cosine >= export.MIN_MEAN_COSINE and check.min_cosine >= export.MIN_COSINE
         assert check.runtime == ("openvino" if check.file.endswith(".xml") else "onnxruntime")
