@@ -200,8 +200,8 @@ class FileCheck:
     file: str
     runtime: str
     precision: str
-    min_cosine: float
-    mean_cosine: float
+    min_cosine: float | None  # None for a classifier (no sentence embedding)
+    mean_cosine: float | None
     max_abs_difference: float | None
     seconds: float
     bytes: int = 0
@@ -382,7 +382,7 @@ def check_file(path: Path, name: str, feed: dict, reference: dict, task: str, *,
         similarity = cosines(sentence_embeddings(output, feed["attention_mask"], task), reference["embeddings"])
         lowest, mean = float(np.min(similarity)), float(np.mean(similarity))
     else:  # a classifier has no sentence embedding: the fp32 difference is its check
-        lowest = mean = float("nan")
+        lowest = mean = None
     count = len(feed["input_ids"])
     if atol is not None and not difference <= atol:  # NaN fails too
         raise ExportError(f"{name} differs from PyTorch by {difference:.2e} (> {atol:.0e}) on {count} sentences; "

@@ -339,3 +339,17 @@ def test_export_command_writes_int8_and_reads_its_check_file(tmp_path, capsys):
     assert main(["export", str(folder), str(tmp_path / "other"), "--min-cosine", "1.5", "--quantize", "arm64",
                  "--task", "base"]) == 1
     assert "nothing was written" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+def test_classifier_exports_to_openvino_in_fp32(tmp_path, capsys):
+    pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    from sharedbert.cli import main
+
+    model = SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB), num_labels=3)).eval()
+    folder = save(model, tmp_path / "model")
+    assert main(["export", str(folder), str(tmp_path / "out"), "--openvino"]) == 0
+    saved = json.loads((tmp_path / "out" / "onnx_export.json").read_text())
+    assert [(entry["file"], entry["mean_cosine"]) for entry in saved["files"]] == [
+        ("model.onnx", None), ("openvino_model.xml", None)]  # no sentence embedding: the fp32 difference is the check
+    assert all(entry["max_abs_difference"] <= 1e-4 for entry in saved["files"])
+    assert "openvino_model.xml" in capsys.readouterr().out

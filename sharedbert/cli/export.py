@@ -49,7 +49,7 @@ def run(args) -> int:
     for check in report.files:
         difference = f", max |difference| {check.max_abs_difference:.2e}" if check.precision == "fp32" else ""
         cosine = (f"sentence-embedding cosine {check.mean_cosine:.4f} mean / {check.min_cosine:.4f} worst"
-                  if check.mean_cosine == check.mean_cosine else "")  # NaN for a classifier
+                  if check.mean_cosine is not None else "")  # None for a classifier
         print(f"  {check.file:<44} {check.runtime:<11} {check.precision:<5} {cosine}{difference} "
               f"({check.bytes / 1e6:.1f} MB)")
     return 0

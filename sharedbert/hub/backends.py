@@ -98,8 +98,8 @@ def check_backend_files(staged: Path, loaded, names: list[str]) -> list[dict]:
         except Exception as error:  # noqa: BLE001 - a runtime that cannot load the file: say which file
             raise VerificationError(f"The exported file {name} does not load in {_runtime(name)}: {error}") from None
         checks.append({**check.__dict__, "variant": _variant(name)})
-        logger.info("%s: %s %s, sentence-embedding cosine %.4f mean / %.4f worst", name, check.runtime,
-                    check.precision, check.mean_cosine, check.min_cosine)
+        logger.info("%s: %s %s, sentence-embedding cosine %s mean / %s worst, max |difference| %s", name,
+                    check.runtime, check.precision, check.mean_cosine, check.min_cosine, check.max_abs_difference)
     return checks
 
 

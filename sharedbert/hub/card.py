@@ -329,7 +329,7 @@ def _backend_rows(checks: list[dict]) -> list[dict]:
         rows.append({
             "file": check["file"], "runtime": runtime, "precision": how, "use": BACKEND_USES.get(variant, "any CPU"),
             "megabytes": f"{check.get('bytes', 0) / 1e6:.1f}",
-            "cosine": f"{cosine:.4f} / {check['min_cosine']:.4f}" if cosine == cosine and cosine is not None else "",
+            "cosine": f"{cosine:.4f} / {check['min_cosine']:.4f}" if cosine is not None else "",
             "onnx": runtime == "onnxruntime",
         })
     return rows

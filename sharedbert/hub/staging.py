@@ -98,8 +98,10 @@ def stage_for_hub(
         files, backends = _assemble(loaded, staged, repo_id, license, language, base_model, datasets, card)
         log(f"Staged {len(files)} files: {', '.join(files)}.")
         for check in backends:
-            log(f"Checked {check['file']} in {check['runtime']} ({check['precision']}): sentence-embedding cosine "
-                f"{check['mean_cosine']:.4f} mean, {check['min_cosine']:.4f} worst against the source model.")
+            cosine = ("" if check["mean_cosine"] is None else f"sentence-embedding cosine {check['mean_cosine']:.4f} "
+                      f"mean, {check['min_cosine']:.4f} worst; ")
+            log(f"Checked {check['file']} in {check['runtime']} ({check['precision']}): {cosine}max |difference| "
+                f"{check['max_abs_difference']:.1e} from the source model.")
         report = None
         if verify:
             log("Verifying in a fresh Python process without the sharedbert package (trust_remote_code=True) ...")
