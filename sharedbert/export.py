@@ -15,14 +15,18 @@ inference (`fold_for_inference`: query, key and value become one tensor). Every 
 * fp32 files (`model.onnx`, `openvino_model.xml`) must match the raw outputs within `atol` (1e-4);
 * every file must give the sentence embeddings PyTorch gives: cosine of the embeddings (mean pooling over the attention
   mask and L2 normalisation for `base`, as the model is used; the graph's own `sentence_embedding` for
-  `sentence-embedding`), mean at least `min_mean_cosine` (0.985) and each sentence at least `min_cosine` (0.95).
+  `sentence-embedding`), mean at least `min_mean_cosine` (0.98) and each sentence at least `min_cosine` (0.95).
 
-Why those thresholds (`benchmarks/export_thresholds.py`, `benchmarks/results/export_thresholds.json`, over 200 STS-B
-dev sentences): int8 files of all-MiniLM-L6-v2 and of its SharedBert conversion gave a worst sentence of 0.979 and
-means of 0.993 or more; fp32 files 0.9999998. Graphs that are broken give lower means: the attention mask ignored
-0.86, one feed-forward block zeroed 0.88-0.97, every weight perturbed by 10% of its spread 0.97. A failed check raises
-`ExportError` and writes nothing: the output folder (or, in the sentence-transformers layout, its `onnx/` and
-`openvino/` subfolders) is written atomically (`sharedbert.atomic`).
+Why those thresholds (benchmarks/deploy_matrix.py, benchmarks/results/deploy_matrix.md, and its first run on an unhealed
+conversion in commit e623f4b: cosines to the model's own fp32 PyTorch embeddings over all 3,000 STS-B dev sentences).
+Sound int8 files averaged 0.986 (the SharedBert build, onnxruntime int8) to 0.998, their worst sentence 0.962-0.991;
+fp32 files 0.99999. Broken graphs (in PyTorch, on 200 of those sentences) average less: the attention mask ignored
+0.82-0.94, one feed-forward block zeroed 0.88-0.97, every weight matrix perturbed by 10% of its spread 0.94-0.97. A mean
+of 0.98 sits between the two; a perturbation of 5% (0.984-0.994) is as small as int8's own error, and no cosine
+threshold can tell them apart. The per-sentence floor catches a file that fails on some inputs only: the SharedBert
+build's OpenVINO int8 (static activation quantization) gives 0.91 on one check sentence and 0.65 on one STS-B sentence,
+and is refused. A failed check raises `ExportError` and writes nothing: the output folder (or, in the
+sentence-transformers layout, its `onnx/` and `openvino/` subfolders) is written atomically (`sharedbert.atomic`).
 
 Files, under the names sentence-transformers' backend loader looks for (its `backend/load.py` and `backend/utils.py`;
 `tests/test_export.py` checks them against the installed package):
@@ -120,7 +124,7 @@ QUANTIZATION_VARIANTS = {
 }
 
 # The sentence-embedding check (see the module doc for how they were chosen).
-MIN_MEAN_COSINE = 0.985
+MIN_MEAN_COSINE = 0.98
 MIN_COSINE = 0.95
 # Calibration of the OpenVINO int8 model: sentence-transformers' export_static_quantized_openvino_model calibrates on
 # 300 sentences of GLUE SST-2 train by default; so do we when no calibration file is given and the shared data has it.
