@@ -353,3 +353,28 @@ def test_classifier_exports_to_openvino_in_fp32(tmp_path, capsys):
         ("model.onnx", None), ("openvino_model.xml", None)]  # no sentence embedding: the fp32 difference is the check
     assert all(entry["max_abs_difference"] <= 1e-4 for entry in saved["files"])
     assert "openvino_model.xml" in capsys.readouterr().out
+
+
+def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, monkeypatch):
+    pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    import openvino
+
+    from sharedbert import export, hub
+
+    monkeypatch.setattr("sharedbert.training.data.shared_data_dir", lambda holding=None: None)  # no calibration text
+    _, folder = sentence_model(tmp_path)
+    report = export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
+                                openvino_int8_mode="weights")
+    check = report.check("openvino/openvino_model_qint8_weights.xml")
+    assert check.precision == "int8" and check.mean_cosine >= export.MIN_MEAN_COSINE
+    graph = openvino.Core().read_model(str(folder / "openvino" / "openvino_model_qint8_weights.xml"))
+    constant_types = {op.get_output_element_type(0).get_type_name() for op in graph.get_ops()
+                      if op.get_type_name() == "Constant"}
+    assert "u8" in constant_types or "i8" in constant_types  # the weights really are 8-bit
+    with pytest.raises(ValueError, match="openvino_int8_mode must be one of"):
+        export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
+                           openvino_int8_mode="int4")
+    staged = hub.stage_for_hub(folder, tmp_path / "staged", repo_id="someone/tiny", verify=False)
+    assert {"openvino/openvino_model_qint8_weights.xml", "openvino/openvino_model_qint8_weights.bin"} <= set(
+        staged.files)
+    assert "int8 weights (NNCF weight compression)" in (tmp_path / "staged" / "README.md").read_text()

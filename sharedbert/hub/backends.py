@@ -30,7 +30,7 @@ def known_backend_names() -> list[str]:
 
     names = [f"{export.ONNX_FOLDER}/{export.ONNX_FILE}"]
     names += [f"{export.ONNX_FOLDER}/{variant.file_name}" for variant in export.QUANTIZATION_VARIANTS.values()]
-    for xml in (export.OPENVINO_FILE, export.OPENVINO_INT8_FILE):
+    for xml in (export.OPENVINO_FILE, export.OPENVINO_INT8_FILE, export.OPENVINO_INT8_WEIGHTS_FILE):
         names += [f"{export.OPENVINO_FOLDER}/{xml}", f"{export.OPENVINO_FOLDER}/{Path(xml).with_suffix('.bin')}"]
     return names
 

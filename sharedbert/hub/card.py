@@ -322,6 +322,7 @@ def _backend_rows(checks: list[dict]) -> list[dict]:
         runtime = "OpenVINO" if check["runtime"] == "openvino" else "onnxruntime"
         if check["precision"] == "int8":
             how = ("int8, dynamic quantization (weights per channel)" if runtime == "onnxruntime"
+                   else "int8 weights (NNCF weight compression)" if check["file"].endswith("_weights.xml")
                    else "int8, static quantization by NNCF")
         else:
             how = "fp32"
