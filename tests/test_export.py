@@ -1,5 +1,7 @@
-"""ONNX export (`sharedbert.export`): onnxruntime reproduces PyTorch for every task, with dynamic batch and sequence
-axes and folded shared attention; bad input is refused and nothing half-written is left."""
+"""Export (`sharedbert.export`): onnxruntime reproduces PyTorch for every task, with dynamic batch and sequence axes
+and folded shared attention; the int8 and OpenVINO files load in their own runtimes and pass the sentence-embedding
+check, under the names sentence-transformers' backends look for; bad input is refused and a failed check writes
+nothing."""
 
 import json
 
@@ -51,7 +53,8 @@ def other_shape_inputs(vocab_size, batch=4, length=23):
 def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_type):
     model = SharedBertModel(tiny_config(vocab_size=len(VOCAB), attention_type=attention_type)).eval()
     report = export_onnx(save(model, tmp_path / "model"), tmp_path / "onnx")
-    assert report.task == "base" and report.max_abs_difference <= 1e-4 and report.check_sentences == 6
+    assert report.task == "base" and report.max_abs_difference <= 1e-4
+    assert report.check_sentences == len(CHECK_SENTENCES)
     input_ids, attention_mask = other_shape_inputs(len(VOCAB))  # not the shapes it was traced with
     with torch.no_grad():
         expected = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.numpy()
@@ -127,3 +130,251 @@ def test_export_command(tmp_path):
     assert json.loads((tmp_path / "onnx" / "onnx_export.json").read_text())["task"] == "sequence-classification"
     assert main(["export", str(tmp_path / "missing"), str(tmp_path / "other")]) != 0
     assert not (tmp_path / "other").exists()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# int8, OpenVINO and the sentence-transformers layout
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def site_file(package: str, relative: str) -> str:
+    import importlib.util
+    from pathlib import Path
+
+    return (Path(importlib.util.find_spec(package).origin).parent / relative).read_text(encoding="utf-8")
+
+
+def test_file_names_are_those_sentence_transformers_backends_look_for():
+    """Read off the installed sentence-transformers (6.2):
+    * backend/load.py, load_onnx_model / load_openvino_model: backend_name "ONNX" / "OpenVINO", globs "*.onnx" and
+      "openvino*.xml", default files optimum's ONNX_WEIGHTS_NAME / OV_XML_FILE_NAME;
+    * backend/utils.py, backend_should_export: the subfolder is `backend_name.lower()`;
+    * backend/utils.py, save_or_push_to_hub_model: f"model_{file_suffix}.onnx", f"openvino_model_{file_suffix}.xml";
+    * backend/quantize.py, export_dynamic_quantized_onnx_model: file_suffix
+      f"{quantization_config.weights_dtype.name.lower()}_{quantization_config_name}", the variants "arm64", "avx2",
+      "avx512", "avx512_vnni"; export_static_quantized_openvino_model: file_suffix "qint8_quantized"."""
+    import re
+
+    from sharedbert import export
+
+    load, utils = site_file("sentence_transformers", "backend/load.py"), site_file("sentence_transformers",
+                                                                                  "backend/utils.py")
+    quantize = site_file("sentence_transformers", "backend/quantize.py")
+    assert 'backend_name = "ONNX"' in load and 'target_file_glob = "*.onnx"' in load
+    assert 'backend_name = "OpenVINO"' in load and 'target_file_glob = "openvino*.xml"' in load
+    assert "backend = backend_name.lower()" in utils
+    assert {export.ONNX_FOLDER, export.OPENVINO_FOLDER} == {"ONNX".lower(), "OpenVINO".lower()}
+    assert 'file_name = f"model_{file_suffix}.onnx"' in utils
+    assert 'file_name = f"openvino_model_{file_suffix}.xml"' in utils
+    assert export.OPENVINO_INT8_FILE == "openvino_model_{}.xml".format(
+        re.search(r'file_suffix: str = "(\w+)"', quantize).group(1))
+    # optimum's constants are not importable here (optimum does not install beside transformers 5): their values.
+    assert export.ONNX_FILE == "model.onnx" and export.OPENVINO_FILE == "openvino_model.xml"
+    assert re.search(r'file_suffix or f"\{quantization_config\.weights_dtype\.name\.lower\(\)\}_'
+                     r'\{quantization_config_name\}"', quantize)
+    variants = re.search(r'quantization_config not in \[([^]]+)\]', quantize).group(1)
+    assert sorted(export.QUANTIZATION_VARIANTS) == sorted(re.findall(r'"(\w+)"', variants))
+    from onnxruntime.quantization import QuantType
+
+    for name, variant in export.QUANTIZATION_VARIANTS.items():
+        assert variant.file_name == f"model_{QuantType[variant.weight_type].name.lower()}_{name}.onnx"
+    assert [v.file_name for v in export.QUANTIZATION_VARIANTS.values()] == [
+        "model_qint8_avx512_vnni.onnx", "model_qint8_avx512.onnx", "model_quint8_avx2.onnx", "model_qint8_arm64.onnx"]
+    # And every name matches the loader's globs.
+    from fnmatch import fnmatch
+
+    assert all(fnmatch(v.file_name, "*.onnx") for v in export.QUANTIZATION_VARIANTS.values())
+    assert fnmatch(export.OPENVINO_FILE, "openvino*.xml") and fnmatch(export.OPENVINO_INT8_FILE, "openvino*.xml")
+
+
+def sentence_model(tmp_path):
+    """A tiny SharedBert with sentence-transformers modules (mean pooling, Normalize), as the Hub model is. Its weights
+    are drawn 5x wider than BERT's initialisation, so that attention is peaked enough for a mask bug to show (at 0.02
+    a graph that ignores the mask still gives cosine 0.9997)."""
+    from sharedbert.embeddings import write_default_modules
+
+    config = tiny_config(vocab_size=len(VOCAB), hidden_size=64, intermediate_size=96, initializer_range=0.1)
+    model = SharedBertModel(config).eval()
+    folder = save(model, tmp_path / "model")
+    write_default_modules(folder, model.config.hidden_size)
+    return model, folder
+
+
+def mean_pooled(hidden, mask):
+    weights = mask[..., None].astype(np.float64)
+    pooled = (hidden * weights).sum(1) / weights.sum(1)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+def test_int8_and_openvino_files_load_in_their_runtimes_and_match_pytorch(tmp_path):
+    openvino = pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    from sharedbert import export
+
+    model, folder = sentence_model(tmp_path)
+    calibration = list(CHECK_SENTENCES) * 4
+    report = export.export_onnx(folder, tmp_path / "out", task="base", quantize=["all"], openvino=True,
+                                openvino_int8=True, calibration=calibration, calibration_samples=20)
+    names = [check.file for check in report.files]
+    assert names == ["model.onnx", "model_qint8_avx512_vnni.onnx", "model_qint8_avx512.onnx", "model_quint8_avx2.onnx",
+                     "model_qint8_arm64.onnx", "openvino_model.xml", "openvino_model_qint8_quantized.xml"]
+    written = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"openvino_model.bin", "openvino_model_qint8_quantized.bin"} <= written
+    for check in report.files:
+        assert check.mean_cosine >= export.MIN_MEAN_COSINE and check.min_cosine >= export.MIN_COSINE
+        assert check.runtime == ("openvino" if check.file.endswith(".xml") else "onnxruntime")
+    saved = json.loads((tmp_path / "out" / "onnx_export.json").read_text())
+    assert [entry["file"] for entry in saved["files"]] == names and saved["thresholds"]["min_cosine"] == 0.95
+
+    # Each file, run here directly in its runtime at other shapes, gives PyTorch's sentence embeddings.
+    input_ids, attention_mask = other_shape_inputs(len(VOCAB), batch=5, length=19)
+    with torch.no_grad():
+        expected = mean_pooled(model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.numpy(),
+                               attention_mask.numpy())
+    feed = {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy(),
+            "token_type_ids": np.zeros_like(input_ids.numpy())}
+    core = openvino.Core()
+    for name in names:
+        path = tmp_path / "out" / name
+        if name.endswith(".xml"):
+            compiled = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            hidden = compiled(feed)[0]
+        else:
+            hidden = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+        cosine = (mean_pooled(hidden, feed["attention_mask"]) * expected).sum(1)
+        assert cosine.min() > (0.9999 if "int8" not in name else 0.95), name
+    graph = onnx.load(str(tmp_path / "out" / "model_qint8_avx512_vnni.onnx")).graph
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {node.op_type for node in graph.node}  # really int8
+    avx2 = onnx.load(str(tmp_path / "out" / "model_quint8_avx2.onnx")).graph
+    int8_weights = {init.data_type for init in avx2.initializer} & {onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
+    assert int8_weights == {onnx.TensorProto.UINT8}  # avx2 quantizes weights to uint8, the others to int8
+
+
+def test_sentence_transformers_layout_adds_backend_folders_to_the_model_folder(tmp_path):
+    pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    from sharedbert import export
+
+    _, folder = sentence_model(tmp_path)
+    before = sorted(p.name for p in folder.iterdir())
+    report = export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
+    assert report.task == "base"  # the backends pool in PyTorch: auto picks the encoder's output
+    assert [check.file for check in report.files] == ["onnx/model.onnx", "onnx/model_quint8_avx2.onnx",
+                                                      "openvino/openvino_model.xml"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(before + ["onnx", "openvino"])
+    assert sorted(p.name for p in (folder / "onnx").iterdir()) == ["model.onnx", "model_quint8_avx2.onnx",
+                                                                  "onnx_export.json"]
+    assert sorted(p.name for p in (folder / "openvino").iterdir()) == ["openvino_model.bin", "openvino_model.xml"]
+
+    # A failed check leaves the earlier onnx/ as it was and adds nothing.
+    stamp = (folder / "onnx" / "model.onnx").stat().st_mtime_ns
+    with pytest.raises(export.ExportError, match="nothing was written"):
+        export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["arm64"], min_mean_cosine=1.01)
+    assert (folder / "onnx" / "model.onnx").stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in (folder / "onnx").iterdir()) == ["model.onnx", "model_quint8_avx2.onnx",
+                                                                  "onnx_export.json"]
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temporary folder left
+    with pytest.raises(ValueError, match="sentence-transformers layout holds the encoder"):
+        export.export_onnx(folder, folder, task="sentence-embedding", layout="sentence-transformers")
+    with pytest.raises(ValueError, match="is the model folder"):
+        export.export_onnx(folder, folder)
+
+
+def test_the_check_refuses_a_broken_graph_and_writes_nothing(tmp_path, monkeypatch):
+    """A graph that ignores the attention mask (a classic export bug) is caught by the cosine check at the default
+    thresholds, and the output folder does not appear."""
+    from sharedbert import export
+
+    _, folder = sentence_model(tmp_path)
+    real_quantize = export.quantize_variant
+
+    def broken_quantize(source, target, variant):  # quantizes a graph whose attention mask input is replaced by ones
+        real_quantize(source, target, variant)
+        graph = onnx.load(str(target))
+        ones = onnx.helper.make_node("Shape", ["input_ids"], ["mask_shape"])
+        fill = onnx.helper.make_node("ConstantOfShape", ["mask_shape"], ["all_ones"], value=onnx.helper.make_tensor(
+            "one", onnx.TensorProto.INT64, [1], [1]))
+        for node in graph.graph.node:
+            node.input[:] = ["all_ones" if name == "attention_mask" else name for name in node.input]
+        graph.graph.node.insert(0, fill)
+        graph.graph.node.insert(0, ones)
+        onnx.save(graph, str(target))
+
+    monkeypatch.setattr(export, "quantize_variant", broken_quantize)
+    with pytest.raises(export.ExportError, match=r"model_qint8_arm64.onnx \(int8\) gives sentence embeddings"):
+        export.export_onnx(folder, tmp_path / "out", task="base", quantize=["arm64"])
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_int8_export_refusals_name_the_fix(tmp_path, monkeypatch):
+    from sharedbert import export
+
+    classifier = save(SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB))).eval(),
+                      tmp_path / "classifier")
+    with pytest.raises(ValueError, match="export a classifier in fp32"):
+        export.export_onnx(classifier, tmp_path / "out", quantize=["avx2"])
+    with pytest.raises(ValueError, match="pick from"):
+        export.export_onnx(classifier, tmp_path / "out", quantize=["avx1024"])
+    monkeypatch.setattr("sharedbert.training.data.shared_data_dir", lambda holding=None: None)
+    _, folder = sentence_model(tmp_path)
+    with pytest.raises(ValueError, match="pass --calibration-file"):
+        export.export_onnx(folder, tmp_path / "out", task="base", openvino_int8=True)
+    (tmp_path / "empty.txt").write_text("\n\n")
+    with pytest.raises(ValueError, match="holds no sentences"):
+        export.read_sentences(tmp_path / "empty.txt")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_command_writes_int8_and_reads_its_check_file(tmp_path, capsys):
+    from sharedbert.cli import main
+
+    _, folder = sentence_model(tmp_path)
+    (tmp_path / "check.txt").write_text("\n".join(CHECK_SENTENCES[:5]) + "\n")
+    assert main(["export", str(folder), str(tmp_path / "onnx"), "--task", "base", "--quantize", "avx512_vnni",
+                 "--check-file", str(tmp_path / "check.txt")]) == 0
+    saved = json.loads((tmp_path / "onnx" / "onnx_export.json").read_text())
+    assert saved["check_sentences"] == 5
+    assert [entry["file"] for entry in saved["files"]] == ["model.onnx", "model_qint8_avx512_vnni.onnx"]
+    assert "model_qint8_avx512_vnni.onnx" in capsys.readouterr().out
+    assert main(["export", str(folder), str(tmp_path / "other"), "--min-cosine", "1.5", "--quantize", "arm64",
+                 "--task", "base"]) == 1
+    assert "nothing was written" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+def test_classifier_exports_to_openvino_in_fp32(tmp_path, capsys):
+    pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    from sharedbert.cli import main
+
+    model = SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB), num_labels=3)).eval()
+    folder = save(model, tmp_path / "model")
+    assert main(["export", str(folder), str(tmp_path / "out"), "--openvino"]) == 0
+    saved = json.loads((tmp_path / "out" / "onnx_export.json").read_text())
+    assert [(entry["file"], entry["mean_cosine"]) for entry in saved["files"]] == [
+        ("model.onnx", None), ("openvino_model.xml", None)]  # no sentence embedding: the fp32 difference is the check
+    assert all(entry["max_abs_difference"] <= 1e-4 for entry in saved["files"])
+    assert "openvino_model.xml" in capsys.readouterr().out
+
+
+def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, monkeypatch):
+    pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    import openvino
+
+    from sharedbert import export, hub
+
+    monkeypatch.setattr("sharedbert.training.data.shared_data_dir", lambda holding=None: None)  # no calibration text
+    _, folder = sentence_model(tmp_path)
+    report = export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
+                                openvino_int8_mode="weights")
+    check = report.check("openvino/openvino_model_qint8_weights.xml")
+    assert check.precision == "int8" and check.mean_cosine >= export.MIN_MEAN_COSINE
+    graph = openvino.Core().read_model(str(folder / "openvino" / "openvino_model_qint8_weights.xml"))
+    constant_types = {op.get_output_element_type(0).get_type_name() for op in graph.get_ops()
+                      if op.get_type_name() == "Constant"}
+    assert "u8" in constant_types or "i8" in constant_types  # the weights really are 8-bit
+    with pytest.raises(ValueError, match="openvino_int8_mode must be one of"):
+        export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
+                           openvino_int8_mode="int4")
+    staged = hub.stage_for_hub(folder, tmp_path / "staged", repo_id="someone/tiny", verify=False)
+    assert {"openvino/openvino_model_qint8_weights.xml", "openvino/openvino_model_qint8_weights.bin"} <= set(
+        staged.files)
+    assert "int8 weights (NNCF weight compression)" in (tmp_path / "staged" / "README.md").read_text()

@@ -1,40 +1,55 @@
-"""`sharedbert export`: a saved SharedBert (base, classifier or sentence-transformers folder) as ONNX, checked in
-onnxruntime against PyTorch (`sharedbert.export.export_onnx`)."""
+"""`sharedbert export MODEL OUT`: a saved SharedBert (base, classifier or sentence-transformers folder) as ONNX, and
+optionally int8 ONNX and OpenVINO IR, each checked in its own runtime against PyTorch before anything is written
+(`sharedbert.export.export`). The options are `sharedbert.export.ExportArguments`.
 
+    sharedbert export runs/sst2 runs/sst2-onnx                                  # fp32 ONNX, task from the folder
+    sharedbert export runs/healed runs/healed-export --task base --quantize all --openvino --openvino-int8
+    sharedbert export runs/healed runs/healed --layout sentence-transformers --quantize avx512_vnni avx2 arm64 \\
+        --openvino --openvino-int8                  # adds onnx/ and openvino/ to the model folder, for the Hub
+
+fp32 files must match PyTorch within --atol; every file must give PyTorch's sentence embeddings (mean pooling and
+normalisation) at a mean cosine of at least --min-mean-cosine and --min-cosine for each sentence. Nothing is written
+when a check fails. Needs the onnx extra (pip install "sharedbert[onnx]") and, for OpenVINO, the openvino extra.
+"""
+
+import dataclasses
 import sys
 
-from .common import call_library
+from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
+    from ..export import ExportArguments
+
     parser = subparsers.add_parser(
-        "export",
-        help="export a SharedBert to ONNX (dynamic axes, folded attention) and check it in onnxruntime",
-        description="Export MODEL (a save_pretrained folder, or a sentence-transformers folder) to OUT/model.onnx with "
-        "dynamic batch and sequence axes and shared attention folded for inference, then run it in onnxruntime on "
-        "real sentences and compare with PyTorch; nothing is written when they differ by more than --atol. Needs "
-        'the onnx extra: pip install "sharedbert[onnx]".',
-    )
-    parser.add_argument("model", help="the model folder")
-    parser.add_argument("output_dir", metavar="OUT", help="the folder to write (model.onnx, tokenizer, config)")
-    parser.add_argument("--task", default="auto", choices=["auto", "base", "sequence-classification",
-                        "sentence-embedding"], help="what to export (default: auto, from the folder)")
-    parser.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
-    parser.add_argument("--atol", type=float, default=1e-4, help="largest accepted difference from PyTorch (1e-4)")
+        "export", help="export a SharedBert to ONNX (fp32 and int8) and OpenVINO, each checked against PyTorch",
+        description=__doc__, formatter_class=HelpFormatter)
+    fields = {f.name: f for f in dataclasses.fields(ExportArguments)}
+    # The two positionals are dataclass fields too (metadata cli False), so their help has one owner.
+    parser.add_argument("model", help=fields["model"].metadata["help"])
+    parser.add_argument("output_dir", metavar="OUT", help=fields["output_dir"].metadata["help"])
+    add_arguments_from(parser, ExportArguments)
     parser.set_defaults(run=run)
+    return parser
 
 
 def run(args) -> int:
-    from ..export import ExportError, export_onnx
+    from ..export import ExportArguments, ExportError, export
 
     try:
-        report, code = call_library("export", export_onnx, model_dir=args.model, output_dir=args.output_dir,
-                                    task=args.task, opset=args.opset, atol=args.atol)
+        with show_library_log():
+            report, code = call_library("export", lambda: export(arguments_from(args, ExportArguments)))
     except ExportError as error:
         print(f"sharedbert export: error: {error}", file=sys.stderr)
         return 1
     if code:
         return code
-    print(f"wrote {report.onnx_path} ({report.task}, output '{report.output_name}'); onnxruntime vs PyTorch on "
-          f"{report.check_sentences} sentences: max abs difference {report.max_abs_difference:.2e}")
+    print(f"wrote {report.onnx_path} ({report.task}, output '{report.output_name}', {report.layout} layout); "
+          f"checked on {report.check_sentences} sentences:")
+    for check in report.files:
+        difference = f", max |difference| {check.max_abs_difference:.2e}" if check.precision == "fp32" else ""
+        cosine = (f"sentence-embedding cosine {check.mean_cosine:.4f} mean / {check.min_cosine:.4f} worst"
+                  if check.mean_cosine is not None else "")  # None for a classifier
+        print(f"  {check.file:<44} {check.runtime:<11} {check.precision:<5} {cosine}{difference} "
+              f"({check.bytes / 1e6:.1f} MB)")
     return 0

@@ -186,11 +186,13 @@ def build_model_card(
     base_model: str | None = None,
     datasets: list[str] | None = None,
     template_path: str | os.PathLike | None = None,
+    backends: list[dict] | None = None,
 ):
     """Render the model card (a `huggingface_hub.ModelCard`) for `loaded`, to be published as `repo_id`.
 
     Arguments left as None come from `sharedbert_provenance.json` when it has them, else from the defaults
-    (license apache-2.0, language en)."""
+    (license apache-2.0, language en). `backends`: the checks of the exported ONNX / OpenVINO files staged with it
+    (`sharedbert.hub.backends.check_backend_files`), which the card lists with how to load each."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     config, provenance, training_args = loaded.config, loaded.provenance, loaded.training_args
@@ -291,10 +293,53 @@ def build_model_card(
         "languages": languages,
         "max_positions": config.max_position_embeddings,
         "citation": CITATION,
+        "backends": _backend_rows(backends or []),
+        # The files the card's loading example uses: an int8 one where there is one (the point of shipping them).
+        "onnx_example": _example(backends or [], "onnxruntime"),
+        "openvino_example": _example(backends or [], "openvino"),
+        "has_int8_onnx": any(c["precision"] == "int8" and c["runtime"] == "onnxruntime" for c in backends or []),
+        "pooling": (sentence or {}).get("pooling") or "mean",
     }
     card = ModelCard.from_template(card_data, template_str=read_template(template_path), **context)
     card.text = _tidy_markdown(card.text)
     return card
+
+
+# What each exported file is for, by how sentence-transformers names it (sharedbert.export).
+BACKEND_USES = {
+    None: "any CPU",
+    "avx512_vnni": "x86 CPUs with AVX512-VNNI (Intel Cascade Lake and later, AMD Zen 4 and later)",
+    "avx512": "x86 CPUs with AVX512 but no VNNI",
+    "avx2": "x86 CPUs with AVX2 only",
+    "arm64": "ARM64 CPUs (Apple silicon, Graviton, ...)",
+}
+
+
+def _backend_rows(checks: list[dict]) -> list[dict]:
+    rows = []
+    for check in checks:
+        variant = check.get("variant")
+        runtime = "OpenVINO" if check["runtime"] == "openvino" else "onnxruntime"
+        if check["precision"] == "int8":
+            how = ("int8, dynamic quantization (weights per channel)" if runtime == "onnxruntime"
+                   else "int8 weights (NNCF weight compression)" if check["file"].endswith("_weights.xml")
+                   else "int8, static quantization by NNCF")
+        else:
+            how = "fp32"
+        cosine = check.get("mean_cosine")
+        rows.append({
+            "file": check["file"], "runtime": runtime, "precision": how, "use": BACKEND_USES.get(variant, "any CPU"),
+            "megabytes": f"{check.get('bytes', 0) / 1e6:.1f}",
+            "cosine": f"{cosine:.4f} / {check['min_cosine']:.4f}" if cosine is not None else "",
+            "onnx": runtime == "onnxruntime",
+        })
+    return rows
+
+
+def _example(checks: list[dict], runtime: str) -> str | None:
+    files = [c for c in checks if c["runtime"] == runtime]
+    files.sort(key=lambda c: (c["precision"] != "int8", c.get("variant") not in (None, "avx512_vnni")))
+    return files[0]["file"] if files else None
 
 
 def _sentence_transformers_settings(loaded: LoadedModel) -> dict | None:

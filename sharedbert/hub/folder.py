@@ -32,6 +32,9 @@ CARD_FILE = "README.md"
 # A sentence-transformers module folder ("1_Pooling", "2_Normalize", "3_Dense") and the files it may hold.
 MODULE_FOLDER_PATTERN = re.compile(r"\d+_[A-Za-z][A-Za-z0-9_]*")
 MODULE_FILE_PATTERN = re.compile(r"[A-Za-z0-9_.-]+\.(json|safetensors|txt)")
+# ONNX and OpenVINO files under the names sentence-transformers' backends load (sharedbert.export; hub/backends.py).
+BACKEND_FILE_PATTERN = re.compile(r"onnx/model(_[a-z0-9_]+)?\.onnx|openvino/openvino_model(_[a-z0-9_]+)?\.(xml|bin)")
+BACKEND_FOLDERS = ("onnx", "openvino")
 
 # Said when the weights do not fit the config: a published model must load whole, so no ignore_mismatched_sizes.
 MISMATCH_ADVICE = (
@@ -219,8 +222,11 @@ def _load_tokenizer(model_dir: Path, config: SharedBertConfig):
 
 def is_hub_file(name: str) -> bool:
     """Whether a file called `name` (a path relative to the folder, with "/") belongs in a published SharedBert
-    folder: weights, config, card, code files, tokenizer, and the sentence-transformers files (top-level configs and
-    the files of module folders such as 1_Pooling/config.json)."""
+    folder: weights, config, card, code files, tokenizer, the sentence-transformers files (top-level configs and
+    the files of module folders such as 1_Pooling/config.json), and exported ONNX / OpenVINO files (onnx/model.onnx,
+    onnx/model_qint8_avx512_vnni.onnx, openvino/openvino_model.xml and .bin, ...)."""
+    if BACKEND_FILE_PATTERN.fullmatch(name):
+        return True
     if "/" in name:
         folder, _, file = name.partition("/")
         return MODULE_FOLDER_PATTERN.fullmatch(folder) is not None and MODULE_FILE_PATTERN.fullmatch(file) is not None
@@ -232,8 +238,9 @@ def is_hub_file(name: str) -> bool:
 
 
 def is_module_folder(name: str) -> bool:
-    """Whether a folder called `name` may be published: a sentence-transformers module folder (e.g. 2_Normalize)."""
-    return MODULE_FOLDER_PATTERN.fullmatch(name) is not None
+    """Whether a folder called `name` may be published: a sentence-transformers module folder (e.g. 2_Normalize), or
+    onnx/ or openvino/ with the exported files."""
+    return MODULE_FOLDER_PATTERN.fullmatch(name) is not None or name in BACKEND_FOLDERS
 
 
 def hub_files(folder: str | os.PathLike) -> list[str]:

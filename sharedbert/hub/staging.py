@@ -1,8 +1,10 @@
 """Staging: `stage_for_hub` writes a verified, Hub-ready copy of a model folder: `model.safetensors`, `config.json`
 with the full `auto_map`, the three code files copied from this package, the tokenizer files, the sentence-transformers
 files of a sentence-transformers model (modules.json, sentence_bert_config.json, config_sentence_transformers.json,
-module folders such as 1_Pooling/ and 2_Normalize/) and a `README.md` model card. Nothing else is copied (no optimizer
-states, checkpoints, logs, `.env` files or tokens)."""
+module folders such as 1_Pooling/ and 2_Normalize/), the exported ONNX and OpenVINO files found in the model folder's
+onnx/ and openvino/ (`sharedbert export MODEL MODEL --layout sentence-transformers`; each checked again in its own
+runtime: hub/backends.py) and a `README.md` model card. Nothing else is copied (no optimizer states, checkpoints, logs,
+`.env` files or tokens)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -20,6 +22,7 @@ from ..configuration_sharedbert import AUTO_MAP
 from .card import build_model_card
 from .errors import HubError
 from ..embeddings import copy_modules
+from .backends import check_backend_files, copy_backend_files
 from .folder import (
     CARD_FILE,
     CODE_FILES,
@@ -45,6 +48,8 @@ class StagedModel:
     architecture: str
     auto_class: str
     verification: dict | None
+    # One entry per exported ONNX / OpenVINO model file staged, with what its check in its own runtime gave.
+    backends: list[dict] = field(default_factory=list)
 
 
 def stage_for_hub(
@@ -90,8 +95,13 @@ def stage_for_hub(
     final = out_dir if out_dir is not None else Path(tempfile.mkdtemp(prefix="sharedbert-hub-"))
     # Assembled and verified in a temporary sibling of `final`, which replaces `final` only once verified.
     with atomic_directory(final) as staged:
-        files = _assemble(loaded, staged, repo_id, license, language, base_model, datasets, card)
+        files, backends = _assemble(loaded, staged, repo_id, license, language, base_model, datasets, card)
         log(f"Staged {len(files)} files: {', '.join(files)}.")
+        for check in backends:
+            cosine = ("" if check["mean_cosine"] is None else f"sentence-embedding cosine {check['mean_cosine']:.4f} "
+                      f"mean, {check['min_cosine']:.4f} worst; ")
+            log(f"Checked {check['file']} in {check['runtime']} ({check['precision']}): {cosine}max |difference| "
+                f"{check['max_abs_difference']:.1e} from the source model.")
         report = None
         if verify:
             log("Verifying in a fresh Python process without the sharedbert package (trust_remote_code=True) ...")
@@ -102,7 +112,9 @@ def stage_for_hub(
             )
             if report.get("sentence_transformers"):
                 log(f"Sentence-transformers: {report['sentence_transformers']}")
-    return StagedModel(final, files, loaded.architecture, loaded.auto_class, report)
+            if backends:
+                report["backends"] = backends
+    return StagedModel(final, files, loaded.architecture, loaded.auto_class, report, backends)
 
 
 def _check_out_dir(out_dir: Path, model_dir: Path) -> None:
@@ -129,8 +141,9 @@ def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _assemble(loaded, staged: Path, repo_id, license, language, base_model, datasets, card) -> list[str]:
-    """Write the Hub files into the empty folder `staged` and return their names."""
+def _assemble(loaded, staged: Path, repo_id, license, language, base_model, datasets, card):
+    """Write the Hub files into the empty folder `staged`; return their names and the checks of the exported ONNX /
+    OpenVINO files (run before the card is written, which lists them)."""
     model = loaded.model
     # Every Auto class in the auto_map, whatever the source config held, so any head loads from the repository.
     model.config.auto_map = dict(AUTO_MAP)
@@ -147,6 +160,7 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
     if loaded.sentence_transformers_files:
         # The sentence-transformers modules (pooling, Normalize, max_seq_length, prompts) as the source has them.
         copy_modules(loaded.model_dir, staged)
+    backends = check_backend_files(staged, loaded, copy_backend_files(loaded.model_dir, staged))
     config_json = json.loads((staged / "config.json").read_text(encoding="utf-8"))
     source = config_json.get("converted_from")
     if isinstance(source, str) and looks_like_local_path(source):
@@ -174,9 +188,9 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
             raise HubError(f"The model card {card} has malformed metadata: {error}") from None
     else:
         text = str(build_model_card(loaded, repo_id, license=license, language=language, base_model=base_model,
-                                    datasets=datasets))
+                                    datasets=datasets, backends=backends))
     (staged / CARD_FILE).write_text(text, encoding="utf-8")
     files = hub_files(staged)
     if WEIGHTS_FILE not in files and WEIGHTS_INDEX not in files:
         raise HubError(f"save_pretrained wrote no {WEIGHTS_FILE} (files: {files}).")
-    return files
+    return files, backends
