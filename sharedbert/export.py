@@ -440,7 +440,7 @@ def variant_for_cpu(flags=None, machine: str | None = None) -> QuantizationVaria
     `platform.machine()`): arm64 on ARM, else avx512_vnni, avx512 or avx2 by the instruction sets present."""
     import platform
 
-    from .training.precision import cpu_flags
+    from .precision import cpu_flags
 
     flags = cpu_flags() if flags is None else frozenset(flags)
     machine = (machine or platform.machine()).lower()
@@ -545,7 +545,7 @@ def calibration_sentences(calibration_file=None, samples: int = CALIBRATION_SAMP
     """The OpenVINO int8 calibration sentences: `calibration_file`, else GLUE SST-2 train from the shared data
     folder (sentence-transformers' default); a clear error when there is neither."""
     if calibration_file is None:
-        from .training.data import shared_data_dir
+        from .shared_data import shared_data_dir
 
         shared = shared_data_dir(DEFAULT_CALIBRATION)
         if shared is None:

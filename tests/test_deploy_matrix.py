@@ -15,7 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "deploy_matrix.py"
 
 
 def test_quick_matrix_writes_every_cell(tmp_path, glue_dir):
-    from sharedbert.training.precision import native_bf16
+    from sharedbert.precision import native_bf16
 
     if not (glue_dir / "STS-B" / "dev.tsv").is_file() or not (glue_dir / "SST-2" / "train.tsv").is_file():
         pytest.skip("STS-B dev and SST-2 train are needed (the shared data folder's glue/)")

@@ -67,7 +67,7 @@ def test_text_pieces_decode_any_bytes_and_are_reproducible(corpus):
 
 def test_healing_reports_the_precision_it_ran_in(corpus, tmp_path):
     """"auto" means bf16 on one CPU and fp32 on another, so the result says which one ran, and bf16 really ran."""
-    from sharedbert.training.precision import resolve_precision
+    from sharedbert.precision import resolve_precision
 
     teacher, tokenizer = make_teacher(), make_tokenizer()
     results = {}

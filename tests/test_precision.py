@@ -2,7 +2,7 @@
 
 import pytest
 
-from sharedbert.training import precision
+from sharedbert import precision
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,8 @@ The pieces:
 * `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers, BERT encoders and tokenizers;
 * `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text (`corpus_files`, `shared_data_dir`);
 * `vocab`: a new WordPiece vocabulary (named model sizes are `sharedbert.presets`);
-* `precision`: bf16 autocast where the hardware computes bf16 natively, fp32 elsewhere (`resolve_precision`).
+* re-exported from `sharedbert.precision` (below the jobs, as export uses it too): bf16 autocast where the hardware
+  computes bf16 natively, fp32 elsewhere (`resolve_precision`).
 
 The library logs (`logging.getLogger("sharedbert")`); the command line shows the log. Names are imported on first
 use, so `import sharedbert.training` (or `sharedbert.training.healing`, which uses `checkpointing` and `data`) does not
@@ -86,9 +87,9 @@ _EXPORTS = {
     "load_task": "data",
     "shared_data_dir": "data",
     "train_wordpiece": "vocab",
-    "describe_precision": "precision",
-    "native_bf16": "precision",
-    "resolve_precision": "precision",
+    "describe_precision": "..precision",
+    "native_bf16": "..precision",
+    "resolve_precision": "..precision",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -97,7 +98,8 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    module = _EXPORTS[name]
+    value = getattr(importlib.import_module(module if module.startswith("..") else f".{module}", __name__), name)
     globals()[name] = value  # later look-ups skip this function
     return value
 

@@ -32,7 +32,7 @@ from .models import (
     load_tokenizer,
     resolve_source,
 )
-from .precision import describe_precision, precision_option, resolve_precision
+from ..precision import describe_precision, precision_option, resolve_precision
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,

@@ -36,7 +36,7 @@ from .checkpointing import (
 )
 from ..hub.card import HealingSummary, write_conversion_card
 from .data import corpus_files
-from .precision import PRECISIONS, describe_precision, resolve_precision
+from ..precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 

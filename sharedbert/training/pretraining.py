@@ -33,7 +33,7 @@ from ..presets import PRESETS, config_values
 from . import data as data_module
 from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .models import default_base_model, load_tokenizer
-from .precision import describe_precision, precision_option, resolve_precision
+from ..precision import describe_precision, precision_option, resolve_precision
 from .trainer import (
     BatchSeededCollator,
     ResumableTrainer,

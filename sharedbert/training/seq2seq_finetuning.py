@@ -21,7 +21,7 @@ from ..params import count_model_parameters
 from .checkpointing import RunCheckpoints, is_main_process
 from .data.pairs import read_pairs
 from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
-from .precision import describe_precision, resolve_precision
+from ..precision import describe_precision, resolve_precision
 from .trainer import KeepBestCallback, ResumableTrainer, check_output_dir, output_folder, save_run, training_arguments
 
 logger = logging.getLogger(__name__)

@@ -8,24 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...shared_data import SHARED_DATA_PLACES, shared_data_dir
 from .checks import CheckedFile, label_string, check_custom_task, check_glue_file
 from .tasks import GLUE_SPLIT_FILES, GLUE_TASKS, DataError, TaskSpec, get_task
-
-
-# Where the project keeps its data: GLUE TSVs in glue/, raw text in mlm-text/ (see its README). Said in messages.
-SHARED_DATA_PLACES = "shared/data beside the repository, or beside or inside the current folder"
-
-
-def shared_data_dir(holding: str | None = None) -> Path | None:
-    """The shared data folder: `shared/data` beside the repository (../shared/data from its root), else beside or
-    inside the current folder; with `holding` (a relative path such as "glue/SST-2"), the first that holds it. None
-    when there is none. The one place that knows this layout: commands, benchmarks and the demo default to it."""
-    repo_root = Path(__file__).resolve().parents[3]
-    for base in (repo_root, Path.cwd()):
-        for candidate in (base.parent / "shared" / "data", base / "shared" / "data"):
-            if candidate.is_dir() and (holding is None or (candidate / holding).exists()):
-                return candidate
-    return None
 
 
 def find_glue_dir(explicit: str | os.PathLike | None = None) -> Path | None:
