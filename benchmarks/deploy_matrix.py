@@ -156,7 +156,7 @@ def build_backends(models: dict, args, work: Path, calibration: list[str]) -> tu
         trace_to_onnx,
         variant_for_cpu,
     )
-    from sharedbert.training.precision import native_bf16
+    from sharedbert.precision import native_bf16
 
     variant = variant_for_cpu()
     runners, files = {}, {}
@@ -515,7 +515,7 @@ def main(argv=None) -> int:
         cells[cell] = dict(quality_rows[cell[:2]], speed={
             f"batch {size}": {k: v for k, v in speed_rows[cell, size].items() if k != "round_seconds"}
             | {"round_seconds": speed_rows[cell, size]["round_seconds"]} for size in (1, 32)})
-    from sharedbert.training.precision import cpu_flags
+    from sharedbert.precision import cpu_flags
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").is_file() else "unknown"

@@ -84,7 +84,7 @@ class Recipe:
     max_length: int = 48  # the sentences have 6-30 words
     mask_ratio: float = 0.3
     span_mean: float = 3.0
-    precision: str = "auto"  # bf16 autocast where the hardware has native bf16 (sharedbert.training.precision)
+    precision: str = "auto"  # bf16 autocast where the hardware has native bf16 (sharedbert.precision)
     # Batches of similar length (transformers' LengthGroupedSampler): random batches padded to their longest sentence
     # spent ~1.5x the time per step here (2.5-3.3 s against 0.8-2.0 s at 2 threads, measured side by side).
     sampling: str = "group_by_length"
