@@ -110,6 +110,59 @@ def make_documents(pool: list[tuple[str, int]], tokenizer, rng: random.Random) -
     return documents
 
 
+MIXED_MAJORITY = 0.7
+
+
+def make_mixed_documents(pool: list[tuple[str, int]], tokenizer, rng: random.Random) -> list[dict]:
+    """The second evaluation's documents: as `make_documents`, but each sentence comes from the majority label with
+    probability MIXED_MAJORITY and from the other label otherwise (at least one of each); the majority is the label."""
+    by_label = {label: [text for text, lab in pool if lab == label] for label in (0, 1)}
+    lengths = {text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text, _ in pool}
+    documents = []
+    for low, high in BUCKETS:
+        for label in (0, 1):
+            made = 0
+            while made < DOCS_PER_BUCKET // 2:
+                target, chosen, labels, length = rng.randint(low, high), [], [], 2
+                while True:
+                    drawn = label if rng.random() < MIXED_MAJORITY else 1 - label
+                    text = rng.choice(by_label[drawn])
+                    if length + lengths[text] > target:
+                        break
+                    chosen.append(text)
+                    labels.append(drawn)
+                    length += lengths[text]
+                if length >= low and len(set(labels)) == 2 and labels.count(label) > len(labels) / 2:
+                    documents.append({"bucket": f"{low}-{high}", "label": label, "text": " ".join(chosen),
+                                      "tokens": length, "majority_share": labels.count(label) / len(labels)})
+                    made += 1
+    return documents
+
+
+def prepare_mixed(work: Path) -> Path:
+    """Write data/mixed.jsonl once (its own seed), from the same document pool as the first documents."""
+    from transformers import AutoTokenizer
+
+    from sharedbert.atomic import atomic_write_text
+    from sharedbert.training import resolve_source
+
+    path = work / "data" / "mixed.jsonl"
+    if not path.is_file():
+        split = split_sst2(read_sst2(sst2_dir() / "train.tsv"), random.Random(DATA_SEED))
+        tokenizer = AutoTokenizer.from_pretrained(resolve_source("all-MiniLM-L6-v2"))
+        documents = make_mixed_documents(split["doc_pool"], tokenizer, random.Random(DATA_SEED + 1))
+        atomic_write_text(path, "".join(json.dumps(d) + "\n" for d in documents))
+    return path
+
+
+def mixed_sets(data: Path) -> dict[str, list[tuple[str, int]]]:
+    sets = {}
+    for line in (data / "mixed.jsonl").read_text(encoding="utf-8").splitlines():
+        document = json.loads(line)
+        sets.setdefault(f"mixed {document['bucket']}", []).append((document["text"], document["label"]))
+    return sets
+
+
 def prepare_data(work: Path) -> Path:
     """Write the study's data once (a fixed seed): finetune/train.tsv, validation.tsv (SST-2 dev), test.tsv,
     documents.jsonl and probe.tsv. Returns the folder."""
@@ -352,20 +405,39 @@ def embed(model_dir: str, texts: list[str]):
     return np.stack(rows)
 
 
-def probe(model_dir: str, data: Path) -> dict[str, float]:
-    """Logistic regression (C = 1) on the frozen embeddings of the probe's 8,000 sentences, scored on every set."""
+def probe(model_dir: str, data: Path, sets: dict | None = None) -> dict[str, float]:
+    """Logistic regression (C = 1) on the frozen embeddings of the probe's 8,000 sentences, scored on every set
+    (default: `evaluation_sets`)."""
     from sklearn.linear_model import LogisticRegression
 
     train = read_tsv(data / "probe.tsv")
     classifier = LogisticRegression(C=1.0, max_iter=5000)
     classifier.fit(embed(model_dir, [t for t, _ in train]), [label for _, label in train])
+    sets = evaluation_sets(data) if sets is None else sets
     return {name: float(classifier.score(embed(model_dir, [t for t, _ in rows]), [label for _, label in rows]))
-            for name, rows in evaluation_sets(data).items()}
+            for name, rows in sets.items()}
 
 
 # ------------------------------------------------------------------------------------------------------ results
 def load_results() -> dict:
     return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+
+
+def rescore_mixed(work: Path, healed: Path | None, threads: int) -> None:
+    """Score every finished cell (its saved fine-tuned model) and probe every starting model on the mixed documents,
+    adding them to the results as "accuracy_mixed" / "probes_mixed"."""
+    data = work / "data"
+    prepare_mixed(work)
+    sets = mixed_sets(data)
+    for key, cell in sorted(load_results().get("cells", {}).items()):
+        if "accuracy_mixed" not in cell:
+            merge("cells", key, {**cell, "accuracy_mixed": score(cell_dir(work, cell["arm"], cell["seed"]), sets,
+                                                                 threads)})
+            print(f"{key}: mixed {load_results()['cells'][key]['accuracy_mixed']}", flush=True)
+    for name in load_results().get("probes", {}):
+        if name not in load_results().get("probes_mixed", {}):
+            model, _ = start_of(name, SEEDS[0], work, healed, threads)
+            merge("probes_mixed", name, probe(model, data, sets))
 
 
 def merge(section: str, key: str, value: dict) -> None:
@@ -391,54 +463,67 @@ def long_mean(cell: dict) -> float:
     return statistics.mean(cell["accuracy"][f"{low}-{high}"] for low, high in BUCKETS)
 
 
+def accuracies(cell: dict) -> dict[str, float]:
+    """Every evaluation set's accuracy of a cell: the first evaluation's and, once scored, the mixed documents'."""
+    return {**cell["accuracy"], **cell.get("accuracy_mixed", {})}
+
+
+def mixed_mean(cell: dict) -> float:
+    return statistics.mean(cell["accuracy_mixed"][f"mixed {low}-{high}"] for low, high in BUCKETS)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "–"
+    mean, error, n = value
+    return f"{mean:+.1f}" + (f" ± {error:.1f}" if error is not None else "") + ("" if n == 3 else f" (n={n})")
+
+
 def report() -> str:
     results = load_results()
     cells, probes = results.get("cells", {}), results.get("probes", {})
+    mixed = all("accuracy_mixed" in c for c in cells.values()) and bool(cells)
     sets = ["test", *(f"{low}-{high}" for low, high in BUCKETS)]
-
-    def fmt(value):
-        if value is None:
-            return "–"
-        mean, error, n = value
-        return f"{mean:+.1f}" + (f" ± {error:.1f}" if error is not None else "") + ("" if n == 3 else f" (n={n})")
-
-    lines = ["| arm | " + " | ".join(f"accuracy {s}" for s in sets) + " | seeds |",
-             "|---|" + "---|" * (len(sets) + 1)]
+    sets += [f"mixed {low}-{high}" for low, high in BUCKETS] if mixed else []
+    means = [("mean of buckets", long_mean)] + ([("mean of mixed", mixed_mean)] if mixed else [])
+    lines = ["| arm | " + " | ".join(sets) + " | seeds |", "|---|" + "---|" * (len(sets) + 1)]
     for arm in ARMS:
-        rows = [c for c in cells.values() if c["arm"] == arm]
+        rows = sorted((c for c in cells.values() if c["arm"] == arm), key=lambda c: c["seed"])
         if rows:
-            means = [statistics.mean(c["accuracy"][s] for c in rows) for s in sets]
-            lines.append(f"| {arm} | " + " | ".join(f"{m:.3f}" for m in means) +
-                         f" | {', '.join(str(c['seed']) for c in sorted(rows, key=lambda c: c['seed']))} |")
+            lines.append(f"| {arm} | " + " | ".join(f"{statistics.mean(accuracies(c)[s] for c in rows):.3f}"
+                                                   for s in sets) + f" | {', '.join(str(c['seed']) for c in rows)} |")
     lines += ["", "Gaps to `bert` in points (paired by seed, mean ± standard error):", "",
-              "| arm | " + " | ".join(sets) + " | mean of buckets |", "|---|" + "---|" * (len(sets) + 1)]
-    for arm in ARMS:
-        if arm == "bert":
-            continue
-        gaps = [paired(cells, arm, "bert", lambda c, s=s: c["accuracy"][s]) for s in sets]
-        gaps.append(paired(cells, arm, "bert", long_mean))
+              "| arm | " + " | ".join([*sets, *(name for name, _ in means)]) + " |",
+              "|---|" + "---|" * (len(sets) + len(means))]
+    for arm in (a for a in ARMS if a != "bert"):
+        gaps = [paired(cells, arm, "bert", lambda c, s=s: accuracies(c)[s]) for s in sets]
+        gaps += [paired(cells, arm, "bert", measure) for _, measure in means]
         if any(g is not None for g in gaps):
-            lines.append(f"| {arm} | " + " | ".join(fmt(g) for g in gaps) + " |")
+            lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
     lines += ["", "Against `healed` (the candidates' improvement, paired by seed):", "",
-              "| arm | test | mean of buckets |", "|---|---|---|"]
+              "| arm | test | " + " | ".join(name for name, _ in means) + " |", "|---|---|" + "---|" * len(means)]
     for arm in ARMS:
         if ARMS[arm]["start"] in ("bert", "noise-healed") or arm == "healed":
             continue
-        test = paired(cells, arm, "healed", lambda c: c["accuracy"]["test"])
-        buckets = paired(cells, arm, "healed", long_mean)
-        if test or buckets:
-            lines.append(f"| {arm} | {fmt(test)} | {fmt(buckets)} |")
+        gaps = [paired(cells, arm, "healed", lambda c: c["accuracy"]["test"])]
+        gaps += [paired(cells, arm, "healed", measure) for _, measure in means]
+        if any(gaps):
+            lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
     if probes:
+        mixed_probes = results.get("probes_mixed", {})
         lines += ["", "Linear probe (frozen starting models):", "", "| model | " + " | ".join(sets) + " |",
                   "|---|" + "---|" * len(sets)]
         for model, scores in probes.items():
-            lines.append(f"| {model} | " + " | ".join(f"{scores[s]:.3f}" for s in sets) + " |")
+            scores = {**scores, **mixed_probes.get(model, {})}
+            lines.append(f"| {model} | " + " | ".join(f"{scores[s]:.3f}" if s in scores else "–" for s in sets) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
+    global RESULTS  # --results: where load_results and merge read and write
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("prepare", "run", "report"))
+    parser.add_argument("command", choices=("prepare", "run", "rescore", "report"))
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the results file (default: beside the script)")
     parser.add_argument("--healed", type=Path, help="the published build's healed model (build-minilm W/healed)")
     parser.add_argument("--work-dir", type=Path, default=Path("runs/transfer"))
     parser.add_argument("--threads", type=int, default=1)
@@ -448,12 +533,18 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import sharedbert  # noqa: F401  (registers the Auto classes)
 
+    RESULTS = args.results
     args.work_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "prepare":
         data = prepare_data(args.work_dir)
         print(f"data: {data}", flush=True)
         print(f"noise control: {noise_control(args.work_dir, args.threads)}", flush=True)
         print(f"2,860-step heal: {short_heal(args.work_dir, args.threads)}", flush=True)
+    elif args.command == "rescore":
+        import torch
+
+        torch.set_num_threads(args.threads)
+        rescore_mixed(args.work_dir, args.healed, args.threads)
     elif args.command == "run":
         data = prepare_data(args.work_dir)
         for name in PROBED:  # the starting models, before any fine-tuning
