@@ -49,3 +49,22 @@ def test_gaps_are_paired_by_seed_in_points():
     mean, error, n = study.paired(cells, "healed", "bert", lambda c: c["accuracy"]["test"])
     assert n == 3 and round(mean, 6) == -2.0 and round(error, 6) == round((1 / 3) ** 0.5 * 1.0, 6)
     assert study.paired(cells, "ft-pull", "bert", lambda c: c["accuracy"]["test"]) is None
+
+
+def test_mixed_documents_hold_both_labels_with_the_named_one_in_the_majority(monkeypatch):
+    monkeypatch.setattr(study, "DOCS_PER_BUCKET", 6)
+
+    class WordTokenizer:
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": text.split()}
+
+    rng = random.Random(1)
+    pool = [(" ".join(f"w{label}" for _ in range(rng.randint(8, 20))), label) for label in (0, 1) for _ in range(200)]
+    documents = study.make_mixed_documents(pool, WordTokenizer(), random.Random(3))
+    assert len(documents) == 6 * len(study.BUCKETS)
+    for document in documents:
+        words = document["text"].split()
+        own, other = words.count(f"w{document['label']}"), words.count(f"w{1 - document['label']}")
+        assert other > 0 and own > other  # both labels, the document's label in the majority (by sentence)
+        low, high = map(int, document["bucket"].split("-"))
+        assert low <= document["tokens"] <= high
