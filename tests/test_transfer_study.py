@@ -64,7 +64,7 @@ def test_mixed_documents_hold_both_labels_with_the_named_one_in_the_majority(mon
     assert len(documents) == 6 * len(study.BUCKETS)
     for document in documents:
         words = document["text"].split()
-        own, other = words.count(f"w{document['label']}"), words.count(f"w{1 - document['label']}")
-        assert other > 0 and own > other  # both labels, the document's label in the majority (by sentence)
+        assert f"w{document['label']}" in words and f"w{1 - document['label']}" in words  # both labels
+        assert 0.5 < document["majority_share"] < 1  # the document's label holds most of its sentences
         low, high = map(int, document["bucket"].split("-"))
         assert low <= document["tokens"] <= high
