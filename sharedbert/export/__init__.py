@@ -172,6 +172,9 @@ class ExportArguments:
         if self.layout == "flat" and Path(self.output_dir).resolve() == Path(self.model).resolve():
             raise ValueError(f"{self.output_dir} is the model folder: pick a new folder, or use layout "
                              "sentence-transformers, which adds onnx/ and openvino/ to it.")
+        if self.layout == "sentence-transformers" and not Path(self.output_dir).is_dir():
+            raise ValueError(f"{self.output_dir} is not a folder: the sentence-transformers layout adds onnx/ and "
+                             "openvino/ to an existing model folder.")
         if self.check_sentences is not None and self.check_file is not None:
             raise ValueError("Pass the check sentences or a check file (--check-file), not both.")
         if self.check_sentences is not None and not list(self.check_sentences):
@@ -319,9 +322,6 @@ def _output_folders(output_dir: Path, layout: str, with_openvino: bool):
         with atomic_directory(output_dir) as work:
             yield _Folders(work, work, work, layout)
         return
-    if not output_dir.is_dir():
-        raise ValueError(f"{output_dir} is not a folder: the sentence-transformers layout adds onnx/ and openvino/ "
-                         "to an existing model folder.")
     with contextlib.ExitStack() as stack:
         onnx_dir = stack.enter_context(atomic_directory(output_dir / ONNX_FOLDER))
         openvino_dir = stack.enter_context(atomic_directory(output_dir / OPENVINO_FOLDER)) if with_openvino else None
