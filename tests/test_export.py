@@ -315,7 +315,7 @@ def test_int8_export_refusals_name_the_fix(tmp_path, monkeypatch):
         export.export_onnx(classifier, tmp_path / "out", quantize=["avx2"])
     with pytest.raises(ValueError, match="pick from"):
         export.export_onnx(classifier, tmp_path / "out", quantize=["avx1024"])
-    monkeypatch.setattr("sharedbert.training.data.shared_data_dir", lambda holding=None: None)
+    monkeypatch.setattr("sharedbert.shared_data.shared_data_dir", lambda holding=None: None)
     _, folder = sentence_model(tmp_path)
     with pytest.raises(ValueError, match="pass --calibration-file"):
         export.export_onnx(folder, tmp_path / "out", task="base", openvino_int8=True)
@@ -361,7 +361,7 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
 
     from sharedbert import export, hub
 
-    monkeypatch.setattr("sharedbert.training.data.shared_data_dir", lambda holding=None: None)  # no calibration text
+    monkeypatch.setattr("sharedbert.shared_data.shared_data_dir", lambda holding=None: None)  # no calibration text
     _, folder = sentence_model(tmp_path)
     report = export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
                                 openvino_int8_mode="weights")

@@ -5,14 +5,13 @@ optionally int8 ONNX and OpenVINO IR, each checked in its own runtime against Py
     sharedbert export runs/sst2 runs/sst2-onnx                                  # fp32 ONNX, task from the folder
     sharedbert export runs/healed runs/healed-export --task base --quantize all --openvino --openvino-int8
     sharedbert export runs/healed runs/healed --layout sentence-transformers --quantize avx512_vnni avx2 arm64 \\
-        --openvino --openvino-int8                  # adds onnx/ and openvino/ to the model folder, for the Hub
+        --openvino --openvino-int8 --openvino-int8-mode weights   # adds onnx/ and openvino/ to the model folder
 
 fp32 files must match PyTorch within --atol; every file must give PyTorch's sentence embeddings (mean pooling and
 normalisation) at a mean cosine of at least --min-mean-cosine and --min-cosine for each sentence. Nothing is written
 when a check fails. Needs the onnx extra (pip install "sharedbert[onnx]") and, for OpenVINO, the openvino extra.
 """
 
-import dataclasses
 import sys
 
 from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
@@ -24,11 +23,7 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "export", help="export a SharedBert to ONNX (fp32 and int8) and OpenVINO, each checked against PyTorch",
         description=__doc__, formatter_class=HelpFormatter)
-    fields = {f.name: f for f in dataclasses.fields(ExportArguments)}
-    # The two positionals are dataclass fields too (metadata cli False), so their help has one owner.
-    parser.add_argument("model", help=fields["model"].metadata["help"])
-    parser.add_argument("output_dir", metavar="OUT", help=fields["output_dir"].metadata["help"])
-    add_arguments_from(parser, ExportArguments)
+    add_arguments_from(parser, ExportArguments)  # MODEL and OUT too: positional fields
     parser.set_defaults(run=run)
     return parser
 

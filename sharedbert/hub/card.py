@@ -193,10 +193,39 @@ def build_model_card(
     Arguments left as None come from `sharedbert_provenance.json` when it has them, else from the defaults
     (license apache-2.0, language en). `backends`: the checks of the exported ONNX / OpenVINO files staged with it
     (`sharedbert.hub.backends.check_backend_files`), which the card lists with how to load each."""
-    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+    from huggingface_hub import ModelCard
 
-    config, provenance, training_args = loaded.config, loaded.provenance, loaded.training_args
-    architecture = loaded.architecture
+    facts = _card_facts(loaded, license, language, base_model, datasets)
+    context = {
+        "repo_id": repo_id,
+        "title": repo_id.split("/")[-1],
+        **_model_context(loaded, facts),
+        **_provenance_context(loaded, facts),
+        **_backend_context(backends or []),
+        "citation": CITATION,
+    }
+    card = ModelCard.from_template(_card_metadata(loaded, repo_id, facts), template_str=read_template(template_path),
+                                   **context)
+    card.text = _tidy_markdown(card.text)
+    return card
+
+
+@dataclass
+class _CardFacts:
+    """The facts the card is built from: `build_model_card`'s arguments completed from the model's provenance and the
+    defaults, and what the model folder says about itself (its sentence-transformers modules, hence its pipeline)."""
+
+    license: str
+    language: list[str]
+    base_model: str | None  # a Hub id, or a name (a local path shortened: short_local_name)
+    base_model_on_hub: str | None
+    datasets: list[str]
+    sentence: dict | None  # `_sentence_transformers_settings` (None for a plain transformers model)
+    pipeline_tag: str | None
+
+
+def _card_facts(loaded: LoadedModel, license, language, base_model, datasets) -> _CardFacts:
+    provenance, training_args = loaded.provenance, loaded.training_args
     license = license or provenance.get("license") or DEFAULT_LICENSE
     language = list(language or _as_list(provenance.get("language")) or DEFAULT_LANGUAGE)
     base_model = base_model or provenance.get("base_model")
@@ -205,7 +234,6 @@ def build_model_card(
         base_model = base_model_on_hub
     elif base_model:
         base_model = short_local_name(base_model) if looks_like_local_path(base_model) else base_model
-    eval_results = loaded.eval_results
     trained_on = [training_args.get(k) for k in ("dataset", "dataset_name", "train_dataset")]
     if re.sub(r"[^a-z0-9]", "", str(training_args.get("task", "")).lower()) in GLUE_TASKS:
         trained_on.append(GLUE_HUB_ID)
@@ -213,18 +241,27 @@ def build_model_card(
         # Nothing says what the model was trained on; a fine-tuned model is evaluated on its task's dataset. Where
         # the provenance lists its training data (even none, as a build healed on local text), an evaluation-only
         # dataset such as STS-B stays out of the card's training data.
-        trained_on += [result["dataset"] for result in eval_results]
+        trained_on += [result["dataset"] for result in loaded.eval_results]
     datasets = _datasets_from(_as_list(datasets), _as_list(provenance.get("datasets")), trained_on)
     sentence = _sentence_transformers_settings(loaded)
-    pipeline_tag = "sentence-similarity" if sentence is not None else PIPELINE_TAG_OF[architecture]
+    pipeline_tag = "sentence-similarity" if sentence is not None else PIPELINE_TAG_OF[loaded.architecture]
+    return _CardFacts(license, language, base_model, base_model_on_hub, datasets, sentence, pipeline_tag)
+
+
+def _card_metadata(loaded: LoadedModel, repo_id: str, facts: _CardFacts):
+    """The card's YAML metadata: license, language, library, pipeline, tags, datasets, base model, and the
+    evaluation results as the Hub's model-index."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    config = loaded.config
     tags = ["sharedbert", "custom_code", "bert", f"{config.attention_type}-attention"]
-    if sentence is not None:
+    if facts.sentence is not None:
         tags += ["sentence-transformers", "feature-extraction"]
     if config.layer_sharing != "none":
         tags.append("cross-layer-sharing")
     model_index = [
         EvalResult(
-            task_type=r["task_type"] or pipeline_tag or "text-classification",
+            task_type=r["task_type"] or facts.pipeline_tag or "text-classification",
             task_name=r["task"],
             dataset_type=r["dataset"],
             dataset_name=r["dataset_name"] or r["dataset"],
@@ -233,33 +270,35 @@ def build_model_card(
             metric_type=r["metric"],
             metric_value=r["value"],
         )
-        for r in eval_results
+        for r in loaded.eval_results
         if r["dataset"]  # the Hub's model-index needs a dataset id; others are listed in the card body only
     ]
-    card_data = ModelCardData(
-        license=license,
-        language=language,
-        library_name="sentence-transformers" if sentence is not None else "transformers",
-        pipeline_tag=pipeline_tag,
+    return ModelCardData(
+        license=facts.license,
+        language=facts.language,
+        library_name="sentence-transformers" if facts.sentence is not None else "transformers",
+        pipeline_tag=facts.pipeline_tag,
         tags=tags,
-        datasets=datasets or None,
-        base_model=base_model_on_hub,
+        datasets=facts.datasets or None,
+        base_model=facts.base_model_on_hub,
         model_name=repo_id.split("/")[-1] if model_index else None,
         eval_results=model_index or None,
     )
 
+
+def _model_context(loaded: LoadedModel, facts: _CardFacts) -> dict:
+    """The template's values that describe the model: its class and usage, attention, layers, tokenizer and
+    parameter counts against a standard BERT."""
+    config, architecture = loaded.config, loaded.architecture
     rows = compare_with_standard_bert(config, architecture)
-    labels = _labels(config) if architecture in ("SharedBertForSequenceClassification",
-                                                    "SharedBertForTokenClassification") else []
-    languages = ", ".join(LANGUAGE_NAMES.get(code, code) for code in language)
-    context = {
-        "repo_id": repo_id,
-        "title": repo_id.split("/")[-1],
+    pipeline_tag = facts.pipeline_tag
+    return {
         "architecture": architecture,
         "auto_class": loaded.auto_class,
         "head_description": HEAD_DESCRIPTIONS[architecture],
         "pipeline_task": pipeline_tag if pipeline_tag not in ("feature-extraction", "sentence-similarity") else None,
-        "sentence_transformers": sentence,
+        "sentence_transformers": facts.sentence,
+        "pooling": (facts.sentence or {}).get("pooling") or "mean",
         "mask_token": getattr(loaded.tokenizer, "mask_token", None),
         "attention_type": config.attention_type,
         "attention_description": ATTENTION_DESCRIPTIONS[config.attention_type],
@@ -274,35 +313,47 @@ def build_model_card(
         "vocab_size": f"{config.vocab_size:,}",
         "tokenizer_class": type(loaded.tokenizer).__name__,
         "lowercase": getattr(loaded.tokenizer, "do_lower_case", None),
-        "labels": labels,
         "param_rows": [
             {"group": row.group, "model": f"{row.model:,}", "bert": f"{row.bert:,}",
              "change": _change(row.model, row.bert)}
             for row in rows
         ],
         "param_summary": _param_summary(rows[-1].model, rows[-1].bert),
-        "base_model": base_model,
-        "base_model_on_hub": base_model_on_hub,
-        "conversion": _scalar_items(provenance, skip=("base_model", "license", "language", "datasets")),
-        "training_datasets": datasets,
-        "hyperparameters": _hyperparameters(training_args),
-        "eval_results": eval_results,
+        "max_positions": config.max_position_embeddings,
+    }
+
+
+def _provenance_context(loaded: LoadedModel, facts: _CardFacts) -> dict:
+    """The template's values that say where the model comes from and what it is for: base model, conversion, training
+    data and settings, evaluation results, labels, languages and intended use."""
+    architecture = loaded.architecture
+    labels = _labels(loaded.config) if architecture in ("SharedBertForSequenceClassification",
+                                                           "SharedBertForTokenClassification") else []
+    languages = ", ".join(LANGUAGE_NAMES.get(code, code) for code in facts.language)
+    return {
+        "base_model": facts.base_model,
+        "base_model_on_hub": facts.base_model_on_hub,
+        "conversion": _scalar_items(loaded.provenance, skip=("base_model", "license", "language", "datasets")),
+        "training_datasets": facts.datasets,
+        "hyperparameters": _hyperparameters(loaded.training_args),
+        "eval_results": loaded.eval_results,
+        "labels": labels,
         "intended_use": INTENDED_USES[architecture].format(
             languages=languages, labels=f" ({', '.join(labels)})" if labels else ""
         ),
         "languages": languages,
-        "max_positions": config.max_position_embeddings,
-        "citation": CITATION,
-        "backends": _backend_rows(backends or []),
-        # The files the card's loading example uses: an int8 one where there is one (the point of shipping them).
-        "onnx_example": _example(backends or [], "onnxruntime"),
-        "openvino_example": _example(backends or [], "openvino"),
-        "has_int8_onnx": any(c["precision"] == "int8" and c["runtime"] == "onnxruntime" for c in backends or []),
-        "pooling": (sentence or {}).get("pooling") or "mean",
     }
-    card = ModelCard.from_template(card_data, template_str=read_template(template_path), **context)
-    card.text = _tidy_markdown(card.text)
-    return card
+
+
+def _backend_context(backends: list[dict]) -> dict:
+    """The template's values for the exported ONNX / OpenVINO files staged with the model."""
+    return {
+        "backends": _backend_rows(backends),
+        # The files the card's loading example uses: an int8 one where there is one (the point of shipping them).
+        "onnx_example": _example(backends, "onnxruntime"),
+        "openvino_example": _example(backends, "openvino"),
+        "has_int8_onnx": any(c["precision"] == "int8" and c["runtime"] == "onnxruntime" for c in backends),
+    }
 
 
 # What each exported file is for, by how sentence-transformers names it (sharedbert.export).

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -52,29 +52,40 @@ class StagedModel:
     backends: list[dict] = field(default_factory=list)
 
 
+@dataclass
+class StagingOptions:
+    """What `stage_for_hub` publishes a folder as: the repository, the card's metadata (each None: from the model's
+    `sharedbert_provenance.json`, else the card's defaults), a card of your own, and whether to verify the folder."""
+
+    repo_id: str
+    license: str | None = None
+    language: list[str] | tuple[str, ...] | None = None
+    base_model: str | None = None  # a Hub id links the card to it
+    datasets: list[str] | None = None
+    card: str | os.PathLike | None = None  # an existing README.md to publish instead of the generated card
+    verify: bool = True  # load the staged folder in a fresh Python without this package (verify.py)
+
+
 def stage_for_hub(
     model_dir: str | os.PathLike,
     out_dir: str | os.PathLike | None = None,
+    options: StagingOptions | None = None,
     *,
-    repo_id: str,
-    license: str | None = None,
-    language: list[str] | tuple[str, ...] | None = None,
-    base_model: str | None = None,
-    datasets: list[str] | None = None,
-    card: str | os.PathLike | None = None,
-    verify: bool = True,
     log: Callable[[str], None] | None = None,
     loaded: LoadedModel | None = None,
+    **fields,
 ) -> StagedModel:
     """Write a verified, Hub-ready copy of `model_dir` to `out_dir` and return its description.
 
-    `out_dir` must not exist, be empty, or hold an earlier staged folder (which is replaced); with `out_dir=None` a new
-    temporary folder is used (the caller deletes it). The folder is assembled and verified beside `out_dir` and only
-    then renamed into place (sharedbert.atomic), so `out_dir` never holds a half-written or unverified folder.
-    `card` is an existing README.md to publish instead of the generated card; `log` receives progress lines (e.g.
-    `print`); `loaded` skips loading when the caller already has the result of `load_for_hub(model_dir)`."""
+    Takes a `StagingOptions`, or its fields as keywords (`stage_for_hub(model_dir, out_dir, repo_id="o/n")`), or both
+    (keywords replace fields). `out_dir` must not exist, be empty, or hold an earlier staged folder (which is
+    replaced); with `out_dir=None` a new temporary folder is used (the caller deletes it). The folder is assembled and
+    verified beside `out_dir` and only then renamed into place (sharedbert.atomic), so `out_dir` never holds a
+    half-written or unverified folder. `log` receives progress lines (e.g. `print`); `loaded` skips loading when the
+    caller already has the result of `load_for_hub(model_dir)`."""
+    options = replace(options, **fields) if options is not None else StagingOptions(**fields)
     log = log or (lambda message: None)
-    check_repo_id(repo_id)
+    check_repo_id(options.repo_id)
     if out_dir is not None:
         out_dir = Path(out_dir)
         _check_out_dir(out_dir, Path(model_dir))
@@ -85,17 +96,17 @@ def stage_for_hub(
             f"layer_sharing={loaded.config.layer_sharing}, {loaded.config.num_hidden_layers} layers) with "
             f"{type(loaded.tokenizer).__name__} ({len(loaded.tokenizer)} tokens)."
         )
-    source = base_model or loaded.provenance.get("base_model")
+    source = options.base_model or loaded.provenance.get("base_model")
     if source and not hub_base_model(source):
         log(f"Note: the base model {source} is not a Hub id, so the card names it without linking it; pass "
             "base_model='owner/name' (upload.py / sharedbert upload --base-model) to link it.")
-    if card is not None and not Path(card).is_file():
-        raise HubError(f"Model card {card} not found.")
+    if options.card is not None and not Path(options.card).is_file():
+        raise HubError(f"Model card {options.card} not found.")
 
     final = out_dir if out_dir is not None else Path(tempfile.mkdtemp(prefix="sharedbert-hub-"))
     # Assembled and verified in a temporary sibling of `final`, which replaces `final` only once verified.
     with atomic_directory(final) as staged:
-        files, backends = _assemble(loaded, staged, repo_id, license, language, base_model, datasets, card)
+        files, backends = _assemble(loaded, staged, options)
         log(f"Staged {len(files)} files: {', '.join(files)}.")
         for check in backends:
             cosine = ("" if check["mean_cosine"] is None else f"sentence-embedding cosine {check['mean_cosine']:.4f} "
@@ -103,7 +114,7 @@ def stage_for_hub(
             log(f"Checked {check['file']} in {check['runtime']} ({check['precision']}): {cosine}max |difference| "
                 f"{check['max_abs_difference']:.1e} from the source model.")
         report = None
-        if verify:
+        if options.verify:
             log("Verifying in a fresh Python process without the sharedbert package (trust_remote_code=True) ...")
             report = verify_staged(staged, loaded)
             log(
@@ -141,7 +152,7 @@ def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _assemble(loaded, staged: Path, repo_id, license, language, base_model, datasets, card):
+def _assemble(loaded, staged: Path, options: StagingOptions):
     """Write the Hub files into the empty folder `staged`; return their names and the checks of the exported ONNX /
     OpenVINO files (run before the card is written, which lists them)."""
     model = loaded.model
@@ -165,7 +176,7 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
     source = config_json.get("converted_from")
     if isinstance(source, str) and looks_like_local_path(source):
         # A path on the author's disk means nothing on the Hub (and tells the world where their files are).
-        config_json["converted_from"] = (hub_base_model(base_model) or hub_base_model(source)
+        config_json["converted_from"] = (hub_base_model(options.base_model) or hub_base_model(source)
                                          or short_local_name(source))
     config_json["auto_map"] = dict(AUTO_MAP)
     _write_json(staged / "config.json", config_json)
@@ -178,17 +189,17 @@ def _assemble(loaded, staged: Path, repo_id, license, language, base_model, data
             for key in LOADER_ARGUMENTS:
                 tokenizer_config.pop(key, None)
             _write_json(tokenizer_config_path, tokenizer_config)
-    if card is not None:
+    if options.card is not None:
         from huggingface_hub import ModelCard
 
-        text = Path(card).read_text(encoding="utf-8")
+        text = Path(options.card).read_text(encoding="utf-8")
         try:
             ModelCard(text)  # parses the YAML metadata block
         except ValueError as error:
-            raise HubError(f"The model card {card} has malformed metadata: {error}") from None
+            raise HubError(f"The model card {options.card} has malformed metadata: {error}") from None
     else:
-        text = str(build_model_card(loaded, repo_id, license=license, language=language, base_model=base_model,
-                                    datasets=datasets, backends=backends))
+        text = str(build_model_card(loaded, options.repo_id, license=options.license, language=options.language,
+                                    base_model=options.base_model, datasets=options.datasets, backends=backends))
     (staged / CARD_FILE).write_text(text, encoding="utf-8")
     files = hub_files(staged)
     if WEIGHTS_FILE not in files and WEIGHTS_INDEX not in files:

@@ -1,0 +1,418 @@
+"""Export of a SharedBert for deployment: ONNX (fp32, and int8 for the CPU families sentence-transformers names) and
+OpenVINO IR (fp32, and int8), each checked in its own runtime before anything is written (`sharedbert export`).
+
+    >>> from sharedbert.export import export
+    >>> report = export(model="runs/minilm-shared", output_dir="runs/minilm-shared-onnx")  # task picked from the folder
+    >>> report.max_abs_difference                                                           # onnxruntime vs PyTorch
+    3.1e-07
+    >>> report = export(model="runs/healed", output_dir="runs/healed", layout="sentence-transformers",
+    ...                 quantize=["all"], openvino=True, openvino_int8=True, openvino_int8_mode="weights")
+
+`export` takes one `ExportArguments` (or its fields as keywords), which checks its options when it is made, before
+anything loads. The model is exported with torch's dynamo exporter, dynamic batch and sequence axes, and shared
+attention folded for inference (`fold_for_inference`: query, key and value become one tensor); every file is then run
+in its own runtime on real sentences and compared with the unfolded fp32 PyTorch model (thresholds and why: `runtimes`).
+A failed check raises `ExportError` and writes nothing: the output folder (or, in the sentence-transformers layout, its
+`onnx/` and `openvino/` subfolders) is written atomically (`sharedbert.atomic`).
+
+Files, under the names sentence-transformers' backend loader looks for (its `backend/load.py` and `backend/utils.py`;
+`tests/test_export.py` checks them against the installed package):
+
+* `model.onnx`: fp32 ONNX;
+* `model_qint8_avx512_vnni.onnx`, `model_qint8_avx512.onnx`, `model_quint8_avx2.onnx`, `model_qint8_arm64.onnx`:
+  dynamic int8 quantization by onnxruntime with the settings optimum's `AutoQuantizationConfig.<variant>
+  (is_static=False)` chooses (`QUANTIZATION_VARIANTS`);
+* `openvino_model.xml` / `.bin`: fp32 OpenVINO IR converted from the ONNX file;
+* `openvino_model_qint8_quantized.xml` / `.bin`: OpenVINO IR statically quantized to int8 by NNCF on calibration
+  sentences, with the settings optimum-intel's `OVQuantizationConfig()` passes to `nncf.quantize`; or, with
+  `openvino_int8_mode="weights"`, `openvino_model_qint8_weights.xml` / `.bin`: int8 weights only (NNCF
+  `compress_weights`), for models whose activations do not quantize well.
+
+With `layout="flat"` (the default) they go straight into the output folder with the tokenizer, `config.json` and
+`onnx_export.json`; with `layout="sentence-transformers"` the ONNX files go into `OUT/onnx/` and the OpenVINO files into
+`OUT/openvino/`, as on the Hub, and OUT may be the model folder itself: staging for the Hub (`sharedbert upload`,
+`sharedbert build-minilm`) then publishes them after checking them again.
+
+The modules: `tracing` (tasks, loading, torch's exporter), `runtimes` (running and checking a file in onnxruntime or
+OpenVINO), `quantization` (int8 ONNX, OpenVINO conversion and int8, calibration sentences), `errors`. Their public names
+are importable from here.
+
+Needs the `onnx` extra (`pip install "sharedbert[onnx]"`: onnx, onnxscript, onnxruntime), the `openvino` extra for
+OpenVINO (openvino, nncf), and sentence-transformers for the sentence-embedding task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..atomic import atomic_directory
+from .errors import ExportError, import_onnxruntime, import_openvino
+from .quantization import (
+    CALIBRATION_SAMPLES,
+    DEFAULT_CALIBRATION,
+    OPENVINO_INT8_MODES,
+    QUANTIZATION_VARIANTS,
+    QuantizationVariant,
+    calibration_feeds,
+    calibration_sentences,
+    calibration_source,
+    compress_openvino_weights,
+    convert_to_openvino,
+    quantization_variants,
+    quantize_openvino,
+    quantize_variant,
+    variant_for_cpu,
+)
+from .runtimes import (
+    CHECK_SENTENCES,
+    MIN_COSINE,
+    MIN_MEAN_COSINE,
+    FileCheck,
+    check_file,
+    cosines,
+    onnx_session,
+    openvino_model,
+    read_sentences,
+    run_file,
+    sentence_embeddings,
+)
+from .tracing import EXPORT_TASKS, INPUT_NAMES, OUTPUT_NAMES, EncoderOutput, detect_task, load_for_export, trace_to_onnx
+
+logger = logging.getLogger(__name__)
+
+LAYOUTS = ("flat", "sentence-transformers")
+ONNX_FILE = "model.onnx"
+REPORT_FILE = "onnx_export.json"
+# Where sentence-transformers 6.2's backends look (sentence_transformers/backend/load.py, load_onnx_model and
+# load_openvino_model, through backend/utils.py backend_should_export): `<backend>/<file_name>` with the backend's
+# lower-cased name as the subfolder ("onnx", "openvino"), the default file names being optimum's ONNX_WEIGHTS_NAME
+# ("model.onnx") and OV_XML_FILE_NAME ("openvino_model.xml"); other files by model_kwargs={"file_name": ...}.
+ONNX_FOLDER = "onnx"
+OPENVINO_FOLDER = "openvino"
+OPENVINO_FILE = "openvino_model.xml"
+# backend/utils.py save_or_push_to_hub_model names an OpenVINO export f"openvino_model_{file_suffix}.xml", and
+# backend/quantize.py export_static_quantized_openvino_model's default file_suffix is "qint8_quantized".
+OPENVINO_INT8_FILE = "openvino_model_qint8_quantized.xml"
+# Weight-only int8 (NNCF compress_weights) has no name in sentence-transformers; this one matches its "openvino*.xml"
+# glob, so model_kwargs={"file_name": "openvino/openvino_model_qint8_weights.xml"} would load it.
+OPENVINO_INT8_WEIGHTS_FILE = "openvino_model_qint8_weights.xml"
+
+
+@dataclass
+class ExportArguments:
+    """Every option of `export` / `sharedbert export`, with its default and help. Bad options are refused when it is
+    made (`__post_init__`), before anything loads, with the problem and the fix."""
+
+    model: str = field(metadata={"positional": True, "help": "the model folder (a save_pretrained folder, or a "
+                                 "sentence-transformers folder)"})
+    output_dir: str = field(metadata={"positional": True, "metavar": "OUT", "help": "the folder to write; with "
+                                      "--layout sentence-transformers it may be the model folder itself"})
+    task: str = field(default="auto", metadata={
+        "help": "what to export: base (last_hidden_state), sequence-classification (logits), sentence-embedding "
+        "(the folder's pooling and Normalize in the graph); auto: from the folder (sentence-embedding for a "
+        "sentence-transformers folder, base in the sentence-transformers layout)",
+        "choices": ["auto", *EXPORT_TASKS]})
+    layout: str = field(default="flat", metadata={
+        "help": "flat: every file in OUT with the tokenizer and config.json; sentence-transformers: OUT/onnx/ and "
+        "OUT/openvino/ under the names sentence-transformers' backends load, as on the Hub", "choices": list(LAYOUTS)})
+    quantize: list[str] = field(default_factory=list, metadata={
+        "help": "also write dynamic int8 ONNX for these CPU families (onnxruntime, optimum's settings): avx512_vnni, "
+        "avx512, avx2, arm64, or all", "choices": [*QUANTIZATION_VARIANTS, "all"]})
+    openvino: bool = field(default=False, metadata={"help": "also write fp32 OpenVINO IR (openvino_model.xml/.bin)"})
+    openvino_int8: bool = field(default=False, metadata={
+        "help": "also write OpenVINO IR quantized to int8 by NNCF (openvino_model_qint8_quantized.xml/.bin), "
+        "calibrated on --calibration-file"})
+    openvino_int8_mode: str = field(default="static", metadata={
+        "help": "static: weights and activations in int8, calibrated (sentence-transformers' kind, fastest); weights: "
+        "int8 weights only, no calibration (openvino_model_qint8_weights.xml: for models whose activations do not "
+        "quantize well, such as the SharedBert build)", "choices": list(OPENVINO_INT8_MODES)})
+    calibration_file: str | None = field(default=None, metadata={
+        "help": "sentences for the OpenVINO int8 calibration: a text file (one a line) or a TSV with a 'sentence' "
+        "column (default: GLUE SST-2 train from the shared data folder, as sentence-transformers does)"})
+    calibration_samples: int = field(default=CALIBRATION_SAMPLES, metadata={
+        "help": "calibration sentences used for OpenVINO int8"})
+    check_file: str | None = field(default=None, metadata={
+        "help": "sentences for the checks, one a line (default: 16 built-in GLUE dev sentences)"})
+    opset: int = field(default=18, metadata={"help": "ONNX opset"})
+    atol: float = field(default=1e-4, metadata={"help": "largest accepted difference of an fp32 file from PyTorch"})
+    min_mean_cosine: float = field(default=MIN_MEAN_COSINE, metadata={
+        "help": "smallest accepted mean cosine between a file's sentence embeddings and PyTorch's"})
+    min_cosine: float = field(default=MIN_COSINE, metadata={
+        "help": "smallest accepted cosine for any one check sentence"})
+    max_length: int = field(default=128, metadata={"help": "truncate check and calibration sentences to this"})
+    # --- for callers in Python, not flags
+    check_sentences: list[str] | None = field(default=None, metadata={
+        "cli": False, "help": "the check sentences themselves, instead of check_file (default: CHECK_SENTENCES)"})
+    calibration: list[str] | None = field(default=None, metadata={
+        "cli": False, "help": "the OpenVINO int8 calibration sentences themselves, instead of calibration_file"})
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {self.layout!r}.")
+        variants = quantization_variants(self.quantize)  # names the variants to pick from
+        if self.task != "auto" and self.task not in EXPORT_TASKS:
+            raise ValueError(f"task must be 'auto' or one of {list(EXPORT_TASKS)}, got {self.task!r}.")
+        task = self.resolved_task()
+        if self.layout == "sentence-transformers" and task == "sentence-embedding":
+            raise ValueError("The sentence-transformers layout holds the encoder's last_hidden_state (its backends "
+                             "pool in PyTorch): use task base (or auto), or layout flat for a graph with pooling "
+                             "inside.")
+        if task == "sequence-classification" and (variants or self.openvino_int8):
+            raise ValueError("int8 files are checked by sentence-embedding cosine, which a classifier has not: export "
+                             "a classifier in fp32 (ONNX or --openvino), or export its encoder (task base).")
+        if self.layout == "flat" and Path(self.output_dir).resolve() == Path(self.model).resolve():
+            raise ValueError(f"{self.output_dir} is the model folder: pick a new folder, or use layout "
+                             "sentence-transformers, which adds onnx/ and openvino/ to it.")
+        if self.layout == "sentence-transformers" and not Path(self.output_dir).is_dir():
+            raise ValueError(f"{self.output_dir} is not a folder: the sentence-transformers layout adds onnx/ and "
+                             "openvino/ to an existing model folder.")
+        if self.check_sentences is not None and self.check_file is not None:
+            raise ValueError("Pass the check sentences or a check file (--check-file), not both.")
+        if self.check_sentences is not None and not list(self.check_sentences):
+            raise ValueError("No check sentences: pass a few real sentences (--check-file, one a line).")
+        if self.openvino_int8_mode not in OPENVINO_INT8_MODES:
+            raise ValueError(f"openvino_int8_mode must be one of {list(OPENVINO_INT8_MODES)}, got "
+                             f"{self.openvino_int8_mode!r}.")
+        if self.calibrates and self.calibration is None:
+            calibration_source(self.calibration_file)  # a missing file, or no shared data: the fix, before loading
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether the export needs calibration sentences (static OpenVINO int8)."""
+        return self.openvino_int8 and self.openvino_int8_mode == "static"
+
+    def resolved_task(self) -> str:
+        """The task, read from the model folder for "auto" (`detect_task`)."""
+        return detect_task(self.model, self.layout) if self.task == "auto" else self.task
+
+
+@dataclass
+class ExportReport:
+    onnx_path: str
+    task: str
+    output_name: str
+    max_abs_difference: float
+    check_sentences: int
+    folded: bool
+    opset: int
+    layout: str = "flat"
+    files: list[FileCheck] = field(default_factory=list)
+
+    def check(self, name: str) -> FileCheck:
+        """The check of the file `name` (its path relative to the output folder)."""
+        return next(check for check in self.files if check.file == name)
+
+
+def export(arguments: ExportArguments | None = None, /, **fields) -> ExportReport:
+    """Export the model `arguments.model` to `arguments.output_dir` and check every file in its runtime (see the
+    module doc); returns what was written and what each check gave (also written as onnx_export.json).
+
+    Takes an `ExportArguments`, or its fields as keywords (`export(model=..., output_dir=..., quantize=["all"])`), or
+    both (keywords replace fields). Raises ValueError or FileNotFoundError on bad options, before anything loads, and
+    ExportError when a runtime is missing, the model is not a SharedBert, or a file fails its check (then nothing is
+    written)."""
+    args = replace(arguments, **fields) if arguments is not None else ExportArguments(**fields)
+    onnxruntime = import_onnxruntime()
+    if args.openvino or args.openvino_int8:
+        import_openvino()
+    task = args.resolved_task()
+    sentences, calibration = _sentences(args)
+    reference = _run_pytorch(Path(args.model), task, sentences, args.max_length)
+    program = _trace_folded(reference, Path(args.model), task, args.opset)
+    with _output_folders(Path(args.output_dir), args.layout, args.openvino or args.openvino_int8) as folders:
+        checks = _write_checked_files(args, task, reference, program, folders, calibration)
+        report = _write_report(args, task, reference, checks, folders, onnxruntime.__version__)
+    return report
+
+
+def export_onnx(model_dir: str | os.PathLike, output_dir: str | os.PathLike, task: str = "auto",
+                **fields) -> ExportReport:
+    """`export(model=model_dir, output_dir=output_dir, task=task, **fields)`: the call of the export before its options
+    became `ExportArguments`, kept for the code and tests that use it."""
+    return export(model=model_dir, output_dir=output_dir, task=task, **fields)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The steps of `export`
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _sentences(args: ExportArguments) -> tuple[list[str], list[str] | None]:
+    """(check sentences, calibration sentences or None when nothing is calibrated), read before the model loads."""
+    if args.check_sentences is not None:
+        check = list(args.check_sentences)
+    else:
+        check = read_sentences(args.check_file) if args.check_file else list(CHECK_SENTENCES)
+    calibration = None
+    if args.calibrates:
+        calibration = (list(args.calibration) if args.calibration is not None
+                       else calibration_sentences(args.calibration_file, args.calibration_samples))
+    return check, calibration
+
+
+@dataclass
+class _Reference:
+    """The model loaded for the export, and what it gives unfolded in fp32 PyTorch on the check sentences: what every
+    written file is checked against."""
+
+    wrapper: torch.nn.Module  # the model behind the graph's signature (tracing.EncoderOutput, ...)
+    tokenizer: object
+    model: object  # the SharedBert inside `wrapper`, folded while it is traced
+    inputs: dict  # the check sentences as torch tensors, which the exporter traces with
+    feed: dict  # the same as int64 numpy arrays, for the runtimes
+    outputs: dict  # {"output": the raw output, "embeddings": sentence embeddings (not for a classifier)}
+
+
+def _run_pytorch(model_dir: Path, task: str, sentences: list[str], max_length: int) -> _Reference:
+    wrapper, tokenizer, model = load_for_export(model_dir, task)
+    batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    inputs = {name: batch[name] if name in batch else torch.zeros_like(batch["input_ids"]) for name in INPUT_NAMES}
+    with torch.inference_mode():
+        expected = wrapper(**inputs).float().numpy()  # the unfolded fp32 model is the reference
+    feed = {name: tensor.numpy().astype(np.int64) for name, tensor in inputs.items()}
+    outputs = {"output": expected.astype(np.float64)}
+    if task != "sequence-classification":
+        outputs["embeddings"] = sentence_embeddings(expected, feed["attention_mask"], task)
+    return _Reference(wrapper, tokenizer, model, inputs, feed, outputs)
+
+
+def _trace_folded(reference: _Reference, model_dir: Path, task: str, opset: int):
+    """The ONNX program of the model with its attention folded for inference; the model is unfolded again afterwards,
+    so that the caller's model is left as it was."""
+    reference.model.fold_for_inference()
+    try:
+        return trace_to_onnx(reference.wrapper, reference.inputs, OUTPUT_NAMES[task], opset=opset)
+    except Exception as error:  # the exporter raises many types; say which model and task failed
+        raise ExportError(f"torch.onnx.export failed for {model_dir} (task {task}): {error}") from error
+    finally:
+        reference.model.unfold()
+
+
+@dataclass(frozen=True)
+class _Folders:
+    """Where the files are written: temporary folders until every check has passed (`_output_folders`)."""
+
+    base: Path  # the whole output folder in the flat layout; the model folder in the sentence-transformers layout
+    onnx: Path
+    openvino: Path | None
+    layout: str
+
+    def relative(self, path: Path) -> str:
+        """The final name of the file `path`, relative to the output folder."""
+        if self.layout == "flat":
+            return path.name
+        return f"{ONNX_FOLDER if path.parent == self.onnx else OPENVINO_FOLDER}/{path.name}"
+
+
+@contextlib.contextmanager
+def _output_folders(output_dir: Path, layout: str, with_openvino: bool):
+    """The `_Folders` to write into, put in place atomically only if the block succeeds: the whole output folder for
+    the flat layout; its onnx/ and openvino/ subfolders for the sentence-transformers layout (the rest of the folder,
+    e.g. the model itself, is left alone)."""
+    if layout == "flat":
+        with atomic_directory(output_dir) as work:
+            yield _Folders(work, work, work, layout)
+        return
+    with contextlib.ExitStack() as stack:
+        onnx_dir = stack.enter_context(atomic_directory(output_dir / ONNX_FOLDER))
+        openvino_dir = stack.enter_context(atomic_directory(output_dir / OPENVINO_FOLDER)) if with_openvino else None
+        yield _Folders(output_dir, onnx_dir, openvino_dir, layout)
+
+
+@dataclass
+class _Checks:
+    """Checks each written file against the reference under its final name, logs what it gave, and keeps it."""
+
+    args: ExportArguments
+    task: str
+    reference: _Reference
+    folders: _Folders
+    done: list[FileCheck] = field(default_factory=list)
+
+    def check(self, path: Path, precision: str) -> FileCheck:
+        result = check_file(path, self.folders.relative(path), self.reference.feed, self.reference.outputs, self.task,
+                            precision=precision, atol=self.args.atol if precision == "fp32" else None,
+                            min_mean_cosine=self.args.min_mean_cosine, min_cosine=self.args.min_cosine)
+        if precision == "fp32":
+            runtime = "OpenVINO (f32)" if result.runtime == "openvino" else "onnxruntime"
+            logger.info("%s: %s vs PyTorch max |difference| %.2e", result.file, runtime, result.max_abs_difference)
+        else:
+            logger.info("%s: sentence-embedding cosine %.4f mean, %.4f worst", result.file, result.mean_cosine,
+                        result.min_cosine)
+        self.done.append(result)
+        return result
+
+
+def _write_checked_files(args: ExportArguments, task: str, reference: _Reference, program, folders: _Folders,
+                         calibration: list[str] | None) -> list[FileCheck]:
+    """Every file asked for, each checked as soon as it is written: the fp32 ONNX file first, as the others are made
+    from it."""
+    checks = _Checks(args, task, reference, folders)
+    onnx_path = folders.onnx / ONNX_FILE
+    program.save(str(onnx_path), external_data=False)
+    checks.check(onnx_path, "fp32")
+    for variant in quantization_variants(args.quantize):
+        path = folders.onnx / variant.file_name
+        quantize_variant(onnx_path, path, variant)
+        checks.check(path, "int8")
+    if args.openvino:
+        path = folders.openvino / OPENVINO_FILE
+        convert_to_openvino(onnx_path, path)
+        checks.check(path, "fp32")
+    if args.openvino_int8 and args.openvino_int8_mode == "weights":
+        path = folders.openvino / OPENVINO_INT8_WEIGHTS_FILE
+        compress_openvino_weights(onnx_path, path)
+        checks.check(path, "int8")
+    elif args.openvino_int8:
+        path = folders.openvino / OPENVINO_INT8_FILE
+        feeds = calibration_feeds(reference.tokenizer, calibration[: args.calibration_samples], args.max_length)
+        logger.info("Quantizing the OpenVINO model with NNCF on %d calibration sentences ...", len(feeds))
+        quantize_openvino(onnx_path, path, feeds, args.calibration_samples)
+        try:
+            checks.check(path, "int8")
+        except ExportError as error:
+            raise ExportError(f"{error} Static int8 quantizes the activations too, which some models do not bear: "
+                              "try --openvino-int8-mode weights (int8 weights only).") from None
+    return checks.done
+
+
+def _write_report(args: ExportArguments, task: str, reference: _Reference, checks: list[FileCheck],
+                  folders: _Folders, onnxruntime_version: str) -> ExportReport:
+    """The flat layout's tokenizer and config.json beside the files, and the report: returned, and written as
+    onnx_export.json beside the ONNX files."""
+    if args.layout == "flat":
+        reference.tokenizer.save_pretrained(str(folders.base))
+        shutil.copy2(Path(args.model) / "config.json", folders.base / "config.json")
+    report = ExportReport(
+        onnx_path=str(Path(args.output_dir) / folders.relative(folders.onnx / ONNX_FILE)), task=task,
+        output_name=OUTPUT_NAMES[task], max_abs_difference=checks[0].max_abs_difference,
+        check_sentences=len(reference.feed["input_ids"]), folded=reference.model.config.attention_type == "shared",
+        opset=args.opset, layout=args.layout, files=checks,
+    )
+    thresholds = dict(min_mean_cosine=args.min_mean_cosine, min_cosine=args.min_cosine, atol=args.atol)
+    (folders.onnx / REPORT_FILE).write_text(json.dumps(dict(asdict(report), inputs=list(INPUT_NAMES),
+                                                            thresholds=thresholds, onnxruntime=onnxruntime_version),
+                                                       indent=2) + "\n")
+    return report
+
+
+__all__ = [
+    "CALIBRATION_SAMPLES", "CHECK_SENTENCES", "DEFAULT_CALIBRATION", "EXPORT_TASKS", "INPUT_NAMES", "LAYOUTS",
+    "MIN_COSINE", "MIN_MEAN_COSINE", "ONNX_FILE", "ONNX_FOLDER", "OPENVINO_FILE", "OPENVINO_FOLDER",
+    "OPENVINO_INT8_FILE", "OPENVINO_INT8_MODES", "OPENVINO_INT8_WEIGHTS_FILE", "OUTPUT_NAMES", "QUANTIZATION_VARIANTS",
+    "REPORT_FILE", "EncoderOutput", "ExportArguments", "ExportError", "ExportReport", "FileCheck",
+    "QuantizationVariant",
+    "calibration_feeds", "calibration_sentences", "calibration_source", "check_file", "compress_openvino_weights",
+    "convert_to_openvino", "cosines", "detect_task", "export", "export_onnx", "onnx_session", "openvino_model",
+    "quantization_variants", "quantize_openvino", "quantize_variant", "read_sentences", "run_file",
+    "sentence_embeddings", "trace_to_onnx", "variant_for_cpu",
+]
