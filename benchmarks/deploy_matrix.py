@@ -169,7 +169,7 @@ def build_backends(models: dict, args, work: Path, calibration: list[str]) -> tu
         traced = TorchRunner(model).model  # a folded copy
         started = time.perf_counter()
         onnx_path = folder / "model.onnx"
-        trace_to_onnx(EncoderOutput(traced, "last_hidden_state"), inputs, "last_hidden_state").save(
+        trace_to_onnx(EncoderOutput(traced, "last_hidden_state").eval(), inputs, "last_hidden_state").save(
             str(onnx_path), external_data=False)
         int8_path = folder / variant.file_name
         quantize_variant(onnx_path, int8_path, variant)
