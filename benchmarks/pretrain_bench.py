@@ -237,6 +237,32 @@ def render(summary: dict, meta: dict) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def quiet_process(threads: int):
+    """torch's threads, transformers' verbosity and datasets' progress bars set for the run and put back after it, so
+    that `main` called in a process that goes on (as the test calls it) leaves that process as it found it."""
+    import torch
+    import transformers
+
+    threads_before, verbosity_before = torch.get_num_threads(), transformers.logging.get_verbosity()
+    torch.set_num_threads(threads)
+    transformers.logging.set_verbosity_error()
+    try:
+        import datasets
+    except ImportError:
+        datasets = None
+    bars_before = datasets is not None and datasets.is_progress_bar_enabled()
+    if datasets is not None:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads_before)
+        transformers.logging.set_verbosity(verbosity_before)
+        if bars_before:
+            datasets.enable_progress_bars()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/pretrain_bench.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,50 +299,44 @@ def main(argv=None) -> int:
         return 2
     recipe = dict(QUICK if args.quick else FULL)
     recipe.update({key: value for key, value in (("rounds", args.rounds), ("steps", args.steps)) if value})
-    torch.set_num_threads(args.threads)
-    try:
-        import datasets
+    with quiet_process(args.threads):
+        log = (lambda *a, **k: None) if args.silent else (lambda *a, **k: print(*a, **k, flush=True))
+        native = native_bf16()
+        names = ["baseline"] + [name for name in RUNS if name in args.runs and name != "baseline"]
 
-        datasets.disable_progress_bars()
-    except ImportError:
-        pass
-    transformers.logging.set_verbosity_error()
-    log = (lambda *a, **k: None) if args.silent else (lambda *a, **k: print(*a, **k, flush=True))
-    native = native_bf16()
-    names = ["baseline"] + [name for name in RUNS if name in args.runs and name != "baseline"]
-
-    started = time.time()
-    with tempfile.TemporaryDirectory(prefix="pretrain-bench-inputs-") as inputs:
-        log("training the vocabulary and sampling the corpus ...")
-        sample, tokenizer_dir = corpus_sample(data_dir, recipe, Path(inputs))
-        samples = measure(recipe, names, sample, tokenizer_dir, native, log)
-    summary = summarise(samples, native)
-    m = recipe["model"]
-    meta = {
-        "command": "python benchmarks/pretrain_bench.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "dims": f"{m['num_hidden_layers']} layers, hidden {m['hidden_size']}, FFN {m['intermediate_size']}, "
-                f"sequence {recipe['block_size']}, vocabulary {recipe['vocab_size']:,}, batch {recipe['batch_size']}",
-        "recipe": recipe,
-        "threads": args.threads,
-        "cpu": platform.processor() or platform.machine(),
-        "native_bf16": native,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "load_average": os.getloadavg(),
-        "seconds": time.time() - started,
-    }
-    try:
-        meta["cpu"] = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                           if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    table = render(summary, meta)
-    out = Path(args.out)
-    atomic_write_text(out.with_suffix(".json"), json.dumps({"meta": meta, **summary, "samples": samples}, indent=2,
-                                                           default=float) + "\n")
-    print(table)
-    print(f"\n{meta['seconds']:.0f} s; saved {out.with_suffix('.json')}")
-    return 0
+        started = time.time()
+        with tempfile.TemporaryDirectory(prefix="pretrain-bench-inputs-") as inputs:
+            log("training the vocabulary and sampling the corpus ...")
+            sample, tokenizer_dir = corpus_sample(data_dir, recipe, Path(inputs))
+            samples = measure(recipe, names, sample, tokenizer_dir, native, log)
+        summary = summarise(samples, native)
+        m = recipe["model"]
+        meta = {
+            "command": "python benchmarks/pretrain_bench.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "dims": f"{m['num_hidden_layers']} layers, hidden {m['hidden_size']}, FFN {m['intermediate_size']}, "
+                    f"sequence {recipe['block_size']}, vocabulary {recipe['vocab_size']:,}, "
+                    f"batch {recipe['batch_size']}",
+            "recipe": recipe,
+            "threads": args.threads,
+            "cpu": platform.processor() or platform.machine(),
+            "native_bf16": native,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "load_average": os.getloadavg(),
+            "seconds": time.time() - started,
+        }
+        try:
+            meta["cpu"] = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                               if line.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+        table = render(summary, meta)
+        out = Path(args.out)
+        atomic_write_text(out.with_suffix(".json"), json.dumps({"meta": meta, **summary, "samples": samples}, indent=2,
+                                                               default=float) + "\n")
+        print(table)
+        print(f"\n{meta['seconds']:.0f} s; saved {out.with_suffix('.json')}")
+        return 0
 
 
 __all__ = ["FULL", "LEVERS", "QUICK", "RUNS", "main", "render", "summarise"]

@@ -111,6 +111,20 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _transformers_verbosity_left_as_found():
+    """Fails a test that leaves transformers' verbosity changed for the rest of its process (a script's main() called
+    in-process did): transformers' own mixin tests in the same worker then find no load report to read."""
+    from transformers.utils import logging as transformers_logging
+
+    found = transformers_logging.get_verbosity()
+    yield
+    left = transformers_logging.get_verbosity()
+    if left != found:
+        transformers_logging.set_verbosity(found)
+        pytest.fail(f"The test left transformers' verbosity at {left} (it was {found}): restore it where it is set.")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test module that draws a random `KILL_SEED` (test_resume: where a run is killed) gets the seed written into

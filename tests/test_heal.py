@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -180,31 +181,43 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     assert again.steps == 8 and again.losses == pytest.approx(full.losses, rel=1e-4)
 
 
-@pytest.fixture
-def ctrl_c_reaches_this_process():
-    """SIGINT handled as in an interactive session for the test, and the handler this process had put back after:
-    a suite started in the background by a non-interactive shell (`make test &`) begins with SIGINT ignored, and then
-    Ctrl-C is left ignored on purpose (see the next tests)."""
-    found = signal.getsignal(signal.SIGINT)
-    if found is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, found)
+# Healing in a process of its own, as a user runs it, that sends itself Ctrl-C after step 2. In a child, because a
+# SIGINT that escaped the handler would end a pytest worker rather than fail one test.
+CTRL_C_DURING_HEALING = """
+import json, os, signal, sys
+from pathlib import Path
+from test_heal import make_teacher, make_tokenizer, small_config
+from sharedbert.convert import from_bert
+from sharedbert.training.healing import heal
+
+corpus, checkpoints = Path(sys.argv[1]), Path(sys.argv[2])
+teacher, tokenizer = make_teacher(), make_tokenizer()
+found = signal.getsignal(signal.SIGINT)
+
+def interrupt(step, loss):
+    if step == 2:
+        os.kill(os.getpid(), signal.SIGINT)
+
+result = heal(from_bert(teacher, attention_type="symmetric"), teacher, tokenizer, corpus, checkpoints,
+              small_config(), resume=False, on_step=interrupt)
+print(json.dumps({"interrupted": result.interrupted, "steps": result.steps,
+                  "handler_put_back": signal.getsignal(signal.SIGINT) is found}))
+"""
 
 
-def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path, ctrl_c_reaches_this_process):
-    teacher, tokenizer = make_teacher(), make_tokenizer()
-    student = from_bert(teacher, attention_type="symmetric")
+def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
+    from conftest import start_child
 
-    def interrupt(step, loss):
-        if step == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    result = heal(student, teacher, tokenizer, corpus, tmp_path / "ck", small_config(), resume=False, on_step=interrupt)
-    assert result.interrupted and result.steps in (2, 3)  # the step in flight finishes
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    child = start_child([sys.executable, "-c", CTRL_C_DURING_HEALING, str(corpus), str(tmp_path / "ck")],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    stdout, stderr = child.communicate(timeout=300)
+    assert child.returncode == 0, stderr[-3000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["interrupted"] and result["steps"] in (2, 3)  # the step in flight finishes
     state = json.loads((tmp_path / "ck" / "latest" / "trainer_state.json").read_text())
-    assert state["step"] == result.steps
-    assert signal.getsignal(signal.SIGINT) is ctrl_c_reaches_this_process  # the handler found is put back
+    assert state["step"] == result["steps"]
+    assert result["handler_put_back"]  # the handler found on entry is in place again
 
 
 # A process started with SIGINT ignored (as a background job is): Ctrl-C handling must leave it ignored, so a SIGINT
