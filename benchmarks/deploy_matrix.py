@@ -366,8 +366,8 @@ def markdown(report: dict) -> str:
     lines = [
         "# Deployment matrix", "",
         f"Command: `{report['command']}` ({report['date']}, {report['cpu']}, {report['threads']} threads, "
-        f"{report['rounds']} rounds; load average {report['load_average_start']:.1f} at the start, "
-        f"{report['load_average_end']:.1f} at the end: the machine was shared).", "",
+        f"{report['rounds']} rounds; 1-minute load average {report['load_average_start']:.1f} at the start and "
+        f"{report['load_average_end']:.1f} at the end).", "",
         f"SharedBert: {report['sharedbert_note']}.", "",
         "Speed ratios are against all-MiniLM-L6-v2 in PyTorch fp32 in the same run (medians over rounds; "
         "`×SharedBert/MiniLM` compares the two models in the same backend).", "",
