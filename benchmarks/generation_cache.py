@@ -7,7 +7,8 @@ For prompts of 128, 512 and 2,048 tokens and batches of 1 and 16, both models ge
 * cache bytes after generation (keys and values of every layer);
 * decode tokens/s: batch × 127 over the time of generating 128 tokens minus the time of generating 1 (the prefill
   and the first step), medians of alternating rounds;
-* peak resident memory of one generation in a fresh process (ru_maxrss);
+* peak resident memory of one generation in a fresh process (its VmHWM: ru_maxrss would also count the
+  resident size of the benchmark process it was forked from);
 * the bound of a decode step: the bytes it must read (every weight it uses once, and the cache once: K and V for
   standard attention, S for shared) and its multiply-adds, and the ratio of the two models' bounds beside the ratio
   measured.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -76,15 +76,18 @@ def decode_bound(model, batch: int, cached: int) -> dict:
 
 
 def peak_rss_of_one_generation(kind: str, dims: dict, positions: int, batch: int, prompt_length: int) -> int:
-    """ru_maxrss (bytes) of a fresh process that builds the model and generates once."""
+    """Peak resident bytes of a fresh process that builds the model and generates once: the kernel's high-water mark
+    of the child's own memory (VmHWM), which starts anew at exec. ru_maxrss does not: Linux folds the resident size
+    of the process forked from (this one, holding every model built so far) into the child's, and every cell read
+    the same as the one before."""
     code = (
-        "import json, resource, sys, torch\n"
+        "import sys, torch\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
         "import generation_cache as g\n"
         f"torch.set_num_threads(1)\nmodel = g.build({kind!r}, {dims!r}, {positions})\n"
         f"prompt = torch.randint(5, {dims['vocab_size']}, ({batch}, {prompt_length}))\n"
         f"g.generate(model, prompt, {NEW_TOKENS})\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
+        "print(int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) * 1024)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(done.stdout.strip().splitlines()[-1])

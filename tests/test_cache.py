@@ -108,3 +108,16 @@ def test_the_long_context_benchmark_runs_and_reports_half_the_cache(tmp_path):
         bound = row["models"]["sharedbert"]["bound_at_mid_decode"]
         assert bound["cache_bytes_read"] * 2 == row["models"]["bert"]["bound_at_mid_decode"]["cache_bytes_read"]
         assert row["bytes_bound_ratio"] > 1 and row["models"]["sharedbert"]["peak_rss_bytes"] > 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads the Linux kernel's VmHWM")
+def test_the_benchmarks_peak_memory_is_the_childs_own_not_the_process_it_was_forked_from():
+    """ru_maxrss of a child counts the resident size of the process it was forked from: with 1 GiB resident here,
+    every cell read at least 1 GiB whatever the child used."""
+    from conftest import benchmark_script
+
+    benchmark = benchmark_script("generation_cache")
+    ballast = torch.ones(256 * 2**20)  # 1 GiB, resident
+    child_peak = benchmark.peak_rss_of_one_generation("sharedbert", benchmark.QUICK_DIMS, 256, 2, 16)
+    assert ballast.sum() > 0
+    assert 0 < child_peak < 2**30 * 0.8
