@@ -828,6 +828,8 @@ def test_an_evaluation_dataset_is_not_called_training_data_when_the_provenance_l
     assert card.data.datasets is None and "## Training" not in card.text
     assert "| healing corpus | 12 Project Gutenberg books |" in card.text
     assert [(r.dataset_type, r.dataset_config) for r in card.data.eval_results] == [("nyu-mll/glue", "stsb")]
+    # A converted model's card says how to fine-tune it (the transfer study's finding).
+    assert "Fine-tune it as you would sentence-transformers/all-MiniLM-L6-v2" in card.text
 
     inferred = hub.build_model_card(hub.load_for_hub(sentence_source), "alice/sharedbert-minilm")
     assert inferred.data.datasets == ["nyu-mll/glue"] and "Data: [nyu-mll/glue]" in inferred.text
