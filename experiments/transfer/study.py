@@ -2,6 +2,7 @@
 declared before the runs, and the report.)
 
     python experiments/transfer/study.py prepare --healed DIR        # data, the noise control, the 2,860-step heal
+    python experiments/transfer/study.py prepare --arms noise-healed  # one of the two heals (one process per core)
     python experiments/transfer/study.py run --healed DIR --threads 1 # every cell; re-run to resume
     python experiments/transfer/study.py report
 
@@ -538,8 +539,11 @@ def main(argv=None) -> int:
     if args.command == "prepare":
         data = prepare_data(args.work_dir)
         print(f"data: {data}", flush=True)
-        print(f"noise control: {noise_control(args.work_dir, args.threads)}", flush=True)
-        print(f"2,860-step heal: {short_heal(args.work_dir, args.threads)}", flush=True)
+        # --arms picks which starting models to make, so that the two heals can run one process per core
+        if "noise-healed" in args.arms:
+            print(f"noise control: {noise_control(args.work_dir, args.threads)}", flush=True)
+        if "healed-2860" in args.arms:
+            print(f"2,860-step heal: {short_heal(args.work_dir, args.threads)}", flush=True)
     elif args.command == "rescore":
         import torch
 
