@@ -398,7 +398,7 @@ def markdown(report: dict) -> str:
                          f"{b1['ratio_to_minilm_pytorch_fp32']:.2f} | {b32['sentences_per_second']:.0f} | "
                          f"{b32['ratio_to_minilm_pytorch_fp32']:.2f} | {_ahead(b1, b32)} |")
     for threads, results in report["goals"].items():
-        lines += ["", f"## Goals (issue #33) at {threads} thread(s)", ""]
+        lines += ["", f"## Targets at {threads} thread(s)", ""]
         for goal, result in results.items():
             lines.append(f"- {goal}: **{'met' if result['met'] else 'missed'}**")
             for backend, detail in result["per_backend"].items():

@@ -45,5 +45,5 @@ def test_quick_matrix_writes_every_cell(tmp_path, glue_dir):
     assert "attention mask ignored" in report["broken_graphs"]
     assert set(report["goals"]) == {"2", "1"} and report["sharedbert_note"].startswith("quick mode")
     table = (tmp_path / "deploy_matrix_quick.md").read_text()
-    assert table.count("| SharedBert | ") == 2 * len(backends) and "## Goals (issue #33) at 2 thread(s)" in table
+    assert table.count("| SharedBert | ") == 2 * len(backends) and "## Targets at 2 thread(s)" in table
     assert (tmp_path / "deploy_matrix_quick.png").read_bytes()[:4] == b"\x89PNG"
