@@ -352,7 +352,9 @@ def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int)
     started = time.time()
     result = finetune(arguments)
     scores = score(cell_dir(work, arm, seed), evaluation_sets(data), threads)
-    return {"arm": arm, "seed": seed, "start": model, "accuracy": scores, "dev_accuracy": result["metrics"],
+    mixed = score(cell_dir(work, arm, seed), mixed_sets(data), threads)
+    return {"arm": arm, "seed": seed, "start": model, "accuracy": scores, "accuracy_mixed": mixed,
+            "dev_accuracy": result["metrics"],
             "best_step": result["best_step"], "total_steps": result["total_steps"],
             "train_seconds": result["train_seconds"], "seconds": time.time() - started,
             "precision": result["precision"], "recipe": result["recipe"], "learning_rate": result["learning_rate"]}
@@ -551,11 +553,13 @@ def main(argv=None) -> int:
         rescore_mixed(args.work_dir, args.healed, args.threads)
     elif args.command == "run":
         data = prepare_data(args.work_dir)
-        for name in PROBED:  # the starting models, before any fine-tuning
-            if name in args.arms and name not in load_results().get("probes", {}):
-                model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads)
-                merge("probes", name, probe(model, data))
-                print(f"probe {name}: {load_results()['probes'][name]}", flush=True)
+        prepare_mixed(args.work_dir)
+        for name in PROBED:  # the starting models, before any fine-tuning, on both evaluations
+            for section, sets in (("probes", None), ("probes_mixed", mixed_sets(data))):
+                if name in args.arms and name not in load_results().get(section, {}):
+                    model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads)
+                    merge(section, name, probe(model, data, sets))
+                    print(f"{section} {name}: {load_results()[section][name]}", flush=True)
         for seed in args.seeds:
             for arm in args.arms:
                 key = f"{arm}/seed{seed}"
