@@ -554,12 +554,15 @@ def main(argv=None) -> int:
     elif args.command == "run":
         data = prepare_data(args.work_dir)
         prepare_mixed(args.work_dir)
-        for name in PROBED:  # the starting models, before any fine-tuning, on both evaluations
-            for section, sets in (("probes", None), ("probes_mixed", mixed_sets(data))):
-                if name in args.arms and name not in load_results().get(section, {}):
-                    model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads)
-                    merge(section, name, probe(model, data, sets))
-                    print(f"{section} {name}: {load_results()[section][name]}", flush=True)
+        both = {**evaluation_sets(data), **mixed_sets(data)}
+        for name in PROBED:  # the starting models, before any fine-tuning: one probe fit scores both evaluations
+            done = [name in load_results().get(section, {}) for section in ("probes", "probes_mixed")]
+            if name in args.arms and not all(done):
+                model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads)
+                scores = probe(model, data, both)
+                merge("probes", name, {k: v for k, v in scores.items() if not k.startswith("mixed ")})
+                merge("probes_mixed", name, {k: v for k, v in scores.items() if k.startswith("mixed ")})
+                print(f"probe {name}: {scores}", flush=True)
         for seed in args.seeds:
             for arm in args.arms:
                 key = f"{arm}/seed{seed}"
