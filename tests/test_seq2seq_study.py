@@ -173,3 +173,24 @@ def test_the_landed_results_are_read_as_the_first_recipe():
     stored.pop("lr_scheduler", None)  # as the cells written before the field have it
     assert study.same_recipe(stored, study.RECIPES["1800"])
     assert not study.same_recipe({**stored, "steps": 5400}, study.RECIPES["1800"])
+
+
+def test_the_report_names_each_healed_warm_start_and_the_cells_that_used_it():
+    """A rebuilt warm start is other weights: cells from two builds are listed under two sha256s."""
+    def cell(variant, seed, sha, stsb):
+        identity = {"sha256": sha, "sharedbert_provenance": {"healing steps": 9184},
+                    "eval_results": [{"task": "STS-B", "metrics": {"spearmanr": stsb}}]}
+        return {"variant": variant, "seed": seed, "healed_warm_start": identity}
+
+    cells = {"shared-all-healed/seed1": cell("shared-all-healed", 1, "a" * 64, 0.865),
+             "shared-all-healed/seed3": cell("shared-all-healed", 3, "b" * 64, 0.8641),
+             "shared2shared-healed/seed1": cell("shared2shared-healed", 1, "a" * 64, 0.865),
+             "bert2bert/seed1": {"variant": "bert2bert", "seed": 1}}
+    lines = study.warm_start_lines(cells)
+    first = next(line for line in lines if line.startswith("- `aaaaaaaa…`"))
+    second = next(line for line in lines if line.startswith("- `bbbbbbbb…`"))
+    assert "STS-B 0.8650" in first and "9,184 healing steps" in first
+    assert "shared-all-healed/seed1" in first and "shared2shared-healed/seed1" in first and "seed3" not in first
+    assert "STS-B 0.8641" in second and second.endswith("shared-all-healed/seed3")
+    assert not any("bert2bert" in line for line in lines)
+    assert study.warm_start_lines({"bert2bert/seed1": {"variant": "bert2bert", "seed": 1}}) == []

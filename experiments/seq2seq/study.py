@@ -480,6 +480,30 @@ def paired(cells: dict, variant: str, against: str, metric: str = "chrf") -> tup
     return statistics.mean(diffs), error, len(diffs)
 
 
+def warm_start_lines(cells: dict) -> list[str]:
+    """Which healed warm start each `-healed` cell trained from: a rebuilt warm start follows the same recipe but is
+    not the same weights, so the report names every one by its sha256, STS-B and healing steps."""
+    starts: dict[str, dict] = {}
+    for key, cell in sorted(cells.items()):
+        identity = cell.get("healed_warm_start")
+        if identity:
+            start = starts.setdefault(identity["sha256"], {"identity": identity, "cells": []})
+            start["cells"].append(key)
+    if not starts:
+        return []
+    lines = ["", "Healed warm starts (the sha256 of the weights each cell started from):", ""]
+    for sha, start in starts.items():
+        identity = start["identity"]
+        provenance = identity.get("sharedbert_provenance", {})
+        stsb = next((r["metrics"].get("spearmanr") for r in identity.get("eval_results", [])
+                     if r.get("task") == "STS-B"), None)
+        described = [f"`{sha[:8]}…`", f"STS-B {stsb:.4f}" if stsb is not None else "STS-B not recorded"]
+        if "healing steps" in provenance:
+            described.append(f"{provenance['healing steps']:,} healing steps")
+        lines.append(f"- {', '.join(described)}: {', '.join(start['cells'])}")
+    return lines
+
+
 def report(output: Path) -> str:
     data = load_results(output)
     cells = data.get("cells", {})
@@ -512,6 +536,7 @@ def report(output: Path) -> str:
             for variant, (mean, error, n) in differences:
                 spread = f" ± {error:.2f}" if error is not None else " (one seed: no spread yet)"
                 lines.append(f"- {variant}: {mean:+.2f}{spread} (n={n})")
+    lines += warm_start_lines(cells)
     speed = data.get("speed")
     if speed:
         lines += ["", f"Speed, side by side in one process ({speed['threads']} threads, {speed['rounds']} rounds, "
