@@ -823,10 +823,11 @@ def test_an_evaluation_dataset_is_not_called_training_data_when_the_provenance_l
     shutil.copytree(sentence_source, folder)
     write_json(folder / "sharedbert_provenance.json",
                {"base_model": "sentence-transformers/all-MiniLM-L6-v2", "datasets": [],
-                "healing corpus": "12 Project Gutenberg books"})
+                "healing corpus": "12 Project Gutenberg books", "healing steps": 9184, "healing minutes": 139.5})
     card = hub.build_model_card(hub.load_for_hub(folder), "alice/sharedbert-minilm")
     assert card.data.datasets is None and "## Training" not in card.text
     assert "| healing corpus | 12 Project Gutenberg books |" in card.text
+    assert "| healing steps | 9,184 |" in card.text and "| healing minutes | 139.5 |" in card.text
     assert [(r.dataset_type, r.dataset_config) for r in card.data.eval_results] == [("nyu-mll/glue", "stsb")]
     # A converted model's card says how to fine-tune it (the transfer study's finding).
     assert "Fine-tune it as you would sentence-transformers/all-MiniLM-L6-v2" in card.text

@@ -333,7 +333,10 @@ def _provenance_context(loaded: LoadedModel, facts: _CardFacts) -> dict:
     return {
         "base_model": facts.base_model,
         "base_model_on_hub": facts.base_model_on_hub,
-        "conversion": _scalar_items(loaded.provenance, skip=("base_model", "license", "language", "datasets")),
+        # The provenance's whole numbers are counts (healing steps, sentences), read easier as 9,184.
+        "conversion": [(key, f"{value:,}" if isinstance(value, int) else value)
+                       for key, value in _scalar_items(loaded.provenance,
+                                                       skip=("base_model", "license", "language", "datasets"))],
         "training_datasets": facts.datasets,
         "hyperparameters": _hyperparameters(loaded.training_args),
         "eval_results": loaded.eval_results,
