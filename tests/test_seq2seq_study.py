@@ -58,15 +58,17 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
         self_attention = "StandardAttention" if variant == "bertshare" else "SharedProjectionAttention"
         assert type(model.sharedbert.encoder.attention[0].self).__name__ == self_attention
         assert model.generation_config.decoder_start_token_id == tokenizer.cls_token_id
-    mixed, shared = built["shared-all-standard-cross"].state_dict(), built["shared-all"].state_dict()
-    for key, value in shared.items():  # the same warm start everywhere but cross-attention
-        if ".crossattention." not in key:
-            assert torch.equal(mixed[key], value), key
+    for mixed, shared in (("shared-all-standard-cross", "shared-all"),
+                          ("shared-all-healed-standard-cross", "shared-all-healed")):
+        mixed, shared = built[mixed].state_dict(), built[shared].state_dict()
+        for key, value in shared.items():  # the same warm start everywhere but cross-attention
+            if ".crossattention." not in key:
+                assert torch.equal(mixed[key], value), key
     # The healed variants start from the healed checkpoint's weights, the BERTShare arm from BERT's exactly.
     from sharedbert import SharedBertModel
 
     healed = SharedBertModel.from_pretrained(healed_dir).state_dict()
-    for variant in ("shared2shared-healed", "shared-all-healed"):
+    for variant in ("shared2shared-healed", "shared-all-healed", "shared-all-healed-standard-cross"):
         weights = built[variant].state_dict()
         for key, value in healed.items():
             if not key.startswith("pooler."):

@@ -64,6 +64,8 @@ VARIANTS = {
     "shared-all-standard-cross": {"warm_start": "calibrated", **FULLY_SHARED, "cross_attention_type": "standard"},
     "shared2shared-healed": {"warm_start": "healed", "cross_attention_type": "shared_kv"},
     "shared-all-healed": {"warm_start": "healed", **FULLY_SHARED, "cross_attention_type": "shared_kv"},
+    # The third study: the healed start with standard cross-attention, against `shared-all-healed`.
+    "shared-all-healed-standard-cross": {"warm_start": "healed", **FULLY_SHARED, "cross_attention_type": "standard"},
 }
 BASELINE = "bert2bert"
 
