@@ -52,9 +52,12 @@ def models():
         config = SharedBertConfig(**DIMS, attention_type=attention_type, hidden_dropout_prob=0.0,
                                   attention_probs_dropout_prob=0.0)
         yield f"encoder, {attention_type}", SharedBertForMaskedLM(config).train(), {"input_ids": ids, "labels": ids}
+        # Cross-attention of the self-attention's family (shared_kv for shared), so that the seq2seq rows compare
+        # shared-projection attention throughout with standard attention throughout.
+        cross_attention_type = "shared_kv" if attention_type == "shared" else "standard"
         config = SharedBertConfig(**DIMS, attention_type=attention_type, is_encoder_decoder=True,
-                                  decoder_start_token_id=101, hidden_dropout_prob=0.0,
-                                  attention_probs_dropout_prob=0.0)
+                                  cross_attention_type=cross_attention_type, decoder_start_token_id=101,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
         yield (f"seq2seq, {attention_type}", SharedBertForConditionalGeneration(config).train(),
                {"input_ids": ids, "labels": ids[:, :64].contiguous()})
 

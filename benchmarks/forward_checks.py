@@ -76,7 +76,7 @@ def decoding_case(rounds: int) -> dict:
     import sharedbert.modeling_sharedbert as modeling
     from sharedbert import SharedBertConfig, SharedBertLMHeadModel
 
-    config = SharedBertConfig(**DIMS, is_decoder=True, add_cross_attention=True)
+    config = SharedBertConfig(**DIMS, is_decoder=True, add_cross_attention=True, cross_attention_type="shared_kv")
     model = SharedBertLMHeadModel(config).eval()
     prompt, states = torch.randint(0, config.vocab_size, (1, 128)), torch.randn(1, 64, 384)
     with torch.inference_mode():

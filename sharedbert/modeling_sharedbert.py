@@ -10,10 +10,10 @@ Decoding (`is_decoder`, `add_cross_attention`, `SharedBertLMHeadModel`, `SharedB
   attention's key and value are one projection S scaled per channel, so its cache holds S alone (`cache_update`):
   half the bytes of standard attention's.
 * Cross-attention (after self-attention in every decoder layer) reads queries from the decoder states X and keys and
-  values from the encoder states H, projected as `config.effective_cross_attention_type` says: shared_kv (the default
-  for shared attention): Q = X·Wq + bq, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv; standard: separate Wq (on X), Wk and
-  Wv (on H); shared: one Ws on both sides, Q = (X·Ws + b)⊙dq (every score is then a symmetric form of the two sides);
-  symmetric: K = H·Wq + bq, Wq applied to the encoder states; pairwise: the same plus the per-head bilinear matrix.
+  values from the encoder states H, projected as `config.effective_cross_attention_type` says: standard (the default):
+  separate Wq (on X), Wk and Wv (on H); shared_kv: Q = X·Wq + bq, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv; shared:
+  one Ws on both sides, Q = (X·Ws + b)⊙dq (every score is then a symmetric form of the two sides); symmetric:
+  K = H·Wq + bq, Wq applied to the encoder states; pairwise: the same plus the per-head bilinear matrix.
 * Cross-layer sharing covers the decoder too: the cross-attention sublayers follow the attention index map (with
   `layer_sharing="attention"` or `"all"` they are shared across depth exactly as self-attention is).
 * A cache slot belongs to each depth (`layer_idx` = depth), never to a stored module: a module shared by several

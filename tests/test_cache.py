@@ -45,7 +45,8 @@ def test_the_cache_of_shared_attention_is_exactly_half_of_standard_attentions(la
 
 def test_the_seq2seq_cache_is_exactly_half_too():
     sizes = {}
-    for name, types in (("shared", {"attention_type": "shared"}), ("standard", {"attention_type": "standard"})):
+    for name, types in (("shared", {"attention_type": "shared", "cross_attention_type": "shared_kv"}),
+                        ("standard", {"attention_type": "standard"})):
         torch.manual_seed(0)
         model = SharedBertForConditionalGeneration(tiny_config(is_encoder_decoder=True, decoder_start_token_id=2,
                                                                **types)).eval()

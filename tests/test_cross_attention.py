@@ -1,4 +1,5 @@
-"""Cross-attention types: the shared_kv default, configs that record their type, and checkpoints saved before it."""
+"""Cross-attention types: the standard default, configs that record their type, and checkpoints saved under earlier
+defaults (shared cross-attention, then shared_kv), which load as they were saved."""
 
 import json
 from pathlib import Path
@@ -12,7 +13,11 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, BertConfig, BertLMHe
 from sharedbert import SharedBertConfig, SharedBertLMHeadModel
 from sharedbert.configuration_sharedbert import DEFAULT_CROSS_ATTENTION_TYPES
 from sharedbert.convert import from_bert
-from sharedbert.modeling_sharedbert import SharedBertForConditionalGeneration, SharedKeyValueAttention
+from sharedbert.modeling_sharedbert import (
+    SharedBertForConditionalGeneration,
+    SharedKeyValueAttention,
+    SharedProjectionAttention,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -23,21 +28,19 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.mark.parametrize("attention_type", sorted(DEFAULT_CROSS_ATTENTION_TYPES))
 def test_a_decoder_without_a_named_type_gets_the_default_for_its_attention(attention_type):
     config = tiny_config(attention_type=attention_type, is_decoder=True, add_cross_attention=True)
-    expected = "shared_kv" if attention_type == "shared" else "standard"
-    assert config.effective_cross_attention_type == expected
+    # T5's and BERTShare's choice, whatever the self-attention: shared_kv trailed it on the seq2seq study's task.
+    assert config.effective_cross_attention_type == "standard"
     model = SharedBertLMHeadModel(config)
-    assert all(
-        type(module.self).__name__ == {"shared_kv": "SharedKeyValueAttention", "standard": "StandardAttention"}[
-            expected] for module in model.sharedbert.encoder.crossattention
-    )
+    assert all(type(module.self).__name__ == "StandardAttention" for module in model.sharedbert.encoder.crossattention)
 
 
 def test_configs_with_cross_attention_record_the_type_they_resolved_to(tmp_path):
     config = tiny_config(is_encoder_decoder=True)
-    assert config.cross_attention_type is None and config.to_dict()["cross_attention_type"] == "shared_kv"
+    assert config.attention_type == "shared"
+    assert config.cross_attention_type is None and config.to_dict()["cross_attention_type"] == "standard"
     SharedBertForConditionalGeneration(config).save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["cross_attention_type"] == "shared_kv"
-    assert AutoConfig.from_pretrained(tmp_path).effective_cross_attention_type == "shared_kv"
+    assert json.loads((tmp_path / "config.json").read_text())["cross_attention_type"] == "standard"
+    assert AutoConfig.from_pretrained(tmp_path).effective_cross_attention_type == "standard"
     # An encoder has no cross-attention: nothing is recorded, so a decoder made from it later gets the default then.
     encoder = tiny_config()
     assert encoder.to_dict()["cross_attention_type"] is None
@@ -54,16 +57,24 @@ def test_a_config_written_by_hand_without_the_type_is_read_as_before_it_existed(
     assert overridden.effective_cross_attention_type == "shared_kv"
 
 
-# --- checkpoints saved before shared_kv existed -------------------------------------------------------------------
+# --- checkpoints saved under earlier defaults ---------------------------------------------------------------------
 
 
-def test_checkpoints_saved_before_the_change_load_as_they_were_saved():
-    """The fixtures were saved by the package before shared_kv (commit e4d8749), with the outputs it computed."""
-    saved = load_file(FIXTURES / "before-shared-kv-outputs.safetensors")
-    seq2seq = AutoModelForSeq2SeqLM.from_pretrained(FIXTURES / "seq2seq-before-shared-kv").eval()
-    assert seq2seq.config.effective_cross_attention_type == "shared"
-    decoder = SharedBertLMHeadModel.from_pretrained(FIXTURES / "decoder-before-shared-kv").eval()
-    assert decoder.config.effective_cross_attention_type == "shared"
+@pytest.mark.parametrize("fixture, saved_type, attention_class", [
+    # Saved before shared_kv existed (commit e4d8749), when cross-attention followed attention_type.
+    ("before-shared-kv", "shared", SharedProjectionAttention),
+    # Saved while shared attention's default cross-attention was shared_kv (commit 0420628).
+    ("shared-kv-default", "shared_kv", SharedKeyValueAttention),
+])
+def test_checkpoints_saved_under_an_earlier_default_load_as_they_were_saved(fixture, saved_type, attention_class):
+    """Fixtures saved by earlier versions of the package, with the outputs they computed then."""
+    saved = load_file(FIXTURES / f"{fixture}-outputs.safetensors")
+    seq2seq = AutoModelForSeq2SeqLM.from_pretrained(FIXTURES / f"seq2seq-{fixture}").eval()
+    decoder = SharedBertLMHeadModel.from_pretrained(FIXTURES / f"decoder-{fixture}").eval()
+    for model in (seq2seq, decoder):
+        assert model.config.attention_type == "shared" and model.config.effective_cross_attention_type == saved_type
+    assert isinstance(seq2seq.decoder.crossattention[0].self, attention_class)
+    assert isinstance(decoder.sharedbert.encoder.crossattention[0].self, attention_class)
     with torch.no_grad():
         seq2seq_logits = seq2seq(input_ids=saved["input_ids"], attention_mask=saved["attention_mask"],
                                  decoder_input_ids=saved["decoder_input_ids"]).logits

@@ -319,7 +319,7 @@ def test_attentions_and_cross_attentions_are_recorded_per_depth():
 
 @pytest.mark.parametrize("layer_sharing, unique", [("none", None), ("all", 1)])
 def test_folding_works_on_self_and_cross_attention(layer_sharing, unique):
-    model = decoder("shared", layer_sharing, unique)
+    model = decoder("shared", layer_sharing, unique, cross_attention_type="shared_kv")
     ids, extra = prompt(), encoder_states()
     with torch.no_grad():
         expected = model(ids, **extra).logits

@@ -247,11 +247,10 @@ def test_the_card_template_is_package_data(staged, tmp_path):
 @pytest.mark.parametrize(
     "architecture, overrides",
     [
-        ("SharedBertLMHeadModel", dict(is_decoder=True, add_cross_attention=True)),
+        ("SharedBertLMHeadModel", dict(is_decoder=True, add_cross_attention=True, cross_attention_type="shared_kv")),
         ("SharedBertForPreTraining", {}),
         ("SharedBertForConditionalGeneration", dict(is_encoder_decoder=True, share_encoder_decoder_layers=True,
-                                                    share_encoder_decoder_embeddings=True,
-                                                    cross_attention_type="standard")),
+                                                    share_encoder_decoder_embeddings=True)),
     ],
 )
 def test_generation_heads_stage_and_verify_without_the_package(architecture, overrides, tmp_path):
@@ -268,7 +267,7 @@ def test_generation_heads_stage_and_verify_without_the_package(architecture, ove
     stack = {"SharedBertLMHeadModel": "a causal BERT-style decoder whose self-attention",
              "SharedBertForConditionalGeneration": "a BERT-style encoder and decoder whose self-attention"}
     assert stack.get(architecture, "a BERT encoder whose self-attention") in card.text
-    # The card's cross-attention row: its own type where set, self-attention's otherwise, none without cross-attention.
+    # The card's cross-attention row names its type (set, or the default), and is absent without cross-attention.
     cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared_kv`: its own query projection",
                  "SharedBertForConditionalGeneration": "| Cross-attention | `standard`: BERT's separate"}
     if architecture in cross_row:

@@ -209,8 +209,8 @@ def test_cross_attention_type_changes_only_the_cross_attention_parameters():
 
 
 def test_parameters_at_minilm_dims_against_bert2bert():
-    """At all-MiniLM-L6-v2's sizes the fully shared model with the default cross-attention (shared_kv) has at most
-    52% of BERT2BERT's parameters; shared cross-attention is smaller still, standard larger."""
+    """At all-MiniLM-L6-v2's sizes the fully shared model with the default cross-attention (standard) has at most
+    52% of BERT2BERT's parameters; shared_kv cross-attention is smaller, shared smaller still."""
     from transformers import BertLMHeadModel, BertModel
 
     dims = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
@@ -218,10 +218,10 @@ def test_parameters_at_minilm_dims_against_bert2bert():
         bert2bert = _count(BertModel(BertConfig(**dims), add_pooling_layer=False)) + _count(
             BertLMHeadModel(BertConfig(**dims, is_decoder=True, add_cross_attention=True))
         )
-        default, shared, standard = (_count(SharedBertForConditionalGeneration(
+        default, shared, shared_kv = (_count(SharedBertForConditionalGeneration(
             tiny_config(**dims, max_position_embeddings=512, is_encoder_decoder=True, **FULLY_SHARED, **extra)
-        )) for extra in ({}, {"cross_attention_type": "shared"}, {"cross_attention_type": "standard"}))  # fmt: skip
-    assert shared < default < standard
+        )) for extra in ({}, {"cross_attention_type": "shared"}, {"cross_attention_type": "shared_kv"}))  # fmt: skip
+    assert shared < shared_kv < default
     assert default / bert2bert <= 0.52, (default, bert2bert)
 
 
@@ -450,14 +450,18 @@ def test_peft_lora_wraps_each_shared_module_once_and_generates():
     model = seq2seq(**FULLY_SHARED)
     inputs = batch()
     expected = model.generate(**inputs, max_new_tokens=5, do_sample=False)
-    lora = get_peft_model(
-        model, LoraConfig(task_type="SEQ_2_SEQ_LM", r=4, target_modules=["shared_proj", "dense", "intermediate"])
-    )
-    wrapped = [
-        name for name, module in lora.named_modules() if name.endswith("shared_proj") and hasattr(module, "lora_A")
-    ]
-    # Self-attention sets (stored once, used by both stacks) plus the decoder's cross-attention sets.
-    assert len(wrapped) == 2 * model.config.num_hidden_layers
+    lora = get_peft_model(model, LoraConfig(task_type="SEQ_2_SEQ_LM", r=4, target_modules=[
+        "shared_proj", "query", "key", "value", "dense", "intermediate"]))
+
+    def wrapped(suffix, within=""):
+        return [name for name, module in lora.named_modules()
+                if within in name and name.endswith(suffix) and hasattr(module, "lora_A")]
+
+    # Self-attention's projection once per set (stored once, used by both stacks); the decoder's own (standard)
+    # cross-attention projections once per layer.
+    assert len(wrapped("shared_proj")) == model.config.num_hidden_layers
+    assert all(len(wrapped(f".self.{name}", within="crossattention.")) == model.config.num_hidden_layers
+               for name in ("query", "key", "value"))
     # LoRA starts as the identity (B = 0): generation is unchanged.
     assert torch.equal(lora.generate(**inputs, max_new_tokens=5, do_sample=False), expected)
     lora.train()

@@ -15,7 +15,8 @@ Variants (one recipe for all; `VARIANTS` defines each, README.md says why each i
   checkpoint and calibrated on 512 training sentences, with shared cross-attention (nothing shared between the
   sides, or everything as in ``bertshare``), and ``shared-all`` with standard cross-attention;
 * ``shared2shared-healed``, ``shared-all-healed``: the same two sharing settings from the healed conversion
-  (`--healed`, the `sharedbert build-minilm` model) with ``shared_kv`` cross-attention, the default.
+  (`--healed`, the `sharedbert build-minilm` model) with ``shared_kv`` cross-attention;
+  ``shared-all-healed-standard-cross``: ``shared-all-healed`` with standard cross-attention (the package's default).
 
 Scores on the held-out sentences: chrF and BLEU (sacrebleu) and exact match, with greedy decoding through
 `Seq2SeqTrainer.predict(predict_with_generate=True)`. Both sides are compared after the tokenizer's round trip
