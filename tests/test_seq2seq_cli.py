@@ -100,7 +100,7 @@ def test_sources_come_from_lines_or_a_column(tmp_path):
 # --- fine-tuning, generation and resume ---------------------------------------------------------------------------
 
 
-def test_finetune_warm_starts_a_bertshare_model_scores_it_and_generate_writes_its_outputs(tmp_path, tiny_bert, pairs,
+def test_finetune_warm_starts_a_fully_shared_model_scores_it_and_generate_writes_its_outputs(tmp_path, tiny_bert, pairs,
                                                                                             capsys):
     out = tmp_path / "seq2seq"
     assert cli(arguments(pairs, tiny_bert, out, "--share-encoder-decoder-layers",
@@ -121,6 +121,25 @@ def test_finetune_warm_starts_a_bertshare_model_scores_it_and_generate_writes_it
         assert all(isinstance(row["output"], str) for row in rows)
     assert cli(["generate", str(out), "--input", str(tmp_path / "in.txt"), "--output", str(generated)]) == 2
     assert "exists; pass --overwrite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("no_convert", [False, True])
+def test_a_bert_converted_on_the_fly_is_warned_about_with_the_fixes(tiny_bert, pairs, caplog, no_convert):
+    from sharedbert.training.finetuning import FinetuneArguments
+    from sharedbert.training.seq2seq_finetuning import load_seq2seq
+
+    args = FinetuneArguments(model=str(tiny_bert), train_file=str(pairs / "train.jsonl"),
+                             validation_file=str(pairs / "dev.csv"), source_column="src", target_column="tgt",
+                             no_convert=no_convert)
+    warned = not no_convert
+    with caplog.at_level("WARNING", logger="sharedbert.training.seq2seq_finetuning"):
+        model, described = load_seq2seq(args, AutoTokenizer.from_pretrained(tiny_bert))
+    assert model.config.attention_type == ("shared" if warned else "standard")
+    messages = " ".join(r.getMessage() for r in caplog.records if r.name.endswith("seq2seq_finetuning"))
+    if warned:
+        assert "unhealed" in messages and "--heal" in messages and "--no-convert" in messages
+    else:
+        assert messages == ""
 
 
 def test_a_killed_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp_path, tiny_bert, pairs):

