@@ -59,7 +59,8 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
         assert type(model.sharedbert.encoder.attention[0].self).__name__ == self_attention
         assert model.generation_config.decoder_start_token_id == tokenizer.cls_token_id
     for mixed, shared in (("shared-all-standard-cross", "shared-all"),
-                          ("shared-all-healed-standard-cross", "shared-all-healed")):
+                          ("shared-all-healed-standard-cross", "shared-all-healed"),
+                          ("shared2shared-healed-standard-cross", "shared2shared-healed")):
         mixed, shared = built[mixed].state_dict(), built[shared].state_dict()
         for key, value in shared.items():  # the same warm start everywhere but cross-attention
             if ".crossattention." not in key:
@@ -68,7 +69,8 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
     from sharedbert import SharedBertModel
 
     healed = SharedBertModel.from_pretrained(healed_dir).state_dict()
-    for variant in ("shared2shared-healed", "shared-all-healed", "shared-all-healed-standard-cross"):
+    for variant in ("shared2shared-healed", "shared-all-healed", "shared-all-healed-standard-cross",
+                    "shared2shared-healed-standard-cross"):
         weights = built[variant].state_dict()
         for key, value in healed.items():
             if not key.startswith("pooler."):

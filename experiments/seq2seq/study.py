@@ -16,7 +16,8 @@ Variants (one recipe for all; `VARIANTS` defines each, README.md says why each i
   sides, or everything as in ``bertshare``), and ``shared-all`` with standard cross-attention;
 * ``shared2shared-healed``, ``shared-all-healed``: the same two sharing settings from the healed conversion
   (`--healed`, the `sharedbert build-minilm` model) with ``shared_kv`` cross-attention;
-  ``shared-all-healed-standard-cross``: ``shared-all-healed`` with standard cross-attention (the package's default).
+  ``shared-all-healed-standard-cross``, ``shared2shared-healed-standard-cross``: the two with standard
+  cross-attention (the package's default).
 
 Scores on the held-out sentences: chrF and BLEU (sacrebleu) and exact match, with greedy decoding through
 `Seq2SeqTrainer.predict(predict_with_generate=True)`. Both sides are compared after the tokenizer's round trip
@@ -67,6 +68,8 @@ VARIANTS = {
     "shared-all-healed": {"warm_start": "healed", **FULLY_SHARED, "cross_attention_type": "shared_kv"},
     # The third study: the healed start with standard cross-attention, against `shared-all-healed`.
     "shared-all-healed-standard-cross": {"warm_start": "healed", **FULLY_SHARED, "cross_attention_type": "standard"},
+    # The fourth study: SharedBert2SharedBert with the default cross-attention since the third study.
+    "shared2shared-healed-standard-cross": {"warm_start": "healed", "cross_attention_type": "standard"},
 }
 BASELINE = "bert2bert"
 
