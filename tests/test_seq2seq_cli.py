@@ -121,6 +121,9 @@ def test_finetune_warm_starts_a_fully_shared_model_scores_it_and_generate_writes
         assert all(isinstance(row["output"], str) for row in rows)
     assert cli(["generate", str(out), "--input", str(tmp_path / "in.txt"), "--output", str(generated)]) == 2
     assert "exists; pass --overwrite" in capsys.readouterr().err
+    assert cli(["generate", str(tiny_bert), "--input", str(tmp_path / "in.txt"), "--output",
+                str(tmp_path / "encoder.jsonl")]) == 2  # an encoder, not a seq2seq model
+    assert "is not a seq2seq model" in capsys.readouterr().err and not (tmp_path / "encoder.jsonl").exists()
 
 
 @pytest.mark.parametrize("no_convert", [False, True])

@@ -48,12 +48,18 @@ def generate(arguments: GenerateArguments | None = None, /, **options) -> dict:
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from .seq2seq_finetuning import is_seq2seq_checkpoint
+
     args = replace(arguments, **options) if arguments is not None else GenerateArguments(**options)
     started = time.time()
     sources = read_sources(args.input, args.source_column)  # checked before the model is loaded
     folder = Path(args.model)
     if not (folder / "config.json").is_file():
         raise DataError(f"{folder} is not a model folder (no config.json): give a saved seq2seq model.")
+    if not is_seq2seq_checkpoint(folder):
+        raise DataError(f"{folder} is not a seq2seq model (its config.json has no is_encoder_decoder): fine-tune one "
+                        f"from it first, `sharedbert finetune --model {folder} --target-column ...` "
+                        "(docs/generation.md).")
     model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     outputs = [None] * len(sources)
