@@ -100,8 +100,8 @@ def test_sources_come_from_lines_or_a_column(tmp_path):
 # --- fine-tuning, generation and resume ---------------------------------------------------------------------------
 
 
-def test_finetune_warm_starts_a_fully_shared_model_scores_it_and_generate_writes_its_outputs(tmp_path, tiny_bert, pairs,
-                                                                                            capsys):
+def test_finetune_warm_starts_a_fully_shared_model_scores_it_and_generate_writes_its_outputs(tmp_path, tiny_bert,
+                                                                                              pairs, capsys):
     out = tmp_path / "seq2seq"
     assert cli(arguments(pairs, tiny_bert, out, "--share-encoder-decoder-layers",
                          "--share-encoder-decoder-embeddings")) == 0
@@ -136,7 +136,7 @@ def test_a_bert_converted_on_the_fly_is_warned_about_with_the_fixes(tiny_bert, p
                              no_convert=no_convert)
     warned = not no_convert
     with caplog.at_level("WARNING", logger="sharedbert.training.seq2seq_finetuning"):
-        model, described = load_seq2seq(args, AutoTokenizer.from_pretrained(tiny_bert))
+        model, _ = load_seq2seq(args, AutoTokenizer.from_pretrained(tiny_bert))
     assert model.config.attention_type == ("shared" if warned else "standard")
     messages = " ".join(r.getMessage() for r in caplog.records if r.name.endswith("seq2seq_finetuning"))
     if warned:

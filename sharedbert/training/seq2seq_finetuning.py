@@ -53,9 +53,9 @@ def load_seq2seq(args, tokenizer):
     if model_type_of(source) == "bert":
         conversion["attention_type"] = "standard" if args.no_convert else (args.attention_type or "shared")
     if conversion.get("attention_type", "standard") != "standard":
-        # As for classifiers, the conversion's error is trained away at the task's expense: in the seq2seq study even
-        # a calibrated (this is not) unhealed start scored 3.6 chrF below the healed one on the seed both ran, and
-        # BERTShare beat every shared-attention arm.
+        # As for classifiers, the conversion's error is trained away at the task's expense: in the seq2seq study a
+        # calibrated unhealed start (this one is not even calibrated) scored 3.6 chrF below the healed one on the seed
+        # both ran, and BERTShare beat every shared-attention arm.
         logger.warning("converting %s to %s attention now, unhealed: a seq2seq model warm-started from it learns "
                        "less than one from a healed conversion. Heal it first (`sharedbert convert SRC OUT --heal`, "
                        "docs/conversion.md) and pass --model OUT; for quality at half the weights keep BERT's "
