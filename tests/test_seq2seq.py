@@ -225,6 +225,41 @@ def test_parameters_at_minilm_dims_against_bert2bert():
     assert default / bert2bert <= 0.52, (default, bert2bert)
 
 
+# docs/generation.md's parameter table: each row's label and the seq2seq config it describes (None: BERT2BERT).
+GUIDE_PARAMETER_ROWS = {
+    "BERT2BERT (transformers' `EncoderDecoderModel`)": None,
+    "SharedBert seq2seq, standard attention, nothing shared": {"attention_type": "standard"},
+    "fully shared, standard attention (BERTShare)": {"attention_type": "standard", **FULLY_SHARED},
+    "fully shared, shared attention, `shared_kv` cross-attention": {
+        **FULLY_SHARED, "cross_attention_type": "shared_kv"},
+    "shared attention, nothing shared, `standard` cross-attention (the default)": {},
+    "shared attention, nothing shared, `shared_kv` cross-attention": {"cross_attention_type": "shared_kv"},
+    "fully shared, shared attention, `shared` cross-attention": {**FULLY_SHARED, "cross_attention_type": "shared"},
+    "fully shared, shared attention, `standard` cross-attention (the default)": FULLY_SHARED,
+}
+
+
+def test_the_generation_guides_parameter_table_is_what_the_models_count():
+    import re
+
+    from conftest import REPO_ROOT
+    from transformers import BertLMHeadModel, BertModel
+
+    guide = (REPO_ROOT / "docs" / "generation.md").read_text(encoding="utf-8")
+    table = guide[guide.index("## Parameters"):]
+    rows = {label: (int(count.replace(",", "")), float(ratio)) for label, count, ratio in
+            re.findall(r"^\| (.+?) \| ([\d,]+) \| ([\d.]+) \|$", table, re.MULTILINE)}
+    assert set(rows) == set(GUIDE_PARAMETER_ROWS)
+    dims = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
+    with torch.device("meta"):
+        bert2bert = _count(BertModel(BertConfig(**dims), add_pooling_layer=False)) + _count(
+            BertLMHeadModel(BertConfig(**dims, is_decoder=True, add_cross_attention=True)))
+        for label, extra in GUIDE_PARAMETER_ROWS.items():
+            counted = bert2bert if extra is None else _count(SharedBertForConditionalGeneration(
+                tiny_config(**dims, max_position_embeddings=512, is_encoder_decoder=True, **extra)))
+            assert rows[label] == (counted, round(counted / bert2bert, 3)), label
+
+
 def test_one_step_trains_the_shared_weights_from_both_sides():
     model = seq2seq("shared", **FULLY_SHARED)
     model.train()
