@@ -208,21 +208,33 @@ def test_cross_attention_type_changes_only_the_cross_attention_parameters():
     assert _count(mixed) - _count(shared_kv) == sets * ((3 * d * d + 3 * d) - (2 * d * d + 4 * d))
 
 
+MINILM_DIMS = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                   intermediate_size=1536)
+
+
+def _minilm_bert2bert_parameters() -> int:
+    """BERT2BERT at all-MiniLM-L6-v2's sizes, counted on the meta device (the encoder without its pooler)."""
+    from transformers import BertLMHeadModel, BertModel
+
+    with torch.device("meta"):
+        return _count(BertModel(BertConfig(**MINILM_DIMS), add_pooling_layer=False)) + _count(
+            BertLMHeadModel(BertConfig(**MINILM_DIMS, is_decoder=True, add_cross_attention=True)))
+
+
+def _minilm_seq2seq_parameters(**config) -> int:
+    """A SharedBert seq2seq model at all-MiniLM-L6-v2's sizes with `config`, counted on the meta device."""
+    with torch.device("meta"):
+        return _count(SharedBertForConditionalGeneration(
+            tiny_config(**MINILM_DIMS, max_position_embeddings=512, is_encoder_decoder=True, **config)))
+
+
 def test_parameters_at_minilm_dims_against_bert2bert():
     """At all-MiniLM-L6-v2's sizes the fully shared model with the default cross-attention (standard) has at most
     52% of BERT2BERT's parameters; shared_kv cross-attention is smaller, shared smaller still."""
-    from transformers import BertLMHeadModel, BertModel
-
-    dims = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
-    with torch.device("meta"):
-        bert2bert = _count(BertModel(BertConfig(**dims), add_pooling_layer=False)) + _count(
-            BertLMHeadModel(BertConfig(**dims, is_decoder=True, add_cross_attention=True))
-        )
-        default, shared, shared_kv = (_count(SharedBertForConditionalGeneration(
-            tiny_config(**dims, max_position_embeddings=512, is_encoder_decoder=True, **FULLY_SHARED, **extra)
-        )) for extra in ({}, {"cross_attention_type": "shared"}, {"cross_attention_type": "shared_kv"}))  # fmt: skip
+    default, shared, shared_kv = (_minilm_seq2seq_parameters(**FULLY_SHARED, **extra) for extra in (
+        {}, {"cross_attention_type": "shared"}, {"cross_attention_type": "shared_kv"}))
     assert shared < shared_kv < default
-    assert default / bert2bert <= 0.52, (default, bert2bert)
+    assert default / _minilm_bert2bert_parameters() <= 0.52, default
 
 
 # docs/generation.md's parameter table: each row's label and the seq2seq config it describes (None: BERT2BERT).
@@ -243,21 +255,16 @@ def test_the_generation_guides_parameter_table_is_what_the_models_count():
     import re
 
     from conftest import REPO_ROOT
-    from transformers import BertLMHeadModel, BertModel
 
     guide = (REPO_ROOT / "docs" / "generation.md").read_text(encoding="utf-8")
     table = guide[guide.index("## Parameters"):]
     rows = {label: (int(count.replace(",", "")), float(ratio)) for label, count, ratio in
             re.findall(r"^\| (.+?) \| ([\d,]+) \| ([\d.]+) \|$", table, re.MULTILINE)}
     assert set(rows) == set(GUIDE_PARAMETER_ROWS)
-    dims = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
-    with torch.device("meta"):
-        bert2bert = _count(BertModel(BertConfig(**dims), add_pooling_layer=False)) + _count(
-            BertLMHeadModel(BertConfig(**dims, is_decoder=True, add_cross_attention=True)))
-        for label, extra in GUIDE_PARAMETER_ROWS.items():
-            counted = bert2bert if extra is None else _count(SharedBertForConditionalGeneration(
-                tiny_config(**dims, max_position_embeddings=512, is_encoder_decoder=True, **extra)))
-            assert rows[label] == (counted, round(counted / bert2bert, 3)), label
+    bert2bert = _minilm_bert2bert_parameters()
+    for label, config in GUIDE_PARAMETER_ROWS.items():
+        counted = bert2bert if config is None else _minilm_seq2seq_parameters(**config)
+        assert rows[label] == (counted, round(counted / bert2bert, 3)), label
 
 
 def test_one_step_trains_the_shared_weights_from_both_sides():
