@@ -25,6 +25,7 @@ from ..calibrate import calibrate, calibration_batches, unsupported
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS, from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
+from ..remote_code import RemoteCodeRefused, check_source, from_pretrained, trust_remote_code_option
 from .data import corpus_files
 from .healing import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
 from .healing import heal as heal_by_distillation
@@ -66,6 +67,7 @@ class ConvertArguments:
         "help": "Continue healing from its checkpoint when there is one (else it is discarded)."})
     threads: int | None = field(default=None, metadata={"help": "torch threads for the whole job (default: torch's "
                                                                 "choice)."})
+    trust_remote_code: bool = trust_remote_code_option()
     heal: HealConfig | dict | None = field(default=None, metadata={
         "cli": False, "help": "Heal by distillation with these settings (a HealConfig or its fields as a dict)."})
 
@@ -101,9 +103,12 @@ def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -
     if args.threads:
         torch.set_num_threads(args.threads)
     source = resolve_source(args.src)
+    check_source(source)
     model, report = _convert(args, source)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = from_pretrained(AutoTokenizer, source, args.trust_remote_code)
+    except (RemoteCodeRefused, FileNotFoundError):
+        raise
     except Exception as error:
         raise ValueError(f"Could not load the tokenizer of {args.src} ({error}); the output needs one.") from error
     checkpoint_dir = Path(args.checkpoint_dir or f"{args.out}-checkpoints")

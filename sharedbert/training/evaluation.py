@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from ..atomic import atomic_write_text
+from ..remote_code import RemoteCodeRefused, from_pretrained, trust_remote_code_option
 from . import data as data_module
 from .models import load_tokenizer
 from .trainer import PredictingTrainer, atomic_write_json, output_folder, training_arguments
@@ -43,6 +44,7 @@ class EvaluateArguments:
     results_path: str | None = field(default=None, metadata={"help": "Also write the results JSON here.",
                                                               "aliases": ["--output"]})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
+    trust_remote_code: bool = trust_remote_code_option()
 
     def __post_init__(self):
         self.split = "validation" if self.split == "dev" else self.split
@@ -58,7 +60,9 @@ def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     args = replace(arguments, **fields) if arguments is not None else EvaluateArguments(**fields)
     started = time.time()
     try:
-        classifier = AutoModelForSequenceClassification.from_pretrained(str(args.model), trust_remote_code=True)
+        classifier = from_pretrained(AutoModelForSequenceClassification, args.model, args.trust_remote_code)
+    except (RemoteCodeRefused, FileNotFoundError):
+        raise
     except Exception as error:
         raise ValueError(f"Cannot load a sequence classifier from {args.model}: {error}") from error
     config = classifier.config
@@ -73,7 +77,7 @@ def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     eval_raw = task_data.datasets[args.split]
     if args.max_eval_samples is not None and args.max_eval_samples < len(eval_raw):
         eval_raw = eval_raw.select(range(args.max_eval_samples))
-    tok = load_tokenizer(args.model)
+    tok = load_tokenizer(args.model, trust_remote_code=args.trust_remote_code)
     max_length = min(args.max_length, config.max_position_embeddings)  # a small model cannot read further
     eval_set = data_module.tokenize(eval_raw, tok, max_length)
     labelled = args.split != "test"

@@ -33,6 +33,7 @@ from .models import (
     resolve_source,
 )
 from ..precision import describe_precision, precision_option, resolve_precision
+from ..remote_code import from_pretrained, trust_remote_code_option
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,
@@ -64,6 +65,7 @@ class FinetuneArguments:
                                                                "choices": SHARING_ORDERS})
     fit_method: str | None = field(default=None, metadata={
         "help": "How from_bert fits the new attention to BERT's (default: from_bert's auto).", "choices": FIT_METHODS})
+    trust_remote_code: bool = trust_remote_code_option()
     # --- data
     task: str | None = field(default=None, metadata={
         "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files)."})
@@ -173,7 +175,7 @@ class FinetuneArguments:
 # Options that do not change what is trained (where things go, how often to checkpoint). `precision` neither: the
 # arithmetic, not what is trained (a checkpoint may be resumed in another; see `pretrain`).
 _NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume", "save", "precision"}
+                     "checkpoint_steps", "no_resume", "save", "precision", "trust_remote_code"}
 
 
 def finetune(arguments: FinetuneArguments | None = None, /, **options) -> dict:
@@ -260,8 +262,9 @@ def _prepare(args: FinetuneArguments) -> _Run:
     classifier, described = load_classifier(
         model, spec, keep_bert=args.no_convert, attention_type=args.attention_type, layer_sharing=args.layer_sharing,
         num_unique_layers=args.num_unique_layers, sharing_order=args.sharing_order, fit_method=args.fit_method,
+        trust_remote_code=args.trust_remote_code,
     )
-    tokenizer = load_tokenizer(model, args.tokenizer)
+    tokenizer = load_tokenizer(model, args.tokenizer, trust_remote_code=args.trust_remote_code)
     logger.info("model: %s; %s parameters", described, f"{count_model_parameters(classifier):,}")
     converted_now = getattr(classifier.config, "converted_from", None) == str(model)
     if converted_now and classifier.config.attention_type != "standard":
@@ -316,7 +319,7 @@ def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints
 def _teacher(args: FinetuneArguments, run: _Run):
     from transformers import AutoModelForSequenceClassification
 
-    teacher = AutoModelForSequenceClassification.from_pretrained(args.distill_from, trust_remote_code=True)
+    teacher = from_pretrained(AutoModelForSequenceClassification, args.distill_from, args.trust_remote_code)
     student = run.classifier.config
     if teacher.config.num_labels != student.num_labels or teacher.config.vocab_size != student.vocab_size:
         raise ValueError(

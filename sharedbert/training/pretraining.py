@@ -34,6 +34,7 @@ from . import data as data_module
 from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .models import default_base_model, load_tokenizer
 from ..precision import describe_precision, precision_option, resolve_precision
+from ..remote_code import trust_remote_code_option
 from .trainer import (
     BatchSeededCollator,
     ResumableTrainer,
@@ -82,6 +83,7 @@ class PretrainArguments:
                                      "inference is dense either way).")
     train_vocab: int | None = _option(None, "Train a new WordPiece vocabulary of N entries.", metavar="N")
     tokenizer: str | None = _option(None, "Reuse this tokenizer (default: all-MiniLM-L6-v2's, bert-base-uncased).")
+    trust_remote_code: bool = trust_remote_code_option()
     # --- training
     output_dir: str = _option("runs/pretrain", "Where the model, tokenizer and pretrain_results.json go.")
     overwrite: bool = _option(False, "Replace a non-empty --output-dir.")
@@ -124,7 +126,7 @@ class PretrainArguments:
 # changes the arithmetic, not what is trained, and a checkpoint may be resumed on a machine that resolves "auto"
 # otherwise (see `pretrain`).
 _NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume", "precision"}
+                     "checkpoint_steps", "no_resume", "precision", "trust_remote_code"}
 
 
 def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
@@ -223,7 +225,7 @@ def _read_text(args: PretrainArguments) -> tuple[dict, list[str]]:
 
 def _tokenizer(args: PretrainArguments, units: dict, values: dict, resume_from):
     if args.train_vocab is not None and resume_from is not None:
-        tokenizer = load_tokenizer(resume_from)  # the vocabulary this run trained before it was stopped
+        tokenizer = load_tokenizer(resume_from, trust_remote_code=args.trust_remote_code)  # the vocabulary this run trained before it was stopped
         logger.info("tokenizer: the WordPiece vocabulary of %s entries trained before the restart",
                     f"{len(tokenizer):,}")
     elif args.train_vocab is not None:
@@ -231,7 +233,7 @@ def _tokenizer(args: PretrainArguments, units: dict, values: dict, resume_from):
                                     model_max_length=values["max_position_embeddings"])
         logger.info("tokenizer: new WordPiece vocabulary of %s entries", f"{len(tokenizer):,}")
     else:
-        tokenizer = load_tokenizer(args.tokenizer or default_base_model())
+        tokenizer = load_tokenizer(args.tokenizer or default_base_model(), trust_remote_code=args.trust_remote_code)
         logger.info("tokenizer: %s (%s entries)", args.tokenizer or default_base_model(), f"{len(tokenizer):,}")
     return tokenizer
 

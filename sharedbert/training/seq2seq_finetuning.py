@@ -20,6 +20,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTraining
 from ..params import count_model_parameters
 from .checkpointing import RunCheckpoints, is_main_process
 from .data.pairs import read_pairs
+from ..remote_code import from_pretrained
 from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
 from ..precision import describe_precision, resolve_precision
 from .trainer import KeepBestCallback, ResumableTrainer, check_output_dir, output_folder, save_run, training_arguments
@@ -45,7 +46,8 @@ def load_seq2seq(args, tokenizer):
 
     source = resolve_source(str(args.model)) if args.model else default_base_model()
     if is_seq2seq_checkpoint(source):
-        return AutoModelForSeq2SeqLM.from_pretrained(source, trust_remote_code=True), f"seq2seq model {source}"
+        model = from_pretrained(AutoModelForSeq2SeqLM, source, args.trust_remote_code)
+        return model, f"seq2seq model {source}"
     sharing = {name: getattr(args, name) for name in ("share_encoder_decoder_layers",
                                                        "share_encoder_decoder_embeddings", "cross_attention_type")}
     sharing = {name: value for name, value in sharing.items() if value not in (None, False)}
@@ -113,7 +115,7 @@ def finetune_seq2seq(args) -> dict:
                                   args.checkpoint_minutes, resume=not args.no_resume) if args.save else None)
     set_seed(args.seed)
     tokenizer = load_tokenizer(resolve_source(str(args.model)) if args.model else default_base_model(),
-                               args.tokenizer)
+                               args.tokenizer, trust_remote_code=args.trust_remote_code)
     model, described = load_seq2seq(args, tokenizer)
     max_generated = args.generation_max_length or args.max_length
     model.generation_config.max_length = max_generated
