@@ -7,17 +7,20 @@ count does not depend on timing, so runs of two versions of the package compare 
     python benchmarks/activation_memory.py                                  # this checkout
     PYTHONPATH=/path/to/older/checkout python benchmarks/activation_memory.py --label before
 
-Prints a table and merges the run into benchmarks/results/activation_memory.json under --label.
+Prints a table and merges the run into benchmarks/results/activation_memory.json under --label: read, merged and
+written back under a lock (two runs at once both keep their rows), atomically (a kill leaves the previous file).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "activation_memory.json"
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "activation_memory.json"
 DIMS = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
             max_position_embeddings=512)
 
@@ -73,14 +76,24 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     measured = {name: saved_bytes(model, inputs) for name, model, inputs in models()}
-    results = json.loads(args.output.read_text()) if args.output.is_file() else {}
-    results[args.label] = {"package": str(Path(sharedbert.__file__).parent), "batch": [8, 128],
-                           "saved_bytes": measured}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=1) + "\n")
+    # The package measured, relative to the repository (no machine's absolute paths in a results file).
+    package = os.path.relpath(Path(sharedbert.__file__).parent, REPO)
+    merge_result(args.output, args.label, {"package": package, "batch": [8, 128], "saved_bytes": measured})
     for name, value in measured.items():
         print(f"{name:20s} {value / 2**20:8.1f} MiB saved for backward")
     return 0
+
+
+def merge_result(output: Path, label: str, row: dict) -> None:
+    """Put `row` under `label` in the JSON file `output`, keeping every other label: read, merge and write under an
+    exclusive lock (`output`.lock), the write atomic."""
+    from sharedbert.atomic import atomic_write_text, file_lock
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(output.with_name(output.name + ".lock")):
+        results = json.loads(output.read_text()) if output.is_file() else {}
+        results[label] = row
+        atomic_write_text(output, json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -212,3 +212,76 @@ def test_sigkill_at_random_moments_never_leaves_a_half_written_folder(tmp_path):
             version = new_version
             survived += 1
     assert survived >= 15, "the writer should have finished at least one folder in most runs"
+
+
+# -- the scripts that write results ----------------------------------------------------------------------------------
+
+
+def test_activation_memory_merges_every_run_under_the_lock(tmp_path):
+    """Runs that finish together each keep their row (read-modify-write under a lock), written atomically."""
+    import threading
+
+    from conftest import benchmark_script
+
+    merge_result = benchmark_script("activation_memory").merge_result
+    output = tmp_path / "activation_memory.json"
+    output.write_text(json.dumps({"earlier": {"saved_bytes": {}}}))
+    threads = [threading.Thread(target=merge_result, args=(output, f"run {i}", {"saved_bytes": {"x": i}}))
+               for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    merged = json.loads(output.read_text())
+    assert set(merged) == {"earlier", *(f"run {i}" for i in range(8))}
+    assert merged["run 3"] == {"saved_bytes": {"x": 3}}
+    assert siblings(output) == []
+
+
+def test_activation_memory_killed_mid_write_keeps_the_previous_file(tmp_path, monkeypatch):
+    from conftest import benchmark_script
+
+    merge_result = benchmark_script("activation_memory").merge_result
+    output = tmp_path / "activation_memory.json"
+    output.write_text('{"earlier": {}}\n')
+    monkeypatch.setattr(os, "replace", _killed)
+    with pytest.raises(KeyboardInterrupt):
+        merge_result(output, "new", {"saved_bytes": {}})
+    assert output.read_text() == '{"earlier": {}}\n' and siblings(output) == []
+
+
+def _killed(*args, **kwargs):
+    raise KeyboardInterrupt("killed just before the rename")
+
+
+def test_st_finetune_leaves_no_half_saved_model_and_no_results_when_killed(tmp_path, monkeypatch, glue_dir):
+    """A kill while the fine-tuned model is being saved leaves the previous model folder and results untouched; a
+    finished run puts the complete folder and then its results in place."""
+    from conftest import experiment_script
+    from sharedbert import embeddings
+
+    if not (glue_dir / "STS-B" / "train.tsv").is_file():
+        pytest.skip("STS-B train is needed (the shared data folder's glue/)")
+    script = experiment_script("finetuning/st_finetune.py")
+    monkeypatch.setattr(script, "RESULTS", tmp_path / "results")
+    output = tmp_path / "model"
+    output.mkdir()
+    (output / "model.safetensors").write_text("the previous model")
+
+    def finetune(model, train, dev, output_dir, **options):
+        (Path(output_dir) / "config.json").write_text("{}")  # saving has begun ...
+        if options["max_steps"] == 1:
+            raise KeyboardInterrupt("killed while saving")  # ... and dies before the weights
+        (Path(output_dir) / "model.safetensors").write_text("the new model")
+        return {"dev_before": 0.5, "dev_after": 0.6, "seconds": 1.0, "train_pairs": 10, "steps": 2}
+
+    monkeypatch.setattr(embeddings, "finetune_sts", finetune)
+    command = ["some-model", "--output-dir", str(output), "--threads", "1"]
+    with pytest.raises(KeyboardInterrupt):
+        script.main([*command, "--steps", "1"])
+    assert sorted(p.name for p in output.iterdir()) == ["model.safetensors"] and siblings(output) == []
+    assert not (tmp_path / "results").exists()
+
+    script.main([*command, "--steps", "2"])
+    assert (output / "model.safetensors").read_text() == "the new model" and (output / "config.json").is_file()
+    assert json.loads((tmp_path / "results" / "st_finetune.json").read_text())["dev_after"] == 0.6

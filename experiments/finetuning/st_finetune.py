@@ -4,7 +4,9 @@ STS-B train pairs with CosineSimilarityLoss, STS-B dev scored by EmbeddingSimila
 
     python experiments/finetuning/st_finetune.py runs/build-minilm/healed --steps 200 --threads 1
 
-Results: results/st_finetune.json beside this script (--name changes the file name). The fine-tuned model goes to --output-dir.
+Results: results/st_finetune.json beside this script (--name changes the file name). The fine-tuned model goes to
+--output-dir. Both appear complete or not at all: the model is saved into a temporary folder renamed into place, the
+JSON written atomically, after it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a sentence-transformers model folder (e.g. the healed SharedBert)")
     parser.add_argument("--steps", type=int, default=200)
@@ -26,21 +28,28 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output-dir", default="runs/st-finetune")
     parser.add_argument("--name", default="st_finetune")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     import torch
 
     from sharedbert import embeddings
+    from sharedbert.atomic import atomic_directory, atomic_write_text
     from sharedbert.training.data import shared_data_dir
 
     torch.set_num_threads(args.threads)
-    glue = shared_data_dir("glue/STS-B/train.tsv") / "glue" / "STS-B"
-    result = embeddings.finetune_sts(args.model, glue / "train.tsv", glue / "dev.tsv", args.output_dir,
-                                     max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr)
-    result = dict(model=str(args.model), threads=args.threads, **result)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=1))
+    data = shared_data_dir("glue/STS-B/train.tsv")
+    if data is None:
+        parser.error("glue/STS-B/train.tsv not found in the shared data folder: set SHAREDBERT_DATA to the folder "
+                     "holding glue/")
+    glue = data / "glue" / "STS-B"
+    with atomic_directory(args.output_dir) as staging:  # a kill mid-training leaves no half-saved model
+        result = embeddings.finetune_sts(args.model, glue / "train.tsv", glue / "dev.tsv", staging,
+                                         max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr)
+    model = Path(args.model)
+    result = dict(model=os.path.relpath(model, RESULTS.parents[2]) if model.is_absolute() else str(model),
+                  threads=args.threads, **result)
+    atomic_write_text(RESULTS / f"{args.name}.json", json.dumps(result, indent=1))
     print(f"STS-B dev Spearman (EmbeddingSimilarityEvaluator): {result['dev_before']:.4f} before, "
           f"{result['dev_after']:.4f} after {args.steps} steps of batch {args.batch_size} "
           f"({result['seconds']:.0f} s; {result['train_pairs']} training pairs)")
