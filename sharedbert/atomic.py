@@ -5,8 +5,9 @@ atomic), flushed to disk, then renamed into place:
 
 * `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)`: one file.
 * `atomic_directory(final_dir)`: a context manager yielding a temporary sibling folder to fill; on success it
-  replaces `final_dir` (an existing folder is moved aside, the new one renamed in, the old one deleted); on error the
-  temporary folder is removed and `final_dir` is untouched.
+  replaces `final_dir` in one step where the system can (Linux: `renameat2(RENAME_EXCHANGE)` swaps the new folder and
+  the old one atomically, then the old one is deleted), else in two (the old folder moved aside, the new one renamed
+  in); on error the temporary folder is removed and `final_dir` is untouched.
 * `recover_directory(final_dir)`: after a crash, finish or undo an interrupted replacement and delete stale
   temporary siblings. Call it before reading a folder that a killed run may have been writing.
 * `file_lock(path)`: an exclusive advisory lock, for read-modify-write of a file several processes share.
@@ -20,7 +21,10 @@ cheaply).
 """
 
 import contextlib
+import ctypes
+import errno
 import os
+import sys
 import shutil
 import tempfile
 from pathlib import Path
@@ -87,12 +91,18 @@ def atomic_directory(final_dir):
 
 
 def _replace_directory(tmp: Path, final: Path) -> None:
-    # A folder cannot be renamed over a non-empty one: mark the new folder complete, move the old one aside, rename
-    # the new one in, then delete the old one. A crash between the two renames leaves no `final`, but a complete
-    # `.new-` and `.old-` that `recover_directory` puts back in order.
+    # A folder cannot be renamed over a non-empty one. Where the system can, swap the complete new folder with the
+    # old one in one atomic step: `final` is never missing, and the old version left under the `.new-` name is deleted
+    # (`recover_directory` deletes it too, if a crash comes first). Elsewhere: move the old one aside, rename the new
+    # one in, then delete the old one; a crash between those two renames leaves no `final`, but a complete `.new-`
+    # and `.old-` that `recover_directory` puts back in order.
     suffix = tmp.name[len(f".{final.name}.tmp-") :]
     ready = final.parent / f".{final.name}.new-{suffix}"
     os.replace(tmp, ready)
+    if final.is_dir() and not final.is_symlink() and _exchange(ready, final):
+        _fsync_directory(final.parent)
+        shutil.rmtree(ready, ignore_errors=True)
+        return
     old = None
     if final.exists():
         old = final.parent / f".{final.name}.old-{suffix}"
@@ -134,6 +144,24 @@ def recover_directory(final_dir) -> Path | None:
         for stale in siblings(kind):
             shutil.rmtree(stale, ignore_errors=True)
     return final if final.exists() else None
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 with RENAME_EXCHANGE); False where the system cannot, changing
+    nothing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # a C library without it (glibc < 2.28, musl)
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV, errno.EPERM):
+        return False  # not supported here (kernel, filesystem): fall back to two renames
+    raise OSError(error, os.strerror(error), str(first), None, str(second))
 
 
 def _umask() -> int:

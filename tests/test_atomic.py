@@ -105,7 +105,35 @@ def test_error_in_the_block_leaves_the_old_folder_untouched(tmp_path, error):
     assert siblings(final) == []
 
 
+def test_existing_folder_is_swapped_in_one_step_where_the_system_can(tmp_path, monkeypatch):
+    """On Linux the new folder and the old one are exchanged atomically: no moment without the folder."""
+    import sharedbert.atomic as atomic
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2(RENAME_EXCHANGE) is Linux's")
+    final = tmp_path / "model"
+    final.mkdir()
+    (final / "config.json").write_text("old")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        assert Path(dst) != final and Path(src) != final, "the folder itself must not be moved aside"
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with atomic_directory(final) as tmp:
+        (tmp / "config.json").write_text("new")
+    assert (final / "config.json").read_text() == "new" and siblings(final) == []
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir(), (a / "x").write_text("in a")
+    assert atomic._exchange(a, b) and (b / "x").read_text() == "in a" and not (a / "x").exists()
+
+
 def test_failed_rename_puts_the_old_folder_back(tmp_path, monkeypatch):
+    """Where the folders cannot be exchanged in one step (two renames), a failed second rename is undone."""
+    import sharedbert.atomic as atomic
+
+    monkeypatch.setattr(atomic, "_exchange", lambda first, second: False)
     final = tmp_path / "model"
     final.mkdir()
     (final / "config.json").write_text("old")
@@ -204,6 +232,8 @@ def test_sigkill_at_random_moments_never_leaves_a_half_written_folder(tmp_path):
         process.stdout.close()
         if final.exists():
             assert check_complete(final) >= version  # readable as-is, before any recovery
+        elif version and sys.platform.startswith("linux"):
+            pytest.fail("the folder went missing: Linux replaces it in one step (RENAME_EXCHANGE)")
         recovered = recover_directory(final)
         assert siblings(final) == []
         if recovered is not None:
