@@ -1,16 +1,23 @@
-"""Checking a task's files before anything is loaded or trained: a missing or empty file, missing columns, a row with
-the wrong number of fields, a label outside the label set or bytes that are not UTF-8 raise `DataError` naming the
-file and the line (and column)."""
+"""Checking a task's files before anything is loaded or trained: a missing or empty file, missing columns, a column
+named twice, a row with the wrong number of fields, an empty label, a label outside the label set, a regression score
+that is not a finite number or bytes that are not UTF-8 raise `DataError` naming the file and the line (and column)."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import logging
+import math
 import os
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from .tasks import DataError, TaskSpec, custom_task
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -69,6 +76,8 @@ def check_glue_file(path: Path, spec: TaskSpec, labelled: bool = True) -> Checke
             f"{path}, line 1: the header lacks column(s) {[c for c in spec.text_columns if c not in first]}; found "
             f"{first}. A {spec.folder or spec.name} file needs the columns {required} (tab-separated)."
         )
+    if has_header:
+        check_unique_columns(path, columns)
     missing = [column for column in required if column not in columns]
     if missing:
         raise DataError(
@@ -83,15 +92,12 @@ def check_glue_file(path: Path, spec: TaskSpec, labelled: bool = True) -> Checke
     for number, line in enumerate(body, start=body_start + 1):
         fields = line.split("\t")
         if len(fields) != len(columns):
-            raise DataError(
-                f"{path}, line {number}: expected {len(columns)} tab-separated fields ({list(columns)}), found "
-                f"{len(fields)}. Check for a stray or missing tab on that line."
-            )
+            raise field_count_error(path, number, columns, fields, "tsv", quoted=False)
         for column in spec.text_columns:
             if not fields[index[column]].strip():
                 raise DataError(f"{path}, line {number}, column {column!r}: the text is empty.")
         if labelled:
-            value = fields[index[spec.label_column]].strip()
+            value = label_string(fields[index[spec.label_column]])
             _check_label(path, f"line {number}", spec, value)
             if not spec.is_regression:
                 label_values.setdefault(value)
@@ -101,22 +107,70 @@ def check_glue_file(path: Path, spec: TaskSpec, labelled: bool = True) -> Checke
     )
 
 
+def check_unique_columns(path, columns) -> None:
+    """Refuse a header that names a column twice: `csv.DictReader` keeps the last such column, pandas (which the
+    loader uses) the first, so the checks and the training data could come from different columns."""
+    first: dict[str, int] = {}
+    for position, name in enumerate(columns, start=1):
+        if name in first:
+            raise DataError(
+                f"{path}, line 1, column {position}: the header names {name!r} twice (columns {first[name]} and "
+                f"{position}); the checks and the loader could read different ones. Rename or remove one of them."
+            )
+        first[name] = position
+
+
+def field_count_error(path, line: int, columns, fields, fmt: str, quoted: bool = True) -> DataError:
+    """The error for a row whose field count differs from the header's, pointing at the first missing or extra
+    field. `quoted`: whether the format honours quotes (user tables do, GLUE's TSVs do not)."""
+    separator = "tab" if fmt == "tsv" else "comma"
+    expected, found = len(columns), len(fields)
+    if found < expected:
+        column = found + 1
+        problem = (f"no value for {columns[found]!r}. Add the missing field(s) (separated by {separator}s) or remove "
+                   "the row.")
+    else:
+        column = expected + 1
+        problem = f"{found - expected} field(s) after {columns[-1]!r}. " + (
+            ("Remove the stray tab(s)" + (", or quote a text that holds a tab." if quoted else ".")) if fmt == "tsv"
+            else 'Quote a text that holds a comma ("like, this"), or remove the stray comma(s).'
+        )
+    return DataError(f"{path}, line {line}, column {column}: expected {expected} {separator}-separated fields "
+                     f"({list(columns)}), found {found}: {problem}")
+
+
 def _check_label(path, where: str, spec: TaskSpec, value: str) -> None:
+    """Check one label (as `label_string` spells it) against the task: present, and in the label set (classes) or
+    a finite number (regression)."""
+    column = spec.label_column
     if spec.is_regression:
+        if not value:
+            raise DataError(f"{path}, {where}, column {column!r}: the score is empty. This is a regression task: every "
+                            "row needs a finite number; fill it in or remove the row.")
         try:
             number = float(value)
         except ValueError:
-            number = float("nan")
-        if number != number:  # NaN or unparsable
             raise DataError(
-                f"{path}, {where}, column {spec.label_column!r}: {value!r} is not a number (this is a regression "
-                "task; every row needs a numeric score)."
-            )
-    elif value not in spec.labels:
+                f"{path}, {where}, column {column!r}: {value!r} is not a number (this is a regression task; every row "
+                "needs a numeric score)."
+            ) from None
+        if not math.isfinite(number):  # inf, -inf, nan (and 1e999): no loss or metric can use them
+            raise DataError(f"{path}, {where}, column {column!r}: the score {value!r} is not a finite number. A "
+                            "regression score must be a finite number such as 3.5; fix it or remove the row.")
+        return
+    if not value:
+        raise _empty_label(path, where, column, spec.labels)
+    if value not in label_keys(tuple(spec.labels)):
         raise DataError(
-            f"{path}, {where}, column {spec.label_column!r}: label {value!r} is not in the label set "
-            f"{list(spec.labels)}."
+            f"{path}, {where}, column {column!r}: label {value!r} is not in the label set {list(spec.labels)}."
         )
+
+
+def _empty_label(path, where: str, column: str, labels) -> DataError:
+    # Left in, an empty cell would become a class of its own ('' beside '0' and '1': a three-class task).
+    needs = f"one of {list(labels)}" if labels else "a label"
+    return DataError(f"{path}, {where}, column {column!r}: the label is empty. Every labelled row needs {needs}; fill "
+                     "it in or remove the row.")
 
 
 def table_format(path: Path) -> str:
@@ -140,6 +194,8 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_la
     text = read_utf8(path)
     required = list(spec.text_columns) + ([spec.label_column] if labelled else [])
     label_values: dict[str, None] = {}
+    spellings = _Spellings(path)
+    classes = infer_labels or not spec.is_regression  # a probe spec with labels=None looks like regression
 
     def check_row(number, row, where):
         for column in spec.text_columns:
@@ -147,48 +203,76 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_la
             if not isinstance(value, str) or not value.strip():
                 raise DataError(f"{path}, {where} {number}, column {column!r}: the text is empty or not a string.")
         if labelled:
-            value = label_string(row.get(spec.label_column))
-            if infer_labels:
-                label_values.setdefault(value)
-            else:
+            raw = row.get(spec.label_column)
+            if isinstance(raw, (list, dict)):
+                raise DataError(f"{path}, {where} {number}, column {spec.label_column!r}: {raw!r} is not a single "
+                                "label; give one value (a word or a number) per row.")
+            value = label_string(raw)
+            if not infer_labels:
                 _check_label(path, f"{where} {number}", spec, value)
+            elif not value:
+                raise _empty_label(path, f"{where} {number}", spec.label_column, None)
+            else:
+                label_values.setdefault(value)
+            if classes:
+                spellings.add(raw, value, f"{where} {number}")
 
     if fmt in ("csv", "tsv"):
-        reader = csv.DictReader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
-        columns = tuple(reader.fieldnames or ())
-        missing = [column for column in required if column not in columns]
-        if missing:
-            raise DataError(f"{path}, line 1: missing column(s) {missing}; the header has {list(columns)}.")
-        rows = 0
-        for row in reader:
-            if None in row or any(value is None for value in row.values()):
-                raise DataError(
-                    f"{path}, line {reader.line_num}: expected {len(columns)} fields ({list(columns)}), found "
-                    f"{len(row) - (None in row) + len(row.get(None) or [])}."
-                )
-            rows += 1
-            check_row(reader.line_num, row, "line")
-        if rows == 0:
-            raise DataError(f"{path}: the file has a header but no data rows.")
-        return CheckedFile(path, fmt, columns, True, rows, labelled, tuple(label_values))
+        columns, rows = _check_delimited(path, fmt, text, required, check_row)
+    else:
+        columns, rows = _check_json(path, text, required, check_row)
+    spellings.report()
+    return CheckedFile(path, fmt, columns, True, rows, labelled, tuple(label_values))
 
-    # JSON: either one array of objects, or one object per line.
+
+def _check_delimited(path: Path, fmt: str, text: str, required, check_row) -> tuple[tuple[str, ...], int]:
+    """Check a CSV/TSV with a header row, row by row (fields counted as `csv` splits them, quotes honoured)."""
+    reader = csv.reader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
+    columns = tuple(next(reader, None) or ())
+    check_unique_columns(path, columns)
+    missing = [column for column in required if column not in columns]
+    if missing:
+        raise DataError(f"{path}, line 1: missing column(s) {missing}; the header has {list(columns)}.")
+    rows, last_line = 0, reader.line_num
+    for fields in reader:
+        # A quoted field may hold line breaks: the row starts on the line after the previous row ended.
+        line, last_line = last_line + 1, reader.line_num
+        if not fields:  # a blank line: skipped here, as the loader (pandas) skips it
+            continue
+        if len(fields) != len(columns):
+            raise field_count_error(path, line, columns, fields, fmt)
+        rows += 1
+        check_row(line, dict(zip(columns, fields)), "line")
+    if rows == 0:
+        raise DataError(f"{path}: the file has a header but no data rows.")
+    return columns, rows
+
+
+class _Record(dict):
+    """A JSON object that remembers the keys it names more than once (json keeps only the last value)."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        keys = [key for key, _ in pairs]
+        self.repeated = [key for i, key in enumerate(keys) if key in keys[:i]]
+
+
+def _check_json(path: Path, text: str, required, check_row) -> tuple[tuple[str, ...], int]:
+    """Check one JSON array of objects, or one object per line."""
     records: list[tuple[int, object]]
-    stripped = text.lstrip()
-    if stripped.startswith("["):
+    if text.lstrip().startswith("["):
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_Record)
         except json.JSONDecodeError as error:
             raise DataError(f"{path}, line {error.lineno}, column {error.colno}: invalid JSON ({error.msg}).") from None
-        records = [(i + 1, item) for i, item in enumerate(data)]
-        where = "record"
+        records, where = [(i + 1, item) for i, item in enumerate(data)], "record"
     else:
         records, where = [], "line"
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                records.append((number, json.loads(line)))
+                records.append((number, json.loads(line, object_pairs_hook=_Record)))
             except json.JSONDecodeError as error:
                 raise DataError(
                     f"{path}, line {number}, column {error.colno}: invalid JSON ({error.msg}). JSON files must be "
@@ -200,30 +284,85 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_la
     for number, record in records:
         if not isinstance(record, dict):
             raise DataError(f"{path}, {where} {number}: expected a JSON object, got {type(record).__name__}.")
+        if record.repeated:
+            raise DataError(f"{path}, {where} {number}: the object names {record.repeated[0]!r} twice; the checks and "
+                            "the loader could read different values. Keep one.")
         missing = [column for column in required if column not in record]
         if missing:
             raise DataError(f"{path}, {where} {number}: missing field(s) {missing}; it has {sorted(record)}.")
         columns = columns or tuple(record)
         check_row(number, record, where)
-    return CheckedFile(path, "json", columns, True, len(records), labelled, tuple(label_values))
+    return columns, len(records)
+
+
+# A label written as a plain decimal number (not "1_000", "inf" or "nan", which float() would also read).
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def label_string(value) -> str:
-    """Labels compare as strings: 1, 1.0 (from JSON) and "1" are the same class."""
-    if isinstance(value, bool) or value is None:
+    """A label as the class it names: its text, stripped; a label written as a number is that number.
+
+    Decision (issue 43): `1` and `1.0` in one label column are one class, "1", not two classes and not an error.
+    The spelling of a number carries no meaning a user intends: pandas and spreadsheets write an integer column as
+    1.0 as soon as one cell is missing or a float, and a JSON `1.0` was already class "1". Refusing would make every
+    such file an edit for nothing; keeping both made a third class that silently split the data. Words ("yes", "Yes",
+    "nan") stay labels of their own, non-integral numbers are compared as numbers ("0.5" and "0.50" are one class),
+    and the checks log which spellings were merged. None (a JSON null) is an empty label."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
         return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
+    text = str(value).strip()
+    if not _NUMBER.fullmatch(text):
+        return text
+    number = Decimal(text)
+    if number.adjusted() > 40:  # a huge number: leave it as written rather than spell out its digits
+        return text
+    if number == number.to_integral_value():
+        return str(int(number))
+    return format(number.normalize(), "f")
+
+
+@functools.lru_cache(maxsize=32)  # called for every row of a file, with one label set
+def label_keys(labels: tuple[str, ...] | None) -> dict[str, int]:
+    """Class ids by label as `label_string` spells it, for a given label set. Refuses a set naming a number twice."""
+    keys: dict[str, int] = {}
+    for i, label in enumerate(labels or ()):
+        key = label_string(label)
+        if key in keys:
+            raise DataError(f"The label set {list(labels)} is ambiguous: the labels {labels[keys[key]]!r} and "
+                            f"{label!r} are the same number. Give each class once.")
+        keys[key] = i
+    return keys
+
+
+class _Spellings:
+    """The spellings of each numeric label in one file, to log the ones that `label_string` merged."""
+
+    def __init__(self, path):
+        self.path, self.first, self.merged = path, {}, {}
+
+    def add(self, raw, value: str, where: str) -> None:
+        written = raw.strip() if isinstance(raw, str) else None  # a JSON number has no spelling of its own
+        if written is None or not value:
+            return
+        first = self.first.setdefault(value, (written, where))
+        if written != first[0] and value not in self.merged:
+            self.merged[value] = f"{first[0]!r} ({first[1]}) and {written!r} ({where})"
+
+    def report(self) -> None:
+        if self.merged:
+            logger.warning("%s: numeric labels written in different ways are one class each: %s", self.path,
+                           "; ".join(f"{pair} -> {value!r}" for value, pair in self.merged.items()))
 
 
 def infer_labels(checked_train: CheckedFile) -> tuple[str, ...]:
-    """A custom file's label set: its distinct values, numerically sorted when they are all integers."""
+    """A custom file's label set: its distinct values (as `label_string` spells them), in numeric order when they are
+    all numbers, else in string order."""
     values = list(checked_train.label_values)
-    try:
-        return tuple(sorted(values, key=int))
-    except ValueError:
-        return tuple(sorted(values))
+    if all(_NUMBER.fullmatch(value) for value in values):
+        return tuple(sorted(values, key=Decimal))
+    return tuple(sorted(values))
 
 
 def check_custom_task(
@@ -238,6 +377,8 @@ def check_custom_task(
     other files must belong to it."""
     if "train" not in files and labels is None and not regression:
         raise DataError("Give the training file (the label set is read from it) or the list of labels.")
+    if labels is not None and not regression:
+        label_keys(tuple(labels))  # a label set naming one number twice ("1", "1.0") is refused here
     name = name or Path(next(iter(files.values()))).stem
     probe = custom_task(name, text_columns, label_column, labels, regression)
     checked = {}
@@ -254,5 +395,5 @@ def check_custom_task(
     return probe, checked
 
 
-__all__ = ["CheckedFile", "check_custom_task", "check_glue_file", "check_table_file", "infer_labels", "read_utf8",
-           "table_format"]
+__all__ = ["CheckedFile", "check_custom_task", "check_glue_file", "check_table_file", "check_unique_columns",
+           "field_count_error", "infer_labels", "label_keys", "label_string", "read_utf8", "table_format"]

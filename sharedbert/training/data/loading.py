@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...shared_data import SHARED_DATA_PLACES, shared_data_dir
-from .checks import CheckedFile, label_string, check_custom_task, check_glue_file
+from .checks import CheckedFile, check_custom_task, check_glue_file, label_keys, label_string
 from .tasks import GLUE_SPLIT_FILES, GLUE_TASKS, DataError, TaskSpec, get_task
 
 
@@ -80,7 +80,7 @@ def load_checked(checked: dict[str, CheckedFile], spec: TaskSpec, cache_dir: str
 
 def _to_common_layout(dataset, spec: TaskSpec, text_columns, label_column, label_is_id: bool = False):
     """Map any column layout to `text` (+ `text_pair`) and `label` (class id or float); unlabelled rows get -1."""
-    label_ids = {value: i for i, value in enumerate(spec.labels or ())}
+    label_ids = label_keys(tuple(spec.labels or ()))  # "1.0" in a file is the class "1" (see `label_string`)
 
     def convert(batch):
         out = {"text": [str(t).strip() for t in batch[text_columns[0]]]}

@@ -9,7 +9,7 @@ import csv
 import json
 from pathlib import Path
 
-from .checks import read_utf8, table_format
+from .checks import check_unique_columns, read_utf8, table_format
 from .tasks import DataError
 
 
@@ -21,6 +21,7 @@ def read_records(path, columns: list[str]) -> list[tuple[int, dict]]:
     if fmt in ("csv", "tsv"):
         reader = csv.DictReader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
         header = list(reader.fieldnames or ())
+        check_unique_columns(path, header)  # csv.DictReader would silently keep the last of two same-named columns
         missing = [column for column in columns if column not in header]
         if missing:
             raise DataError(f"{path}, line 1: no column {missing} in the header {header}; name the columns with "
