@@ -1,0 +1,159 @@
+"""Aggregate the character-level study's cell files (results/cells/*.json) into results/summary.json, summary.md and
+one learning-curve plot per setting (results/curves-SETTING.png).
+
+    python experiments/charlm/report.py [--cells DIR] [--output-dir DIR]
+
+Per setting (objective, recipe and overrides) and arm: the final validation loss, mean ± standard error over seeds,
+parameters and training tokens/s; per arm, the paired difference to `standard` (d = loss(arm) - loss(standard) on each
+seed both have; its mean ± standard error) and the verdict by the rule declared in README.md:
+
+    with lo = mean(d) - 2 SE and hi = mean(d) + 2 SE and the margin m = 0.02 nats,
+    "on par"  if -m <= lo and hi <= m;  "trails" if lo > m;  "ahead" if hi < -m;  otherwise "left open"
+    (also "left open" with fewer than two paired seeds, where SE is undefined).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CELLS_DIR = HERE / "results" / "cells"
+MARGIN = 0.02  # nats: a difference smaller than this is of no practical consequence at this scale
+BASELINE = "standard"
+
+
+def mean_and_standard_error(values: list[float]) -> tuple[float, float | None]:
+    """The mean and its standard error (sample standard deviation / sqrt(n)); None with one value."""
+    mean = statistics.fmean(values)
+    return mean, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None)
+
+
+def verdict(mean: float, standard_error: float | None, margin: float = MARGIN) -> str:
+    if standard_error is None:
+        return "left open"
+    low, high = mean - 2 * standard_error, mean + 2 * standard_error
+    if -margin <= low and high <= margin:
+        return "on par"
+    if low > margin:
+        return "trails"
+    if high < -margin:
+        return "ahead"
+    return "left open"
+
+
+def load_cells(cells_dir: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(Path(cells_dir).glob("*.json"))]
+
+
+def summarise(cells: list[dict]) -> dict:
+    """{setting: {"arms": {arm: row}, "unigram": loss}}; each row has the per-seed losses, their mean and SE, and
+    (beside `standard`) the paired difference and its verdict."""
+    settings: dict[str, dict] = {}
+    for cell in cells:
+        setting = settings.setdefault(cell["setting"], {"arms": {}, "unigram": cell["unigram_validation_loss"]})
+        setting["arms"].setdefault(cell["arm"], {})[cell["seed"]] = cell
+    summary = {}
+    for name, setting in sorted(settings.items()):
+        baseline = {seed: cell["final_validation_loss"] for seed, cell in setting["arms"].get(BASELINE, {}).items()}
+        rows = {}
+        for arm, by_seed in sorted(setting["arms"].items(), key=lambda item: (item[0] != BASELINE, item[0])):
+            losses = {seed: cell["final_validation_loss"] for seed, cell in sorted(by_seed.items())}
+            mean, standard_error = mean_and_standard_error(list(losses.values()))
+            row = {"seeds": list(losses), "losses": list(losses.values()), "mean": mean,
+                   "standard_error": standard_error,
+                   "parameters": sorted({cell["parameters"] for cell in by_seed.values()}),
+                   "train_tokens_per_second": statistics.fmean(c["train_tokens_per_second"] for c in by_seed.values()),
+                   "precision": sorted({cell["precision"] for cell in by_seed.values()})}
+            paired_seeds = sorted(set(losses) & set(baseline))
+            if arm != BASELINE and paired_seeds:
+                differences = [losses[seed] - baseline[seed] for seed in paired_seeds]
+                d_mean, d_error = mean_and_standard_error(differences)
+                row["paired"] = {"seeds": paired_seeds, "differences": differences, "mean": d_mean,
+                                 "standard_error": d_error, "verdict": verdict(d_mean, d_error)}
+            rows[arm] = row
+        summary[name] = {"unigram_validation_loss": setting["unigram"], "arms": rows}
+    return summary
+
+
+def _plus_minus(mean: float, error: float | None, digits: int = 3) -> str:
+    return f"{mean:.{digits}f}" + (f" ± {error:.{digits}f}" if error is not None else "")
+
+
+def markdown(summary: dict) -> str:
+    lines = ["# Character-level study: summary", "",
+             "Written by `python experiments/charlm/report.py` from `results/cells/*.json`. Final validation loss "
+             "(nats per character), mean ± standard error over seeds; the paired difference to `standard` over the "
+             f"seeds both have, with the verdict of the declared rule (margin {MARGIN} nats, 2 SE).", ""]
+    for name, setting in summary.items():
+        lines += [f"## {name}", "", f"Unigram model on the validation text: {setting['unigram_validation_loss']:.3f}.",
+                  "", "| arm | seeds | losses | mean ± SE | parameters | training tokens/s | paired d to `standard` "
+                  "| verdict |", "|---|---|---|---|---|---|---|---|"]
+        for arm, row in setting["arms"].items():
+            paired = row.get("paired")
+            lines.append(
+                f"| `{arm}` | {', '.join(map(str, row['seeds']))} | {' / '.join(f'{x:.3f}' for x in row['losses'])} "
+                f"| {_plus_minus(row['mean'], row['standard_error'])} | {' / '.join(f'{p:,}' for p in row['parameters'])} "
+                f"| {row['train_tokens_per_second']:,.0f} ({'/'.join(row['precision'])}) "
+                f"| {_plus_minus(paired['mean'], paired['standard_error']) + ' (' + str(len(paired['seeds'])) + ')' if paired else ''} "
+                f"| {paired['verdict'] if paired else ''} |")
+        lines += ["", f"![learning curves](curves-{name}.png)", ""]
+    return "\n".join(lines)
+
+
+def curve_png(name: str, cells: list[dict]) -> bytes:
+    """Validation loss against tokens seen, the mean over seeds per arm (at the evaluations every seed has)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    arms = sorted({cell["arm"] for cell in cells}, key=lambda arm: (arm != BASELINE, arm))
+    for arm in arms:
+        curves = [{point["tokens"]: point["loss"] for point in cell["curve"]} for cell in cells if cell["arm"] == arm]
+        tokens = sorted(set.intersection(*(set(curve) for curve in curves)))
+        axes.plot(tokens, [statistics.fmean(curve[t] for curve in curves) for t in tokens], marker=".",
+                  label=f"{arm} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+    axes.axhline(cells[0]["unigram_validation_loss"], color="grey", linestyle=":", label="unigram")
+    axes.set_xlabel("training tokens seen")
+    axes.set_ylabel("validation loss (nats per character)")
+    axes.set_title(name)
+    axes.legend()
+    axes.grid(alpha=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", type=Path, default=CELLS_DIR)
+    parser.add_argument("--output-dir", type=Path, default=HERE / "results")
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args(argv)
+    from sharedbert.atomic import atomic_write_bytes, atomic_write_text
+
+    cells = load_cells(args.cells)
+    if not cells:
+        raise SystemExit(f"No cell files in {args.cells}: run study.py first.")
+    summary = summarise(cells)
+    atomic_write_text(args.output_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
+    text = markdown(summary)
+    atomic_write_text(args.output_dir / "summary.md", text + "\n")
+    if not args.no_plots:
+        for name in summary:
+            atomic_write_bytes(args.output_dir / f"curves-{name}.png",
+                               curve_png(name, [cell for cell in cells if cell["setting"] == name]))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
