@@ -1,0 +1,520 @@
+"""Every figure README.md's Results section quotes, and the headline figures of the guides in docs/, checked against
+the committed results file it comes from.
+
+FIGURES maps each quoted phrase (a regular expression over the document, one capture group per number) to a function
+that reads the same numbers from a results file. A number the document prints with d decimals must equal the file's
+value rounded to d decimals, so an edited text or a re-measured file that moves a figure fails here. The file must be
+committed, and named by the document or by a report the document links beside the figure. A last test makes every
+number in README.md's Results bullets part of some entry (or of SETTINGS, the conditions a measurement was made
+under), so a new figure cannot go in unchecked.
+"""
+
+import functools
+import json
+import math
+import re
+import statistics
+import subprocess
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+from conftest import REPO_ROOT
+
+NUMBER = r"([−+-]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:e[−-]?\d+)?)"
+
+
+def phrase(template: str) -> str:
+    """A regular expression for the literal text `template`, each {} a captured number and any space any whitespace
+    (the figure may wrap onto the next line of the markdown)."""
+    parts = [re.escape(part).replace(r"\ ", r"\s+").replace(" ", r"\s+") for part in template.split("{}")]
+    return NUMBER.join(parts)
+
+
+@dataclass(frozen=True)
+class Figure:
+    doc: str  # the document, relative to the repository
+    pattern: str  # what the document says, from phrase()
+    source: str  # the results file the numbers come from, relative to the repository ("" for code, see `values`)
+    values: Callable[[], list]  # the file's numbers, one per capture group, unrounded
+
+
+@functools.cache
+def results(path: str) -> dict:
+    return json.loads((REPO_ROOT / path).read_text(encoding="utf-8"))
+
+
+def mean_and_se(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Readers, one per results file
+
+CALIBRATION = "experiments/healing/results/calibration.json"
+RECIPES = "experiments/healing/results/build_recipes.json"
+BUILD = "experiments/healing/results/build_minilm_rerun.json"
+DEMO = "experiments/demo/results/demo.json"
+SST2_FULL = "experiments/finetuning/results/sst2_full.json"
+TRANSFER = "experiments/transfer/results.json"
+BENCH = "benchmarks/results/bench.json"
+PRETRAIN_NATIVE = "benchmarks/results/pretrain_bench_native_bf16.json"
+PRETRAIN_AVX2 = "benchmarks/results/pretrain_bench.json"
+BF16 = "experiments/bf16/results/bf16_check.json"
+MATRIX = "benchmarks/results/deploy_matrix.json"
+CACHE = "benchmarks/results/generation_cache.json"
+SEQ_1800 = "experiments/seq2seq/results/recipe-1800.json"
+SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
+REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
+
+
+def calibrated(attention_type: str, sentences: int = 512) -> float:
+    rows = results(CALIBRATION)["rows"]
+    return next(r["spearman"] for r in rows if r["attention_type"] == attention_type and r.get("sentences") == sentences
+                and r["fit"] in ("calibrated", "-"))
+
+
+def recipe(name: str) -> dict:
+    return next(r for r in results(RECIPES) if r["recipe"] == name)
+
+
+def build_cosines() -> list[float]:
+    return [b["mean_cosine"] for b in results(BUILD)["length_buckets"]]
+
+
+def demo_default() -> list[dict]:
+    runs = results(DEMO)["runs"]["fresh_machine_200_steps_idle_3_seeds_default"]
+    return [run for key, run in runs.items() if key.startswith("seed")]
+
+
+def sst2_full(label: str) -> list[float]:
+    return [run["metrics"]["best"] for run in results(SST2_FULL)["runs"].values() if run["label"] == label]
+
+
+def transfer_gap(arm: str, against: str = "bert", measure: str = "test") -> tuple[float, float]:
+    """The paired gap in points, mean ± standard error over seeds; measure "test" or "mixed" (mean of the mixed
+    document buckets)."""
+    cells = results(TRANSFER)["cells"]
+
+    def score(cell: dict) -> float:
+        if measure == "test":
+            return cell["accuracy"]["test"]
+        return statistics.mean(cell["accuracy_mixed"].values())
+
+    seeds = sorted(c["seed"] for c in cells.values() if c["arm"] == arm)
+    return mean_and_se([100 * (score(cells[f"{arm}/seed{s}"]) - score(cells[f"{against}/seed{s}"])) for s in seeds])
+
+
+def transfer_seeds(arm: str) -> int:
+    return sum(1 for c in results(TRANSFER)["cells"].values() if c["arm"] == arm)
+
+
+def bench_row(model: str) -> dict:
+    return next(r for r in results(BENCH)["groups"][0]["rows"] if r["model"] == model)
+
+
+def pretrain_default(path: str) -> float:
+    """The package's default run (what `pretrain` does on that machine) against the plain Trainer loop."""
+    data = results(path)
+    return data["rows"][data["package_default"]]["vs_baseline"]
+
+
+def bf16_final_loss() -> dict:
+    return results(BF16)["summary"]["measures"]["final held-out MLM loss"]
+
+
+def matrix_cell(model: str, backend: str, threads: int) -> dict:
+    return next(c for c in results(MATRIX)["cells"]
+                if c["model"].startswith(model) and c["backend"] == backend and c["threads"] == threads)
+
+
+def matrix_speed(model: str, backend: str, threads: int, batch: int, against: str = "pytorch_fp32") -> float:
+    return matrix_cell(model, backend, threads)["speed"][f"batch {batch}"][f"ratio_to_minilm_{against}"]
+
+
+def build_same_backend_ratios(threads: int) -> list[float]:
+    return [speed["ratio_to_minilm_same_backend"] for c in results(MATRIX)["cells"]
+            if c["model"] == "SharedBert" and c["threads"] == threads for speed in c["speed"].values()]
+
+
+def cache_row(prompt: int, batch: int) -> dict:
+    return next(r for r in results(CACHE)["rows"] if r["prompt"] == prompt and r["batch"] == batch)
+
+
+def peak_mib(prompt: int, batch: int, model: str) -> float:
+    return cache_row(prompt, batch)["models"][model]["peak_rss_bytes"] / 2**20
+
+
+def seq_cells(path: str, variant: str) -> dict[int, dict]:
+    return {c["seed"]: c for c in results(path)["cells"].values() if c["variant"] == variant}
+
+
+def chrf_mean(path: str, variant: str) -> float:
+    return statistics.mean(c["chrf"] for c in seq_cells(path, variant).values())
+
+
+def chrf_gap(path: str, variant: str, against: str) -> tuple[float, float]:
+    """chrF of `variant` minus `against`'s, paired by seed: mean ± standard error."""
+    cells, other = seq_cells(path, variant), seq_cells(path, against)
+    return mean_and_se([cells[s]["chrf"] - other[s]["chrf"] for s in sorted(cells)])
+
+
+def chrf_behind(path: str, variant: str, against: str) -> list[float]:
+    """How far `variant` trails `against` (a positive number when it trails), ± the standard error."""
+    gap, error = chrf_gap(path, variant, against)
+    return [-gap, error]
+
+
+def parameter_share(path: str, variant: str) -> float:
+    return seq_cells(path, variant)[1]["parameters"] / seq_cells(path, "bert2bert")[1]["parameters"]
+
+
+def glue_average(variant: str) -> dict:
+    return results(REPLICATION_25M)["aggregate"][variant]["glue_average"]
+
+
+@functools.cache
+def bert_base_reductions() -> tuple[float, float]:
+    """The parameter reductions at bert-base dims, counted on the meta device (what `sharedbert params` prints)."""
+    from sharedbert import SharedBertConfig
+    from sharedbert.params import count_parameters, reduction
+
+    standard = count_parameters(SharedBertConfig(attention_type="standard"))
+    shared = count_parameters(SharedBertConfig(attention_type="shared"))
+    return reduction(shared.qkv_per_layer, standard.qkv_per_layer), reduction(shared.model, standard.model)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The figures
+
+README = "README.md"
+FIGURES = [
+    # README.md, Results
+    Figure(README, phrase("attention projections −{}%, whole encoder −{}%"), "",
+           lambda: list(bert_base_reductions())),
+    Figure(README, phrase("Calibrated in closed form on {} sentences, no training: STS-B {} shared, {} symmetric, {} "
+                          "pairwise; the original {} "), CALIBRATION,
+           lambda: [512, calibrated("shared"), calibrated("symmetric"), calibrated("pairwise"),
+                    calibrated("original", 0)]),
+    Figure(README, phrase("`sharedbert build-minilm`, {} healing steps: STS-B {} and {} on two seeds against the "
+                          "original's {},"), RECIPES,
+           lambda: [recipe("uncal-4x")["steps"], recipe("uncal-4x")["sts_b"], recipe("uncal-4x-seed1")["sts_b"],
+                    recipe("uncal-4x")["sts_b_original"]]),
+    Figure(README, phrase("×{} parameters, inference ×{} ({} thread, batch {}), mean embedding cosine to the original "
+                          "{}–{} in each length bucket"), BUILD,
+           lambda: [results(BUILD)["parameters"]["sharedbert"] / results(BUILD)["parameters"]["original"],
+                    results(BUILD)["speed"]["ratio"], results(BUILD)["speed"]["threads"],
+                    results(BUILD)["speed"]["batch_size"], min(build_cosines()), max(build_cosines())]),
+    Figure(README, phrase("SharedBert {} points against BERT on SST-2, mean of {} seeds ({}, {}, {}), {}–{} minutes"),
+           DEMO,
+           lambda: [statistics.mean(r["difference_points"] for r in demo_default()), len(demo_default()),
+                    *[r["difference_points"] for r in demo_default()],
+                    min(r["wall_seconds"] for r in demo_default()) / 60,
+                    max(r["wall_seconds"] for r in demo_default()) / 60]),
+    Figure(README, phrase("SST-2, full training set, {} seeds: the shared conversion healed for 20 minutes (not the "
+                          "build) {} ± {} against the original's {} ± {} "), SST2_FULL,
+           lambda: [len(sst2_full("healed")), statistics.mean(sst2_full("healed")),
+                    statistics.stdev(sst2_full("healed")), statistics.mean(sst2_full("original")),
+                    statistics.stdev(sst2_full("original"))]),
+    Figure(README, phrase("{} seeds: the build {} ± {} points against BERT in domain, {} ± {} on long mixed documents"),
+           TRANSFER,
+           lambda: [transfer_seeds("healed"), *transfer_gap("healed"), *transfer_gap("healed", measure="mixed")]),
+    Figure(README, phrase("Against transformers' BERT on {} CPU cores (fp32, hidden {}): training ×{}, inference ×{} "
+                          "(×{} folded), memory ×{} "), BENCH,
+           lambda: [results(BENCH)["meta"]["threads"], results(BENCH)["meta"]["dims"]["hidden"],
+                    bench_row("shared")["train_speedup"], bench_row("shared")["infer_speedup"],
+                    bench_row("shared")["fold_infer_speedup"], bench_row("shared")["peak_train_memory_ratio"]]),
+    Figure(README, phrase("`pretrain` runs ×{} the tokens/s of a plain `Trainer` loop where bf16 is native"),
+           PRETRAIN_NATIVE, lambda: [pretrain_default(PRETRAIN_NATIVE)]),
+    Figure(README, phrase("×{} on a busy CPU without it"), PRETRAIN_AVX2, lambda: [pretrain_default(PRETRAIN_AVX2)]),
+    Figure(README, phrase("held-out loss within {} of fp32's on the same seeds, against a seed-to-seed sd of {} "),
+           BF16, lambda: [max(abs(d) for d in bf16_final_loss()["paired_differences"]),
+                          bf16_final_loss()["fp32_seed_sd"]]),
+    Figure(README, phrase("Deployment, {} threads: the build runs ×{}–×{} all-MiniLM-L6-v2's speed in every backend; "
+                          "its int8 ONNX ×{} / ×{} all-MiniLM-L6-v2 in PyTorch fp32 (batch {} / {}) at STS-B {} "),
+           MATRIX,
+           lambda: [2, min(build_same_backend_ratios(2)), max(build_same_backend_ratios(2)),
+                    matrix_speed("SharedBert", "onnxruntime-int8", 2, 1),
+                    matrix_speed("SharedBert", "onnxruntime-int8", 2, 32), 1, 32,
+                    matrix_cell("SharedBert", "onnxruntime-int8", 2)["sts_spearman"]]),
+    Figure(README, phrase("at a {}-token prompt and batch {} it decodes ×{}, all the halved reads allow (×{})"),
+           CACHE, lambda: [2048, 16, cache_row(2048, 16)["speed_ratio"], cache_row(2048, 16)["bytes_bound_ratio"]]),
+    Figure(README, phrase("Seq2seq, {} steps, every cell in bf16: BERTShare {} chrF against BERT2BERT's {} at {}× the "
+                          "parameters; the fully shared SharedBert (standard cross-attention, the default) {} at {}×, "
+                          "{} ± {} behind BERT2BERT and {} ± {} behind BERTShare."), SEQ_5400,
+           lambda: [results(SEQ_5400)["recipe"]["steps"], chrf_mean(SEQ_5400, "bertshare"),
+                    chrf_mean(SEQ_5400, "bert2bert"), parameter_share(SEQ_5400, "bertshare"),
+                    chrf_mean(SEQ_5400, "shared-all-healed-standard-cross"),
+                    parameter_share(SEQ_5400, "shared-all-healed-standard-cross"),
+                    *chrf_behind(SEQ_5400, "shared-all-healed-standard-cross", "bert2bert"),
+                    *chrf_behind(SEQ_5400, "shared-all-healed-standard-cross", "bertshare")]),
+    Figure(README, phrase("At {} steps, both in bf16, it scored {} against {} at {}× with `shared_kv` cross-attention; "
+                          "BERT2BERT's {} there ran in fp32"), SEQ_1800,
+           lambda: [results(SEQ_1800)["recipe"]["steps"], chrf_mean(SEQ_1800, "shared-all-healed-standard-cross"),
+                    chrf_mean(SEQ_1800, "shared-all-healed"), parameter_share(SEQ_1800, "shared-all-healed"),
+                    chrf_mean(SEQ_1800, "bert2bert")]),
+    Figure(README, phrase("{} seeds: GLUE-style {} ± {} standard, {} ± {} shared"), REPLICATION_25M,
+           lambda: [glue_average("standard")["n"], glue_average("standard")["mean"], glue_average("standard")["se"],
+                    glue_average("shared")["mean"], glue_average("shared")["se"]]),
+    # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
+    Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
+           lambda: list(bert_base_reductions())),
+    # docs/generation.md: which configuration to choose, and the cache
+    *[Figure("docs/generation.md", phrase(f"{label} | {{}} | {{}} | {{}} (fp32) |" if variant == "bert2bert"
+                                          else f"{label} | {{}} | {{}} | {{}} |"), SEQ_5400,
+             lambda variant=variant: [parameter_share_without_pooler(variant), chrf_mean(SEQ_5400, variant),
+                                      chrf_mean(SEQ_1800, variant)])
+      for label, variant in [("(or transformers' `EncoderDecoderModel`)", "bert2bert"),
+                             ("`share_encoder_decoder_embeddings=True`", "bertshare"),
+                             ("options (cross-attention `standard`, the default)",
+                              "shared-all-healed-standard-cross")]],
+    *[Figure("docs/generation.md", phrase(f"{label} | {{}} | – | {{}} |"), SEQ_1800,
+             lambda variant=variant: [parameter_share_without_pooler(variant), chrf_mean(SEQ_1800, variant)])
+      for label, variant in [("the same with `cross_attention_type=\"shared_kv\"`", "shared-all-healed"),
+                             ("`attention_type=\"shared\"` (cross-attention `standard`, the default)",
+                              "shared2shared-healed-standard-cross"),
+                             ("`attention_type=\"shared\"`, `cross_attention_type=\"shared_kv\"`",
+                              "shared2shared-healed")]],
+    Figure("docs/generation.md", phrase("it was ahead of BERT2BERT on every seed, by {} ± {} chrF"), SEQ_5400,
+           lambda: list(chrf_gap(SEQ_5400, "bertshare", "bert2bert"))),
+    Figure("docs/generation.md", phrase("at 5,400 steps it trails BERT2BERT by {} chrF and BERTShare by {} (all in "
+                                        "bf16). At 1,800 steps it trails BERTShare by {} (both bf16) and with "
+                                        "`shared_kv` cross-attention ({}×, 1.1–1.2× as fast) by {}."), SEQ_1800,
+           lambda: [-chrf_gap(SEQ_5400, "shared-all-healed-standard-cross", "bert2bert")[0],
+                    -chrf_gap(SEQ_5400, "shared-all-healed-standard-cross", "bertshare")[0],
+                    -chrf_gap(SEQ_1800, "shared-all-healed-standard-cross", "bertshare")[0],
+                    parameter_share_without_pooler("shared-all-healed"),
+                    -chrf_gap(SEQ_1800, "shared-all-healed", "bertshare")[0]]),
+    Figure("docs/generation.md", phrase("scored {} chrF with it and {} with `shared_kv`"), SEQ_1800,
+           lambda: [chrf_mean(SEQ_1800, "shared-all-healed-standard-cross"),
+                    chrf_mean(SEQ_1800, "shared-all-healed")]),
+    Figure("docs/generation.md", phrase(
+        "decoding with a {}-token prompt at batch {} runs {}× as fast, the whole of the {}× that the halved bytes a "
+        "step reads allow, and a generation's peak memory is {} MiB lower ({} against {} MiB); at a {}-token prompt "
+        "and batch {}, where the weights dominate what a step reads, {}×."), CACHE,
+           lambda: [2048, 16, cache_row(2048, 16)["speed_ratio"], cache_row(2048, 16)["bytes_bound_ratio"],
+                    peak_mib(2048, 16, "bert") - peak_mib(2048, 16, "sharedbert"), peak_mib(2048, 16, "sharedbert"),
+                    peak_mib(2048, 16, "bert"), 128, 1, cache_row(128, 1)["speed_ratio"]]),
+    # docs/training.md: fine-tuning a converted model (the transfer study)
+    Figure("docs/training.md", phrase("this lands {} points behind BERT on held-out sentences"), TRANSFER,
+           lambda: [-transfer_gap("healed")[0]]),
+    *[Figure("docs/training.md", phrase(f"{option} | {{}} | {{}}"), TRANSFER,
+             lambda arm=arm: [transfer_gap(arm, "healed")[0], transfer_gap(arm, "healed", "mixed")[0]])
+      for option, arm in [("`--learning-rate 2e-5`", "ft-lr2e-5"), ("`--layerwise-lr-decay 0.8`", "ft-llrd"),
+                          ("`--freeze-attention-fraction 0.3`", "ft-freeze-attention"),
+                          ("`--pull-to-start 0.1`", "ft-pull"), ("`--distill-from DIR`", "ft-distill"),
+                          ("`sharedbert demo`", "demo-path")]],
+    # docs/export.md: the check thresholds' evidence and the deployment matrix
+    *[Figure("docs/export.md", phrase(f"| {label} | {{}} | {{}} |"), MATRIX,
+             lambda model=model, backend=backend: [
+                 matrix_cell(model, backend, 2)["cosine_to_pytorch_fp32_mean"],
+                 matrix_cell(model, backend, 2)["cosine_to_pytorch_fp32_min"]])
+      for label, model, backend in [("all-MiniLM-L6-v2, onnxruntime int8", "all-MiniLM", "onnxruntime-int8"),
+                                    ("all-MiniLM-L6-v2, OpenVINO static int8", "all-MiniLM", "openvino-int8"),
+                                    ("SharedBert build, onnxruntime int8", "SharedBert", "onnxruntime-int8"),
+                                    ("SharedBert build, OpenVINO static int8", "SharedBert", "openvino-int8")]],
+    *[Figure("docs/export.md", phrase(f"| broken: {label} | {{}} | {{}} |"), MATRIX,
+             lambda label=label: [results(MATRIX)["broken_graphs"][label]["mean"],
+                                  results(MATRIX)["broken_graphs"][label]["min"]])
+      for label in ["attention mask ignored", "every weight matrix perturbed by 10% of its spread",
+                    "every weight matrix perturbed by 5% of its spread"]],
+    Figure("docs/export.md", phrase("| broken: feed-forward block of layer 0 / layer 5 zeroed | {} / {} | {} / {} |"),
+           MATRIX,
+           lambda: [results(MATRIX)["broken_graphs"][f"feed-forward block of layer {layer} zeroed"][measure]
+                    for measure in ("mean", "min") for layer in (0, 5)]),
+    Figure("docs/export.md", phrase(
+        "At {} threads the SharedBert build's onnxruntime int8 file runs {}× (batch {}) and {}× (batch {}) as fast as "
+        "all-MiniLM-L6-v2 in PyTorch fp32, at STS-B {} against {} for the build in PyTorch fp32 and {} for "
+        "all-MiniLM-L6-v2; at {} thread, {}× and {}×."), MATRIX,
+           lambda: [2, matrix_speed("SharedBert", "onnxruntime-int8", 2, 1), 1,
+                    matrix_speed("SharedBert", "onnxruntime-int8", 2, 32), 32,
+                    matrix_cell("SharedBert", "onnxruntime-int8", 2)["sts_spearman"],
+                    matrix_cell("SharedBert", "pytorch-fp32", 2)["sts_spearman"],
+                    matrix_cell("all-MiniLM", "pytorch-fp32", 2)["sts_spearman"], 1,
+                    matrix_speed("SharedBert", "onnxruntime-int8", 1, 1),
+                    matrix_speed("SharedBert", "onnxruntime-int8", 1, 32)]),
+    Figure("docs/export.md", phrase("OpenVINO's static int8 is the fastest in the matrix ({}× at batch 32)"), MATRIX,
+           lambda: [matrix_speed("SharedBert", "openvino-int8", 2, 32)]),
+    Figure("docs/export.md", phrase("the build is {}× to {}× as fast"), MATRIX,
+           lambda: [min(build_same_backend_ratios(2)), max(build_same_backend_ratios(2))]),
+    # docs/reliability.md quotes the test suite's own bounds, and docs/hub.md, conversion.md, performance.md,
+    # pretraining-speed.md, replication.md and testing.md quote no measured figure.
+]
+
+
+def parameter_share_without_pooler(variant: str) -> float:
+    """The guide counts BERT2BERT without the pooler its encoder carries (as `tests/test_seq2seq.py` checks); the
+    study's cells count it, so the guide's ratios are the cells' counts over BERT2BERT's minus the pooler."""
+    hidden = 384  # all-MiniLM-L6-v2; the pooler is one hidden × hidden dense layer with its bias
+    pooler = hidden * hidden + hidden
+    bert2bert = seq_cells(SEQ_1800, "bert2bert")[1]["parameters"] - pooler
+    counted = seq_cells(SEQ_1800, variant)[1]["parameters"] - (pooler if variant == "bert2bert" else 0)
+    return counted / bert2bert
+
+
+# Numbers in README.md's Results bullets that are conditions of a measurement, or quoted from a paper, not results.
+SETTINGS = [
+    r"\(paper: 66\.53%, 12\.94%\)",  # arXiv 2412.00359's own figures, quoted beside ours (docs/model.md names them)
+    r"up to 512 tokens",  # the longest length bucket of the build's report
+    r"on 2 idle cores",
+    r"healed for 20 minutes",  # the healing budget of the model fine-tuned (its report's method)
+    r"on 8,000 SST-2 sentences",  # the transfer study's fine-tuning set (its method)
+    r"Replication at 25M tokens",
+]
+
+
+def parse(text: str) -> float:
+    return float(text.replace("−", "-").replace(",", ""))
+
+
+def printed(value: float, text: str) -> float:
+    """`value` rounded as `text` prints it: the same number of decimals (of significant digits in e-notation)."""
+    mantissa = re.split("e", text)[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return parse(f"{value:.{decimals}e}" if "e" in text else f"{value:.{decimals}f}")
+
+
+def read(doc: str) -> str:
+    return (REPO_ROOT / doc).read_text(encoding="utf-8")
+
+
+def line_of(text: str, position: int) -> str:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def committed(path: str) -> bool:
+    listed = subprocess.run(["git", "ls-files", "--error-unmatch", path], cwd=REPO_ROOT, capture_output=True)
+    return listed.returncode == 0
+
+
+def named_beside(doc: str, context: str, source: str) -> bool:
+    """`source` (any of its suffixes: the report a script writes beside its JSON) is linked or named in `context`,
+    or in a document that `context` links to."""
+    stem = source.rsplit(".", 1)[0]
+    doc_dir = (REPO_ROOT / doc).parent
+
+    def names(text: str, base) -> bool:
+        for target in re.findall(r"[\w./-]+\.(?:json|md)\b", text):
+            resolved = (base / target).resolve()
+            if str(resolved).rsplit(".", 1)[0] == str((REPO_ROOT / stem).resolve()):
+                return True
+        return False
+
+    if names(context, doc_dir):
+        return True
+    for link in re.findall(r"\]\(([^)#]+\.md)\)", context):
+        linked = (doc_dir / link).resolve()
+        if linked.is_file() and names(linked.read_text(encoding="utf-8"), linked.parent):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"{f.doc}:{f.pattern[:40]}")
+def test_a_published_figure_is_its_results_files_number_as_printed(figure):
+    text = read(figure.doc)
+    matches = list(re.finditer(figure.pattern, text))
+    assert matches, f"{figure.doc} no longer says what this entry checks: update the entry with the text\n" \
+                    f"{figure.pattern}"
+    expected = figure.values()
+    for match in matches:
+        assert len(match.groups()) == len(expected), figure.pattern
+        for quoted, value in zip(match.groups(), expected):
+            assert parse(quoted) == printed(value, quoted), (
+                f"{figure.doc} prints {quoted} where {figure.source or 'the code'} gives {value!r} "
+                f"({printed(value, quoted)} as printed): {match.group(0)!r}")
+
+
+@pytest.mark.parametrize("figure", [f for f in FIGURES if f.source], ids=lambda f: f"{f.doc}:{f.pattern[:40]}")
+def test_a_published_figure_comes_from_a_committed_file_the_document_points_to(figure):
+    assert committed(figure.source), f"{figure.source} is not committed"
+    text = read(figure.doc)
+    match = re.search(figure.pattern, text)
+    assert match
+    # README.md's Results: the figure's own bullet must point to it. A guide: its bullet or paragraph, else its section.
+    contexts = [bullet_or_paragraph(text, match.start())]
+    if figure.doc != README:
+        contexts.append(section(text, match.start()))
+    assert any(named_beside(figure.doc, context, figure.source) for context in contexts), (
+        f"{figure.doc} quotes {match.group(0)!r} without linking {figure.source} or a report that names it")
+
+
+def bullet_or_paragraph(text: str, position: int) -> str:
+    """The markdown bullet (with its indented continuation lines) that holds `position`, else its paragraph."""
+    lines = text.split("\n")
+    index = text.count("\n", 0, position)
+    first = index
+    while first > 0 and lines[first].startswith("  ") and lines[first - 1].strip():
+        first -= 1
+    if lines[first].startswith(("* ", "- ")):
+        last = index
+        while last + 1 < len(lines) and lines[last + 1].startswith("  ") and lines[last + 1].strip():
+            last += 1
+        return "\n".join(lines[first:last + 1])
+    first, last = index, index
+    while first > 0 and lines[first - 1].strip():
+        first -= 1
+    while last + 1 < len(lines) and lines[last + 1].strip():
+        last += 1
+    return "\n".join(lines[first:last + 1])
+
+
+def section(text: str, position: int) -> str:
+    """The markdown section (from its heading to the next) that holds `position`."""
+    start = text.rfind("\n#", 0, position) + 1
+    end = text.find("\n#", position)
+    return text[start:end if end >= 0 else len(text)]
+
+
+NUMBER_TOKEN = re.compile(r"(?<![\w.\-/])" + NUMBER + r"(?![\w])")
+
+
+def results_bullets() -> list[tuple[int, str]]:
+    """README.md's Results section: (offset, text) of each bullet, continuation lines included."""
+    text = read(README)
+    start = text.index("## Results")
+    end = text.index("\n## ", start + 1)
+    bullets, offset = [], start
+    for block in re.split(r"(?m)^(?=\* )", text[start:end]):
+        if block.startswith("* "):
+            bullets.append((offset, block))
+        offset += len(block)
+    return bullets
+
+
+def test_every_number_in_the_readmes_results_is_checked():
+    text = read(README)
+    covered = set()
+    for figure in FIGURES:
+        if figure.doc == README:
+            for match in re.finditer(figure.pattern, text):
+                for group in range(1, len(match.groups()) + 1):
+                    covered.update(range(match.start(group), match.end(group)))
+    for setting in SETTINGS:
+        for match in re.finditer(setting, text):
+            covered.update(range(match.start(), match.end()))
+    bullets = results_bullets()
+    assert len(bullets) >= 10
+    unchecked = []
+    for offset, bullet in bullets:
+        for token in NUMBER_TOKEN.finditer(bullet):
+            first_digit = token.start(1) + (token.group(1)[0] in "−+-")  # a sign may stand outside the capture
+            if not set(range(offset + first_digit, offset + token.end(1))) <= covered:
+                unchecked.append(f"{token.group(1)} in: {line_of(text, offset + token.start(1))[:100]}")
+    assert not unchecked, "README.md's Results quote figures no FIGURES entry checks against a results file " \
+                          "(add an entry, or to SETTINGS if it is a condition, not a result):\n" + "\n".join(unchecked)
+
+
+def test_the_checks_fail_on_a_drifted_figure():
+    """The comparison is real: the same figure with its last digit changed, or the file's value moved by one unit in
+    the last printed place, no longer passes."""
+    assert printed(1.1439382939440492, "1.14") == parse("1.14")
+    assert printed(1.1439382939440492, "1.17") != parse("1.17")
+    assert printed(0.9549552338818709, "0.955") == parse("0.955")
+    assert printed(0.9549552338818709, "0.957") != parse("0.957")
+    assert printed(-0.92, "−0.9") == parse("−0.9") and printed(1.393, "1.39") == 1.39
+    assert printed(1.3875961303710938e-04, "1.4e-4") == parse("1.4e-4")
+    # the coverage check sees a number added to a bullet
+    assert [m.group(1) for m in NUMBER_TOKEN.finditer("SST-2 in bf16, ×2.33–2.52, (batch 1 / 32), 9,184 steps")] == \
+        ["2.33", "2.52", "1", "32", "9,184"]
