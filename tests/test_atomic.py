@@ -315,3 +315,59 @@ def test_st_finetune_leaves_no_half_saved_model_and_no_results_when_killed(tmp_p
     script.main([*command, "--steps", "2"])
     assert (output / "model.safetensors").read_text() == "the new model" and (output / "config.json").is_file()
     assert json.loads((tmp_path / "results" / "st_finetune.json").read_text())["dev_after"] == 0.6
+
+
+def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monkeypatch):
+    """The sentence-transformers layout writes onnx/ and openvino/ into the model folder: a kill after onnx/ is
+    written but before openvino/ is (here: the OpenVINO conversion dies) leaves both previous folders exactly as they
+    were; a finished export replaces both, keeps every other file of the folder (hard-linked, not copied)."""
+    pytest.importorskip("onnxruntime", reason='the onnx extra is not installed (pip install "sharedbert[onnx]")')
+    pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    from test_export import sentence_model
+
+    from sharedbert import export
+
+    def contents(folder):
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    _, folder = sentence_model(tmp_path)
+    (folder / "extra").mkdir()
+    (folder / "extra" / "notes.txt").write_text("the user's own file")
+    export.export_onnx(folder, folder, layout="sentence-transformers", openvino=True)
+    before = contents(folder)
+    assert {"onnx/model.onnx", "openvino/openvino_model.xml", "extra/notes.txt"} <= set(before)
+    weights_inode = next(folder.glob("*.safetensors")).stat().st_ino
+
+    real_convert = export.convert_to_openvino
+
+    def killed_while_converting(onnx_path, path):
+        Path(path).write_text("<half an IR")
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(export, "convert_to_openvino", killed_while_converting)
+    with pytest.raises(KeyboardInterrupt):
+        export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
+    assert contents(folder) == before  # the new onnx/ (with its int8 file) was never put in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folder left beside it
+
+    monkeypatch.setattr(export, "convert_to_openvino", real_convert)
+    import sharedbert.atomic as atomic
+
+    replaced, real_replace_directory = [], atomic._replace_directory
+    monkeypatch.setattr(atomic, "_replace_directory", lambda tmp, final: (replaced.append(final),
+                                                                          real_replace_directory(tmp, final)))
+    export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
+    assert replaced == [folder.resolve()]  # one folder swapped in, not onnx/ then openvino/
+    after = contents(folder)
+    assert "onnx/model_quint8_avx2.onnx" in after and after["openvino/openvino_model.xml"].startswith(b"<?xml")
+    assert {name: data for name, data in after.items() if not name.startswith(("onnx/", "openvino/"))} == {
+        name: data for name, data in before.items() if not name.startswith(("onnx/", "openvino/"))}
+    assert next(folder.glob("*.safetensors")).stat().st_ino == weights_inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+    # ONNX only: the earlier openvino/ stays as it was.
+    openvino_before = {k: v for k, v in after.items() if k.startswith("openvino/")}
+    export.export_onnx(folder, folder, layout="sentence-transformers")
+    final = contents(folder)
+    assert {k: v for k, v in final.items() if k.startswith("openvino/")} == openvino_before
+    assert "onnx/model_quint8_avx2.onnx" not in final

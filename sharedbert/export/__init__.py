@@ -12,8 +12,10 @@ OpenVINO IR (fp32, and int8), each checked in its own runtime before anything is
 anything loads. The model is exported with torch's dynamo exporter, dynamic batch and sequence axes, and shared
 attention folded for inference (`fold_for_inference`: query, key and value become one tensor); every file is then run
 in its own runtime on real sentences and compared with the unfolded fp32 PyTorch model (thresholds and why: `runtimes`).
-A failed check raises `ExportError` and writes nothing: the output folder (or, in the sentence-transformers layout, its
-`onnx/` and `openvino/` subfolders) is written atomically (`sharedbert.atomic`).
+A failed check raises `ExportError` and writes nothing: the output folder is written atomically (`sharedbert.atomic`).
+In the sentence-transformers layout that folder is the model folder with new `onnx/` and `openvino/`: the new version
+is assembled beside it (its other files hard-linked, not copied) and swapped in by one rename, so a kill leaves either
+the previous `onnx/` and `openvino/` or both new ones, never one of each.
 
 Files, under the names sentence-transformers' backend loader looks for (its `backend/load.py` and `backend/utils.py`;
 `tests/test_export.py` checks them against the installed package):
@@ -315,17 +317,38 @@ class _Folders:
 
 @contextlib.contextmanager
 def _output_folders(output_dir: Path, layout: str, with_openvino: bool):
-    """The `_Folders` to write into, put in place atomically only if the block succeeds: the whole output folder for
-    the flat layout; its onnx/ and openvino/ subfolders for the sentence-transformers layout (the rest of the folder,
-    e.g. the model itself, is left alone)."""
+    """The `_Folders` to write into, put in place by one rename only if the block succeeds: the whole output folder
+    for the flat layout. For the sentence-transformers layout, a new version of the model folder: its files
+    hard-linked from the current one, except the backend folders being written (onnx/, and openvino/ when asked
+    for), which start empty; renaming onnx/ and openvino/ in one after the other could leave one new and one old."""
     if layout == "flat":
         with atomic_directory(output_dir) as work:
             yield _Folders(work, work, work, layout)
         return
-    with contextlib.ExitStack() as stack:
-        onnx_dir = stack.enter_context(atomic_directory(output_dir / ONNX_FOLDER))
-        openvino_dir = stack.enter_context(atomic_directory(output_dir / OPENVINO_FOLDER)) if with_openvino else None
-        yield _Folders(output_dir, onnx_dir, openvino_dir, layout)
+    output_dir = output_dir.resolve()  # a link to the model folder: replace the folder, not the link
+    written = {ONNX_FOLDER, OPENVINO_FOLDER} if with_openvino else {ONNX_FOLDER}
+    with atomic_directory(output_dir) as work:
+        _link_tree(output_dir, work, leave_out=written)
+        for name in written:
+            (work / name).mkdir()
+        yield _Folders(output_dir, work / ONNX_FOLDER, work / OPENVINO_FOLDER if with_openvino else None, layout)
+
+
+def _link_tree(source: Path, target: Path, leave_out: set[str]) -> None:
+    """Recreate `source` in the existing folder `target` with hard links (a copy where linking is not possible), minus
+    the top-level names `leave_out` and any temporary siblings of them an older export left."""
+    def ignore(folder, names):
+        if Path(folder) != source:
+            return []
+        return [name for name in names if name in leave_out or name.startswith(tuple(f".{n}." for n in leave_out))]
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:  # a filesystem without hard links
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=link, dirs_exist_ok=True)
 
 
 @dataclass
