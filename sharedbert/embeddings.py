@@ -6,7 +6,7 @@ and `sentence_bert_config.json` sets max_seq_length 256. A SharedBert converted 
 (`copy_modules`), so that
 
     >>> from sentence_transformers import SentenceTransformer
-    >>> model = SentenceTransformer(folder, trust_remote_code=True)
+    >>> model = SentenceTransformer(folder)  # trust_remote_code=True where the sharedbert package is not installed
     >>> vectors = model.encode(["A man is playing a guitar.", "Someone plays music."])  # unit length
 
 gives the embeddings healing optimised (`pooling_of(folder)` is the Pooling module healing uses). Nothing here
@@ -106,12 +106,17 @@ def write_default_modules(target, hidden_size: int, max_seq_length: int | None =
     return module_files(target)
 
 
-def load(folder, **kwargs):
-    """`SentenceTransformer(folder, trust_remote_code=True)` on the CPU (kwargs go to SentenceTransformer)."""
+def load(folder, trust_remote_code: bool = False, **kwargs):
+    """`SentenceTransformer(folder)` on the CPU (kwargs go to SentenceTransformer). A SharedBert folder loads through
+    the registered classes; a folder's own code (an auto_map, a module class of its own) runs only with
+    `trust_remote_code`, and without it is refused before anything of it is imported."""
     from sentence_transformers import SentenceTransformer
 
+    from .remote_code import check_remote_code
+
+    check_remote_code(folder, trust_remote_code)
     kwargs.setdefault("device", "cpu")
-    return SentenceTransformer(str(folder), trust_remote_code=True, **kwargs)
+    return SentenceTransformer(str(folder), trust_remote_code=trust_remote_code, **kwargs)
 
 
 def from_model(model, tokenizer, modules_from=None, max_seq_length: int | None = None):

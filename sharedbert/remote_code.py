@@ -59,8 +59,11 @@ def remote_code_of(source, **hub_options) -> list[str]:
     tokenizer_map = tokenizer.get("auto_map")
     if isinstance(tokenizer_map, dict) and "AutoTokenizer" in tokenizer_map:
         tokenizer_map = tokenizer_map["AutoTokenizer"]
+    # Whatever the model type, AutoTokenizer imports the folder's tokenizer when allowed to, unless the class it names
+    # is installed; without that class, and not allowed, it cannot load the tokenizer at all.
     class_name = tokenizer.get("tokenizer_class")
-    if tokenizer_map and not known_model and not (isinstance(class_name, str) and tokenizer_class_from_name(class_name)):
+    installed = isinstance(class_name, str) and tokenizer_class_from_name(class_name.removesuffix("Fast"))
+    if tokenizer_map and not installed:
         found.append(f"tokenizer_config.json: AutoTokenizer -> {tokenizer_map}")
     # sentence-transformers imports a module class that is not its own from the folder, when trusted.
     modules = _read_json(source, "modules.json", [], **hub_options)

@@ -365,8 +365,8 @@ def score(model_dir: Path, sets: dict, threads: int) -> dict[str, float]:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=True)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     label_of = {i: int(name) for i, name in model.config.id2label.items()}
     accuracies = {}
     for name, rows in sets.items():
@@ -389,8 +389,8 @@ def embed(model_dir: str, texts: list[str]):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    encoder = AutoModel.from_pretrained(model_dir, trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=True)
+    encoder = AutoModel.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows = [None] * len(texts)
     for start in range(0, len(order), 32):

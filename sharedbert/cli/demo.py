@@ -5,8 +5,8 @@ shared attention and healed, fine-tunes it on a subset of SST-2 and scores it on
 same for the unconverted BERT. By default it fine-tunes BERT first, converts that fine-tuned BERT and heals it toward
 it for --heal-steps before fine-tuning it; --healed FOLDER fine-tunes a healed model instead (e.g. the one
 `sharedbert build-minilm` made in runs/build-minilm/healed).
-Then it stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it with
-trust_remote_code=True, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
+Then it stages a verified Hub-ready folder (as `upload.py --dry-run` does), reloads it through
+the Auto classes, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
 a table of parameters, speed and accuracy (also saved as demo_results.json).
 
 GLUE data: --data-dir, else glue/ in the shared data folder (../shared/data beside the repository, or beside or inside

@@ -87,6 +87,7 @@ from .runtimes import (
     run_file,
     sentence_embeddings,
 )
+from ..remote_code import trust_remote_code_option
 from .tracing import EXPORT_TASKS, INPUT_NAMES, OUTPUT_NAMES, EncoderOutput, detect_task, load_for_export, trace_to_onnx
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ class ExportArguments:
         "help": "also write dynamic int8 ONNX for these CPU families (onnxruntime, optimum's settings): avx512_vnni, "
         "avx512, avx2, arm64, or all", "choices": [*QUANTIZATION_VARIANTS, "all"]})
     openvino: bool = field(default=False, metadata={"help": "also write fp32 OpenVINO IR (openvino_model.xml/.bin)"})
+    trust_remote_code: bool = trust_remote_code_option()
     openvino_int8: bool = field(default=False, metadata={
         "help": "also write OpenVINO IR quantized to int8 by NNCF (openvino_model_qint8_quantized.xml/.bin), "
         "calibrated on --calibration-file"})
@@ -228,7 +230,7 @@ def export(arguments: ExportArguments | None = None, /, **fields) -> ExportRepor
         import_openvino()
     task = args.resolved_task()
     sentences, calibration = _sentences(args)
-    reference = _run_pytorch(Path(args.model), task, sentences, args.max_length)
+    reference = _run_pytorch(Path(args.model), task, sentences, args.max_length, args.trust_remote_code)
     program = _trace_folded(reference, Path(args.model), task, args.opset)
     with _output_folders(Path(args.output_dir), args.layout, args.openvino or args.openvino_int8) as folders:
         checks = _write_checked_files(args, task, reference, program, folders, calibration)
@@ -274,8 +276,9 @@ class _Reference:
     outputs: dict  # {"output": the raw output, "embeddings": sentence embeddings (not for a classifier)}
 
 
-def _run_pytorch(model_dir: Path, task: str, sentences: list[str], max_length: int) -> _Reference:
-    wrapper, tokenizer, model = load_for_export(model_dir, task)
+def _run_pytorch(model_dir: Path, task: str, sentences: list[str], max_length: int,
+                 trust_remote_code: bool = False) -> _Reference:
+    wrapper, tokenizer, model = load_for_export(model_dir, task, trust_remote_code)
     batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     inputs = {name: batch[name] if name in batch else torch.zeros_like(batch["input_ids"]) for name in INPUT_NAMES}
     with torch.inference_mode():

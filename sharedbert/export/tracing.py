@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..remote_code import from_pretrained
 from .errors import ExportError
 
 EXPORT_TASKS = ("base", "sequence-classification", "sentence-embedding")
@@ -63,9 +64,9 @@ class _SentenceEncoder(torch.nn.Module):
         return self.sentence_transformer(features)["sentence_embedding"]
 
 
-def load_for_export(model_dir: Path, task: str):
+def load_for_export(model_dir: Path, task: str, trust_remote_code: bool = False):
     """(wrapper module, tokenizer, the SharedBert model inside it) for `task`, in eval mode; an ExportError naming the
-    fix for a model that is not a SharedBert."""
+    fix for a model that is not a SharedBert. A folder's own code runs only with `trust_remote_code`."""
     from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     from .. import modeling_sharedbert
@@ -74,7 +75,7 @@ def load_for_export(model_dir: Path, task: str):
         from .. import embeddings
 
         try:
-            sentence_transformer = embeddings.load(model_dir).eval()
+            sentence_transformer = embeddings.load(model_dir, trust_remote_code=trust_remote_code).eval()
         except ImportError as error:
             raise ExportError("The sentence-embedding export needs sentence-transformers: "
                               "pip install sentence-transformers") from error
@@ -82,8 +83,9 @@ def load_for_export(model_dir: Path, task: str):
         wrapper, tokenizer = _SentenceEncoder(sentence_transformer), sentence_transformer.tokenizer
     else:
         auto = AutoModelForSequenceClassification if task == "sequence-classification" else AutoModel
-        model = auto.from_pretrained(model_dir).eval()
-        wrapper, tokenizer = EncoderOutput(model, OUTPUT_NAMES[task]), AutoTokenizer.from_pretrained(model_dir)
+        model = from_pretrained(auto, model_dir, trust_remote_code).eval()
+        tokenizer = from_pretrained(AutoTokenizer, model_dir, trust_remote_code)
+        wrapper = EncoderOutput(model, OUTPUT_NAMES[task])
     if not isinstance(model, modeling_sharedbert.SharedBertPreTrainedModel):
         raise ExportError(f"{model_dir} holds a {type(model).__name__}, not a SharedBert: convert it first "
                           "(sharedbert convert).")

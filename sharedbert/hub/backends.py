@@ -70,7 +70,7 @@ def check_backend_files(staged: Path, loaded, names: list[str]) -> list[dict]:
     if not models:
         return []
     task = "sequence-classification" if loaded.architecture.endswith("ForSequenceClassification") else "base"
-    tokenizer = AutoTokenizer.from_pretrained(str(staged))
+    tokenizer = AutoTokenizer.from_pretrained(str(staged), trust_remote_code=False)
     batch = tokenizer(list(export.CHECK_SENTENCES), padding=True, truncation=True, max_length=128,
                       return_tensors="pt")
     inputs = {name: batch[name] if name in batch else torch.zeros_like(batch["input_ids"])

@@ -17,6 +17,7 @@ from .. import modeling_sharedbert
 from ..embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
 from ..modeling_sharedbert import describe_incompatible_checkpoint
+from ..remote_code import remote_code_of
 from .errors import ModelFolderError
 from .metadata import read_eval_results, read_provenance, read_training_args
 
@@ -76,6 +77,7 @@ def load_for_hub(model_dir: str | os.PathLike) -> LoadedModel:
     model_dir = Path(model_dir)
     raw_config = _read_raw_config(model_dir)
     architecture = _check_is_sharedbert(model_dir, raw_config)
+    _check_no_code_of_its_own(model_dir)
     _check_weights_present(model_dir)
     try:
         config = SharedBertConfig.from_pretrained(model_dir)
@@ -162,6 +164,17 @@ def _check_is_sharedbert(model_dir: Path, raw_config: dict) -> str:
     return architectures[0]
 
 
+def _check_no_code_of_its_own(model_dir: Path) -> None:
+    """A published SharedBert carries this package's code files and nothing else, so a folder asking for code of its
+    own cannot be published as it is (and its code is not run to find out what it does)."""
+    code = remote_code_of(model_dir)
+    if code:
+        raise ModelFolderError(
+            f"{model_dir} asks to run code of its own ({'; '.join(code)}). A published SharedBert carries only this "
+            "package's code files, so that code would not be published: remove those entries (a tokenizer saved by "
+            "SharedBertTokenizer or BertTokenizer needs none), or publish the folder some other way.")
+
+
 def _check_weights_present(model_dir: Path) -> None:
     if (model_dir / WEIGHTS_FILE).is_file() or (model_dir / WEIGHTS_INDEX).is_file():
         return
@@ -208,7 +221,7 @@ def _load_tokenizer(model_dir: Path, config: SharedBertConfig):
             f"'{model_dir}')."
         )
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
     except Exception as error:  # noqa: BLE001 - any failure here means the tokenizer files are unusable
         raise ModelFolderError(f"The tokenizer in {model_dir} does not load: {error}") from None
     if len(tokenizer) > config.vocab_size:

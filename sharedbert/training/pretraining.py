@@ -225,7 +225,7 @@ def _read_text(args: PretrainArguments) -> tuple[dict, list[str]]:
 
 def _tokenizer(args: PretrainArguments, units: dict, values: dict, resume_from):
     if args.train_vocab is not None and resume_from is not None:
-        tokenizer = load_tokenizer(resume_from, trust_remote_code=args.trust_remote_code)  # the vocabulary this run trained before it was stopped
+        tokenizer = load_tokenizer(resume_from)  # the vocabulary this run trained before it was stopped
         logger.info("tokenizer: the WordPiece vocabulary of %s entries trained before the restart",
                     f"{len(tokenizer):,}")
     elif args.train_vocab is not None:
