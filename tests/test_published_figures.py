@@ -110,6 +110,10 @@ def transfer_seeds(arm: str) -> int:
     return sum(1 for c in results(TRANSFER)["cells"].values() if c["arm"] == arm)
 
 
+def train_seconds(arm: str) -> float:
+    return statistics.mean(c["train_seconds"] for c in results(TRANSFER)["cells"].values() if c["arm"] == arm)
+
+
 def bench_row(model: str) -> dict:
     return next(r for r in results(BENCH)["groups"][0]["rows"] if r["model"] == model)
 
@@ -131,6 +135,11 @@ def matrix_cell(model: str, backend: str, threads: int) -> dict:
 
 def matrix_speed(model: str, backend: str, threads: int, batch: int, against: str = "pytorch_fp32") -> float:
     return matrix_cell(model, backend, threads)["speed"][f"batch {batch}"][f"ratio_to_minilm_{against}"]
+
+
+def fp32_files() -> list[dict]:
+    """The exported fp32 files' cells (ONNX and OpenVINO IR checked at f32), both models, every thread count."""
+    return [c for c in results(MATRIX)["cells"] if c["backend"] in ("onnxruntime-fp32", "openvino-fp32")]
 
 
 def build_same_backend_ratios(threads: int) -> list[float]:
@@ -300,6 +309,11 @@ FIGURES = [
                     -chrf_gap(SEQ_1800, "shared-all-healed-standard-cross", "bertshare")[0],
                     parameter_share_without_pooler("shared-all-healed"), generation_speed("shared-all-healed"),
                     -chrf_gap(SEQ_1800, "shared-all-healed", "bertshare")[0]]),
+    Figure("docs/generation.md", phrase("weights (2·d² against 3·d², {}× BERT2BERT against {}×)"), SEQ_1800,
+           lambda: [parameter_share_without_pooler("shared-all-healed"),
+                    parameter_share_without_pooler("shared-all-healed-standard-cross")]),
+    Figure("docs/generation.md", phrase("it never learned to copy within the study's budget (chrF {})"), SEQ_1800,
+           lambda: [chrf_mean(SEQ_1800, "shared2shared")]),
     Figure("docs/generation.md", phrase("({} steps on average over ten seeds against {} for BERT's `standard/standard`"),
            COPY, lambda: [steps_to_copy("shared/shared_kv"), steps_to_copy("standard/standard")]),
     Figure("docs/generation.md", phrase("scored {} chrF with it and {} with `shared_kv`"), SEQ_1800,
@@ -321,6 +335,10 @@ FIGURES = [
                           ("`--freeze-attention-fraction 0.3`", "ft-freeze-attention"),
                           ("`--pull-to-start 0.1`", "ft-pull"), ("`--distill-from DIR`", "ft-distill"),
                           ("`sharedbert demo`", "demo-path")]],
+    *[Figure("docs/training.md", phrase(f"{option} | {{}} | {{}} (about {{}}× the time"), TRANSFER,
+             lambda arm=arm: [transfer_gap(arm, "healed")[0], transfer_gap(arm, "healed", "mixed")[0],
+                              train_seconds(arm) / train_seconds("healed")])
+      for option, arm in [("`--pull-to-start 0.1`", "ft-pull"), ("`--distill-from DIR`", "ft-distill")]],
     # docs/export.md: the check thresholds' evidence and the deployment matrix
     *[Figure("docs/export.md", phrase(f"| {label} | {{}} | {{}} |"), MATRIX,
              lambda model=model, backend=backend: [
@@ -335,6 +353,9 @@ FIGURES = [
                                   results(MATRIX)["broken_graphs"][label]["min"]])
       for label in ["attention mask ignored", "every weight matrix perturbed by 10% of its spread",
                     "every weight matrix perturbed by 5% of its spread"]],
+    Figure("docs/export.md", phrase("| fp32 files | {} | {} |"), MATRIX,
+           lambda: [min(c["cosine_to_pytorch_fp32_mean"] for c in fp32_files()),
+                    min(c["cosine_to_pytorch_fp32_min"] for c in fp32_files())]),
     Figure("docs/export.md", phrase("| broken: feed-forward block of layer 0 / layer 5 zeroed | {} / {} | {} / {} |"),
            MATRIX,
            lambda: [results(MATRIX)["broken_graphs"][f"feed-forward block of layer {layer} zeroed"][measure]
