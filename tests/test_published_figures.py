@@ -299,9 +299,9 @@ FIGURES = [
     Figure("docs/generation.md", phrase("it was ahead of BERT2BERT on every seed, by {} ± {} chrF"), SEQ_5400,
            lambda: list(chrf_gap(SEQ_5400, "bertshare", "bert2bert"))),
     Figure("docs/generation.md", phrase(
-        "has {}× BERT2BERT's weights and generates about {}× as fast, but at 5,400 steps it trails BERT2BERT by {} chrF "
-        "and BERTShare by {} (all in bf16). At 1,800 steps it trails BERTShare by {} (both bf16) and with `shared_kv` "
-        "cross-attention ({}×, {}× as fast) by {}."), SEQ_1800,
+        "has {}× BERT2BERT's weights and generates about {}× as fast, but at 5,400 steps it trails BERT2BERT by {} "
+        "chrF and BERTShare by {} (all in bf16). At 1,800 steps it trails BERTShare by {} (both bf16) and with "
+        "`shared_kv` cross-attention ({}×, {}× as fast) by {}."), SEQ_1800,
            lambda: [parameter_share_without_pooler("shared-all-healed-standard-cross"),
                     generation_speed("shared-all-healed-standard-cross"),
                     -chrf_gap(SEQ_5400, "shared-all-healed-standard-cross", "bert2bert")[0],
@@ -314,8 +314,8 @@ FIGURES = [
                     parameter_share_without_pooler("shared-all-healed-standard-cross")]),
     Figure("docs/generation.md", phrase("it never learned to copy within the study's budget (chrF {})"), SEQ_1800,
            lambda: [chrf_mean(SEQ_1800, "shared2shared")]),
-    Figure("docs/generation.md", phrase("({} steps on average over ten seeds against {} for BERT's `standard/standard`"),
-           COPY, lambda: [steps_to_copy("shared/shared_kv"), steps_to_copy("standard/standard")]),
+    Figure("docs/generation.md",
+           phrase("({} steps on average over ten seeds against {} for BERT's `standard/standard`"), COPY, lambda: [steps_to_copy("shared/shared_kv"), steps_to_copy("standard/standard")]),
     Figure("docs/generation.md", phrase("scored {} chrF with it and {} with `shared_kv`"), SEQ_1800,
            lambda: [chrf_mean(SEQ_1800, "shared-all-healed-standard-cross"),
                     chrf_mean(SEQ_1800, "shared-all-healed")]),
