@@ -89,9 +89,9 @@ def test_regression_scores_are_read_as_written(tmp_path, caplog):
 
 
 def test_labels_written_only_as_decimals_become_their_numbers(tmp_path):
-    task = _load(tmp_path, "t.csv", "text,label\ngood,2.0\nbad,10.0\nmeh,2\nodd,1e1\n")
+    task = _load(tmp_path, "t.csv", "text,label\ngood,2.0\nbad,10.0\nmeh,2\nodd,1e1\nzero,02\n")
     assert task.spec.labels == ("2", "10")  # numeric order, not string order
-    assert task.datasets["train"]["label"] == [0, 1, 0, 1]
+    assert task.datasets["train"]["label"] == [0, 1, 0, 1, 0]
 
 
 def test_words_and_fractions_stay_labels_of_their_own(tmp_path):

@@ -307,7 +307,8 @@ def label_string(value) -> str:
     1.0 as soon as one cell is missing or a float, and a JSON `1.0` was already class "1". Refusing would make every
     such file an edit for nothing; keeping both made a third class that silently split the data. Words ("yes", "Yes",
     "nan") stay labels of their own, non-integral numbers are compared as numbers ("0.5" and "0.50" are one class),
-    and the checks log which spellings were merged. None (a JSON null) is an empty label."""
+    and so are codes with leading zeros ("02" is 2), which is why the checks log every spelling they merge.
+    None (a JSON null) is an empty label."""
     if value is None:
         return ""
     if isinstance(value, bool):
