@@ -128,12 +128,10 @@ def pooled(hidden, mask) -> np.ndarray:
 
 class TorchRunner:
     def __init__(self, model, dtype=torch.float32, threads: int | None = None):
-        import copy
+        from sharedbert.folding import fold_for_inference
 
-        self.model = copy.deepcopy(model).to(dtype).eval()
+        self.model = fold_for_inference(model).to(dtype)  # a folded copy (other models: a plain copy), in eval mode
         self.threads = threads
-        if hasattr(self.model, "fold_for_inference"):
-            self.model.fold_for_inference()
 
     def __call__(self, feed: dict) -> np.ndarray:
         if self.threads and torch.get_num_threads() != self.threads:

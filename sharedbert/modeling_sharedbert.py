@@ -283,19 +283,6 @@ class SharedBertAttentionBase(nn.Module):
         # Without its output scale (dv): the output projection applies it, see `SharedBertSelfOutput`.
         return attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim), attn_weights
 
-    # Inference folding (see `SharedBertPreTrainedModel.fold_for_inference`); types with nothing to fold keep these.
-    def fold_sources(self) -> tuple[torch.Tensor, ...]:
-        """The parameters the folded copies are made from (their versions tell when the copies went stale)."""
-        return ()
-
-    def fold(self, output_weight: torch.Tensor) -> torch.Tensor | None:
-        """Write this module's folded copies; return the output projection's weight with `output_scale` folded into
-        its columns (None: nothing to fold)."""
-        return None
-
-    def unfold(self) -> None:
-        pass
-
 
 def cache_update(cache: Cache, key: torch.Tensor, value: torch.Tensor | None, layer_idx: int):
     """`cache.update` for every attention type. A value of None (V = K, shared attention) stores the key alone: the
@@ -307,27 +294,13 @@ def cache_update(cache: Cache, key: torch.Tensor, value: torch.Tensor | None, la
     return cache.update(key, value, layer_idx)
 
 
-def _use_folded(module: nn.Module) -> bool:
-    """Folded copies serve inference only: in training or with gradients on, the parameters themselves are used."""
-    return not module.training and not torch.is_grad_enabled()
-
-
-def _plain_linear(*layers: nn.Module) -> None:
-    if any(type(layer) is not nn.Linear for layer in layers):
-        raise ValueError(
-            "fold_for_inference() needs plain nn.Linear projections, but one is wrapped (e.g. by a LoRA adapter): "
-            "merge the adapters first (peft's `merge_and_unload()`)."
-        )
-
-
 class SharedProjectionAttention(SharedBertAttentionBase):
     """One projection S = X·Ws + b; Q = S⊙dq, K = S⊙dk, V = S⊙dv (arXiv 2412.00359). In cross-attention the one Ws
     serves both sides: Q from the decoder's S_X, K and V from the encoder's S_H.
 
     Computed as Q = S⊙(dq⊙dk), K = V = S and the output times dv: (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ gives the same scores
-    with one elementwise pass, and the key and value are S itself. Folded, √(dq⊙dk) lives in the projection when it
-    can (query = key = value = S: no elementwise pass at all), else dq⊙dk still scales the query; dv lives in the
-    output projection."""
+    with one elementwise pass, and the key and value are S itself. `sharedbert.folding.fold_for_inference` moves the
+    vectors into the neighbouring weights for inference."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -335,22 +308,12 @@ class SharedProjectionAttention(SharedBertAttentionBase):
         self.query_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
-        # Inference-only copies written by `fold`; never saved, never trained.
-        self.register_buffer("folded_proj_weight", None, persistent=False)
-        self.register_buffer("folded_proj_bias", None, persistent=False)
-        self.register_buffer("folded_query_scale", None, persistent=False)
-
-    def folded(self) -> bool:
-        return self.folded_proj_weight is not None and _use_folded(self)
 
     def shared_states(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        if self.folded():
-            return self.split_heads(nn.functional.linear(hidden_states, self.folded_proj_weight, self.folded_proj_bias))
         return self.split_heads(self.shared_proj(hidden_states))
 
     def scaled_query(self, shared: torch.Tensor) -> torch.Tensor:
-        scale = self.folded_query_scale if self.folded() else self.query_scale * self.key_scale
-        return shared if scale is None else shared * self.per_head(scale)
+        return shared * self.per_head(self.query_scale * self.key_scale)
 
     def project_query(self, hidden_states):
         return self.scaled_query(self.shared_states(hidden_states))
@@ -363,31 +326,7 @@ class SharedProjectionAttention(SharedBertAttentionBase):
         return self.scaled_query(shared), shared, None
 
     def output_scale(self):
-        return None if self.folded() else self.value_scale
-
-    def fold_sources(self):
-        return (self.shared_proj.weight, self.shared_proj.bias, self.query_scale, self.key_scale, self.value_scale)
-
-    def fold(self, output_weight):
-        _plain_linear(self.shared_proj)
-        dtype = self.shared_proj.weight.dtype
-        weight, bias = self.shared_proj.weight.float(), self.shared_proj.bias.float()
-        score_scale = self.query_scale.float() * self.key_scale.float()
-        value_scale = self.value_scale.float()
-        query_scale = score_scale
-        if bool((score_scale > 1e-6 * score_scale.abs().max()).all()):
-            # (S⊙c)Sᵀ = (S⊙√c)(S⊙√c)ᵀ for c > 0: put √c into the projection's rows, and dv/√c into the output
-            # projection's columns. (A negative or negligible c keeps the query scaling instead.)
-            root = score_scale.sqrt()
-            weight, bias, value_scale, query_scale = weight * root[:, None], bias * root, value_scale / root, None
-        # copy=True: without √c the projection is unchanged, and the copies must not alias the parameters.
-        self.folded_proj_weight = weight.to(dtype, copy=True)
-        self.folded_proj_bias = bias.to(dtype, copy=True)
-        self.folded_query_scale = None if query_scale is None else query_scale.to(dtype)
-        return (output_weight.float() * value_scale).to(dtype)
-
-    def unfold(self):
-        self.folded_proj_weight = self.folded_proj_bias = self.folded_query_scale = None
+        return self.value_scale
 
 
 class StandardAttention(SharedBertAttentionBase):
@@ -453,7 +392,7 @@ class SharedKeyValueAttention(SharedBertAttentionBase):
     and values share one projection of the encoder states, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv. The score
     Q·diag(dk)·S_Hᵀ is any bilinear form of the two sides (not a symmetric one, as with one Ws on both), at 2·d²
     projection weights instead of standard attention's 3·d². Computed as Q⊙dk against K = V = S_H, the output times
-    dv; folded, dk lives in the query projection's rows and dv in the output projection."""
+    dv."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -461,37 +400,15 @@ class SharedKeyValueAttention(SharedBertAttentionBase):
         self.shared_proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.key_scale = nn.Parameter(torch.ones(config.hidden_size))
         self.value_scale = nn.Parameter(torch.ones(config.hidden_size))
-        self.register_buffer("folded_query_weight", None, persistent=False)
-        self.register_buffer("folded_query_bias", None, persistent=False)
-
-    def folded(self) -> bool:
-        return self.folded_query_weight is not None and _use_folded(self)
 
     def project_query(self, hidden_states):
-        if self.folded():
-            return self.split_heads(
-                nn.functional.linear(hidden_states, self.folded_query_weight, self.folded_query_bias)
-            )
         return self.split_heads(self.query(hidden_states)) * self.per_head(self.key_scale)
 
     def project_key_value(self, hidden_states):
         return self.split_heads(self.shared_proj(hidden_states)), None
 
     def output_scale(self):
-        return None if self.folded() else self.value_scale
-
-    def fold_sources(self):
-        return (self.query.weight, self.query.bias, self.key_scale, self.value_scale)
-
-    def fold(self, output_weight):
-        _plain_linear(self.query)
-        dtype, key_scale = self.query.weight.dtype, self.key_scale.float()
-        self.folded_query_weight = (self.query.weight.float() * key_scale[:, None]).to(dtype)
-        self.folded_query_bias = (self.query.bias.float() * key_scale).to(dtype)
-        return (output_weight.float() * self.value_scale.float()).to(dtype)
-
-    def unfold(self):
-        self.folded_query_weight = self.folded_query_bias = None
+        return self.value_scale
 
 
 ATTENTION_CLASSES = {
@@ -511,21 +428,15 @@ class SharedBertSelfOutput(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        # `dense.weight` with the attention's output scale folded into its columns (inference only, unsaved).
-        self.register_buffer("folded_weight", None, persistent=False)
 
     def forward(
         self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, input_scale: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """`input_scale`: the attention's per-channel output scale (dv), applied here; None when there is none or
-        when it was folded into `folded_weight`."""
-        if self.folded_weight is not None and _use_folded(self):
-            output = nn.functional.linear(hidden_states, self.folded_weight, self.dense.bias)
-        else:
-            # The projection is always called as a module, scale or not: per-module hooks (ZeRO-3 parameter gathering,
-            # calibration, adapters, interpretability tools) see it run. Scaling its weight's columns instead would
-            # keep one activation less in training (benchmarks/activation_memory.py) but bypass them.
-            output = self.dense(hidden_states if input_scale is None else hidden_states * input_scale)
+        """`input_scale`: the attention's per-channel output scale (dv), applied here; None when there is none."""
+        # The projection is always called as a module, scale or not: per-module hooks (ZeRO-3 parameter gathering,
+        # calibration, adapters, interpretability tools) see it run. Scaling its weight's columns instead would keep
+        # one activation less in training (benchmarks/activation_memory.py) but bypass them.
+        output = self.dense(hidden_states if input_scale is None else hidden_states * input_scale)
         return self.LayerNorm(self.dropout(output) + input_tensor)
 
 
@@ -539,7 +450,6 @@ class SharedBertAttention(nn.Module):
         attention_type = config.effective_cross_attention_type if is_cross_attention else config.attention_type
         self.self = ATTENTION_CLASSES[attention_type](config)
         self.output = SharedBertSelfOutput(config)
-        self.folded_versions = None  # parameter versions at the last `fold_for_inference`, to catch stale folds
 
     def forward(
         self,
@@ -551,12 +461,6 @@ class SharedBertAttention(nn.Module):
         is_causal=False,
         **kwargs: Unpack[TransformersKwargs],
     ):
-        if self.folded_versions is not None and _use_folded(self) and not torch.compiler.is_compiling():
-            if self.folded_versions != self._fold_source_versions():
-                raise RuntimeError(
-                    "The attention weights changed after `fold_for_inference()`, so the folded copies are stale: "
-                    "call `model.fold_for_inference()` again (or `model.unfold()`)."
-                )
         attention_output, attention_weights = self.self(
             hidden_states,
             attention_mask,
@@ -567,31 +471,6 @@ class SharedBertAttention(nn.Module):
             **kwargs,
         )
         return self.output(attention_output, hidden_states, self.self.output_scale()), attention_weights
-
-    def _fold_source_versions(self):
-        return tuple(parameter._version for parameter in (*self.self.fold_sources(), self.output.dense.weight))
-
-    @torch.no_grad()
-    def fold_for_inference(self) -> bool:
-        """Fold the attention's per-channel scalings into neighbouring weights; see
-        `SharedBertPreTrainedModel.fold_for_inference`. Returns whether there was anything to fold."""
-        if not self.self.fold_sources():
-            return False
-        _plain_linear(self.output.dense)
-        self.output.folded_weight = self.self.fold(self.output.dense.weight)
-        self.folded_versions = self._fold_source_versions()
-        return True
-
-    def unfold(self) -> None:
-        self.self.unfold()
-        self.output.folded_weight = None
-        self.folded_versions = None
-
-    def train(self, mode: bool = True):
-        # Folded copies would go stale as soon as the weights train: drop them on entering training.
-        if mode:
-            self.unfold()
-        return super().train(mode)
 
 
 class SharedBertFeedForward(nn.Module):
@@ -748,36 +627,6 @@ class SharedBertPreTrainedModel(PreTrainedModel):
         # check it again before building modules from it, rather than failing later with a shape or key error.
         config.validate()
         super().__init__(config, *inputs, **kwargs)
-
-    def fold_for_inference(self):
-        """Fold shared attention's per-channel vectors into neighbouring weights for faster inference; returns self.
-
-        The value scaling dv moves into the columns of the output projection, and √(dq⊙dk) into the rows of the shared
-        projection when every dq⊙dk is positive (query = key = value = S: no elementwise pass), else dq⊙dk stays one
-        query scaling. Outputs match the unfolded model to float rounding. The folded copies are separate buffers:
-        parameters, `state_dict()` and `save_pretrained` are untouched. They are used only in eval mode with
-        gradients off (`torch.inference_mode()` / `torch.no_grad()`); `train()` and `unfold()` drop them, and a
-        forward after the weights changed raises until you fold again. The model is switched to eval mode. Other
-        attention types have nothing to fold and are left as they are.
-        """
-        self.eval()
-        for module in self.modules():
-            if isinstance(module, SharedBertAttention):
-                module.fold_for_inference()
-        return self
-
-    def unfold(self):
-        """Drop the copies made by `fold_for_inference`; returns self."""
-        for module in self.modules():
-            if isinstance(module, SharedBertAttention):
-                module.unfold()
-        return self
-
-    @property
-    def is_folded(self) -> bool:
-        return any(
-            isinstance(module, SharedBertAttention) and module.folded_versions is not None for module in self.modules()
-        )
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -1,11 +1,17 @@
-"""Inference-time folding of shared attention (`fold_for_inference` / `unfold`): same outputs, used only for inference,
-never saved, never trained, and refused once stale."""
+"""Folding for inference as a transform (`sharedbert.folding.fold_for_inference`): a folded copy with the same
+outputs, whose folded path is what runs; the model passed in is untouched and no module keeps folding state; the copy
+saves as an ordinary checkpoint."""
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 import sharedbert
+from sharedbert.folding import (
+    FoldedSharedKeyValueAttention,
+    FoldedSharedProjectionAttention,
+    fold_for_inference,
+    is_folded,
+)
 from sharedbert.modeling_sharedbert import SharedProjectionAttention
 
 from conftest import tiny_config
@@ -33,92 +39,94 @@ def _run(model, grad=False):
         return model(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
-def _corrupt_folded_copies(model):
-    for module in model.modules():
-        if isinstance(module, SharedProjectionAttention):
-            module.folded_proj_weight.mul_(3.0)
-
-
 @pytest.mark.parametrize("negative_score_scale", [False, True], ids=["sqrt-folded", "query-scaled"])
 @pytest.mark.parametrize("layer_sharing", ["none", "all"])
-def test_folded_outputs_match_and_the_folded_path_is_used(negative_score_scale, layer_sharing):
+def test_folded_copy_matches_and_runs_the_folded_path(negative_score_scale, layer_sharing):
     model = _shared_model(negative_score_scale, layer_sharing=layer_sharing)
-    reference = _run(model)
-    assert model.fold_for_inference() is model and model.is_folded
-    attention = model.encoder.attention[0].self
-    assert (attention.folded_query_scale is None) == (not negative_score_scale)
-    with torch.inference_mode():
-        folded = _run(model)
-    assert (folded - reference).abs().max().item() <= 1e-5
-    # Damaging the folded copies changes inference outputs: they, not the parameters, are what ran.
-    _corrupt_folded_copies(model)
-    with torch.inference_mode():
-        assert (_run(model) - reference).abs().max().item() > 1e-3
-
-
-def test_folding_never_reaches_saved_weights(tmp_path):
-    model = _shared_model().fold_for_inference()
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    assert not any("folded" in name for name in before)
-    model.save_pretrained(tmp_path)
-    saved = load_file(tmp_path / "model.safetensors")
-    assert set(saved) == set(before)
-    for name, tensor in saved.items():
-        assert torch.equal(tensor, before[name]), name
-    reloaded = sharedbert.SharedBertModel.from_pretrained(tmp_path).eval()
-    assert not reloaded.is_folded
-    model.unfold()
-    assert torch.allclose(_run(reloaded), _run(model), atol=1e-6)
-
-
-def test_training_mode_and_gradients_use_the_parameters():
-    model = _shared_model()
     reference = _run(model)
-    model.fold_for_inference()
-    _corrupt_folded_copies(model)
-    # Eval mode with gradients on (e.g. a probe being trained): the unfolded path, and gradients reach dv.
-    out = _run(model, grad=True)
-    assert torch.allclose(out, reference, atol=1e-6)
-    out.sum().backward()
-    assert model.encoder.attention[0].self.value_scale.grad is not None
-    # train() drops the folded copies altogether.
-    model.train()
-    assert not model.is_folded
-    assert model.encoder.attention[0].output.folded_weight is None
-
-
-def test_stale_fold_is_refused_until_folded_again():
-    model = _shared_model().fold_for_inference()
+    folded = fold_for_inference(model)
+    assert folded is not model and is_folded(folded) and not is_folded(model)
+    attention = folded.encoder.attention[0].self
+    assert isinstance(attention, FoldedSharedProjectionAttention)
+    assert attention.keeps_query_scale == negative_score_scale
+    assert torch.equal(attention.key_scale, torch.ones_like(attention.key_scale))
+    assert torch.equal(attention.value_scale, torch.ones_like(attention.value_scale))
+    with torch.inference_mode():
+        assert (_run(folded) - reference).abs().max().item() <= 1e-5
+    # The folded forward ignores dv: changing it in the copy changes nothing, while in the model it would.
     with torch.no_grad():
-        model.encoder.attention[1].self.value_scale.mul_(2.0)  # the weights change after folding
-    with torch.inference_mode(), pytest.raises(RuntimeError, match="fold_for_inference"):
-        _run(model)
-    model.fold_for_inference()
+        attention.value_scale.mul_(3.0)
     with torch.inference_mode():
-        folded = _run(model)
-    model.unfold()
-    assert (folded - _run(model)).abs().max().item() <= 1e-5
+        assert (_run(folded) - reference).abs().max().item() <= 1e-5
+    # The model passed in is untouched, and none of its modules holds anything folded.
+    assert all(torch.equal(tensor, before[name]) for name, tensor in model.state_dict().items())
+    assert not any("folded" in name for name, _ in model.named_buffers())
 
 
-def test_fold_follows_dtype_moves():
-    model = _shared_model().fold_for_inference().to(torch.float64)
+def test_a_model_keeps_no_folding_state():
+    """Training-mode modules carry no folding machinery: no folded buffers, no train() override, no version tracking."""
+    from sharedbert.modeling_sharedbert import SharedBertAttention, SharedBertSelfOutput
+
+    model = _shared_model()
+    assert not any("fold" in name for name, _ in model.named_buffers())
+    for cls in (SharedProjectionAttention, SharedBertAttention, SharedBertSelfOutput, sharedbert.SharedBertModel):
+        assert not any("fold" in name for name in vars(cls)), cls
+    assert "train" not in vars(SharedBertAttention)
+
+
+def test_folded_copy_saves_as_an_ordinary_checkpoint(tmp_path):
+    model = _shared_model()
+    folded = fold_for_inference(model)
+    assert set(folded.state_dict()) == set(model.state_dict())
+    folded.save_pretrained(tmp_path)
+    reloaded = sharedbert.SharedBertModel.from_pretrained(tmp_path).eval()
+    assert not is_folded(reloaded)
+    assert (_run(reloaded) - _run(model)).abs().max().item() <= 1e-5
+
+
+def test_gradients_flow_through_a_folded_copy_but_not_into_what_was_folded():
+    folded = fold_for_inference(_shared_model())
+    _run(folded, grad=True).sum().backward()
+    attention = folded.encoder.attention[0].self
+    assert attention.shared_proj.weight.grad is not None
+    assert attention.value_scale.grad is None and not attention.value_scale.requires_grad
+
+
+def test_folded_copy_follows_dtype_moves():
+    model = _shared_model()
+    folded = fold_for_inference(model).to(torch.float64)
     with torch.inference_mode():
-        folded = _run(model)
-    assert folded.dtype == torch.float64
-    model.unfold()
-    assert (folded - _run(model)).abs().max().item() <= 1e-5
+        out = _run(folded)
+    assert out.dtype == torch.float64
+    assert (out - _run(model.to(torch.float64))).abs().max().item() <= 1e-5
 
 
 @pytest.mark.parametrize("attention_type", ["standard", "symmetric", "pairwise"])
-def test_other_attention_types_have_nothing_to_fold(attention_type, tmp_path):
+def test_other_attention_types_have_nothing_to_fold(attention_type):
     model = sharedbert.SharedBertModel(tiny_config(attention_type=attention_type)).eval()
-    reference = _run(model)
-    model.fold_for_inference()
-    assert not model.is_folded
+    folded = fold_for_inference(model)
+    assert not is_folded(folded)
     with torch.inference_mode():
-        assert torch.equal(_run(model), reference)
-    model.save_pretrained(tmp_path)
-    assert torch.allclose(_run(sharedbert.SharedBertModel.from_pretrained(tmp_path).eval()), reference, atol=1e-6)
+        assert torch.equal(_run(folded), _run(model))
+
+
+def test_shared_kv_cross_attention_folds():
+    config = tiny_config(attention_type="standard", is_decoder=True, add_cross_attention=True,
+                         cross_attention_type="shared_kv")
+    model = sharedbert.SharedBertLMHeadModel(config).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if hasattr(module, "key_scale"):
+                module.key_scale.uniform_(0.5, 1.5)
+                module.value_scale.uniform_(-1.5, 1.5)
+    ids = torch.randint(1, 99, (2, 9), generator=torch.Generator().manual_seed(1))
+    states = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(2))
+    folded = fold_for_inference(model)
+    assert isinstance(folded.sharedbert.encoder.crossattention[0].self, FoldedSharedKeyValueAttention)
+    with torch.inference_mode():
+        expected = model(ids, encoder_hidden_states=states).logits
+        assert (folded(ids, encoder_hidden_states=states).logits - expected).abs().max().item() <= 1e-5
 
 
 def test_wrapped_projection_is_refused():
@@ -133,4 +141,4 @@ def test_wrapped_projection_is_refused():
     model = _shared_model()
     model.encoder.attention[0].output.dense = Wrapped(model.encoder.attention[0].output.dense)
     with pytest.raises(ValueError, match="merge_and_unload"):
-        model.fold_for_inference()
+        fold_for_inference(model)

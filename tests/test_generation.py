@@ -14,6 +14,7 @@ from transformers import (
 
 from sharedbert import ATTENTION_TYPES, SharedBertLMHeadModel, SharedBertModel
 from sharedbert.convert import from_bert
+from sharedbert.folding import fold_for_inference, is_folded
 from sharedbert.modeling_sharedbert import ATTENTION_CLASSES, SharedKeyValueAttention, SharedProjectionAttention
 
 SHARING = [("none", None), ("all", 1), ("attention", 2)]
@@ -227,12 +228,14 @@ def test_cross_attention_type_sets_cross_attention_alone(tmp_path, self_type, cr
     with torch.no_grad():
         assert torch.equal(reloaded(ids, **extra).logits, expected)
     # Folding folds whichever sublayers are shared-projection attention, and only those.
-    model.fold_for_inference()
+    folded = fold_for_inference(model)
     with torch.no_grad():
-        assert (model(ids, **extra).logits - expected).abs().max() <= 1e-5
-    for module in (*stack.attention, *stack.crossattention):
-        folds = isinstance(module.self, (SharedProjectionAttention, SharedKeyValueAttention))
-        assert (module.folded_versions is not None) == folds
+        assert (folded(ids, **extra).logits - expected).abs().max() <= 1e-5
+    folded_stack = folded.sharedbert.encoder
+    for module, original in zip((*folded_stack.attention, *folded_stack.crossattention),
+                                (*stack.attention, *stack.crossattention)):
+        folds = isinstance(original.self, (SharedProjectionAttention, SharedKeyValueAttention))
+        assert is_folded(module) == folds
 
 
 def test_checkpoint_of_another_cross_attention_type_is_refused_by_name(tmp_path):
@@ -324,11 +327,11 @@ def test_folding_works_on_self_and_cross_attention(layer_sharing, unique):
     with torch.no_grad():
         expected = model(ids, **extra).logits
     tokens = model.generate(ids, max_new_tokens=8, do_sample=False, **extra)
-    model.fold_for_inference()
-    assert all(module.folded_versions is not None for module in model.sharedbert.encoder.crossattention)
+    folded = fold_for_inference(model)
+    assert all(is_folded(module) for module in folded.sharedbert.encoder.crossattention)
     with torch.no_grad():
-        assert (model(ids, **extra).logits - expected).abs().max() <= 1e-5
-    assert torch.equal(model.generate(ids, max_new_tokens=8, do_sample=False, **extra), tokens)
+        assert (folded(ids, **extra).logits - expected).abs().max() <= 1e-5
+    assert torch.equal(folded.generate(ids, max_new_tokens=8, do_sample=False, **extra), tokens)
 
 
 # --- transformers' EncoderDecoderModel --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from sharedbert import (
     SharedBertTokenizer,
 )
 from sharedbert.convert import encoder_decoder_to_seq2seq, from_bert, warm_start_seq2seq
+from sharedbert.folding import fold_for_inference, is_folded
 from sharedbert.modeling_sharedbert import SharedBertAttention, SharedBertOnlyMLMHead
 
 FULLY_SHARED = {"share_encoder_decoder_layers": True, "share_encoder_decoder_embeddings": True}
@@ -519,10 +520,11 @@ def test_folding_serves_the_seq2seq_model():
     tokens = model.generate(**inputs, max_new_tokens=6, do_sample=False)
     with torch.no_grad():
         expected = model(**inputs, decoder_input_ids=inputs["input_ids"]).logits
-    model.fold_for_inference()
+    folded = fold_for_inference(model)
+    assert is_folded(folded)
     with torch.no_grad():
-        assert (model(**inputs, decoder_input_ids=inputs["input_ids"]).logits - expected).abs().max() <= 1e-5
-    assert torch.equal(model.generate(**inputs, max_new_tokens=6, do_sample=False), tokens)
+        assert (folded(**inputs, decoder_input_ids=inputs["input_ids"]).logits - expected).abs().max() <= 1e-5
+    assert torch.equal(folded.generate(**inputs, max_new_tokens=6, do_sample=False), tokens)
 
 
 def test_bert2bert_from_minilm_matches_transformers_on_real_text(minilm_path):

@@ -87,6 +87,7 @@ from .runtimes import (
     run_file,
     sentence_embeddings,
 )
+from ..folding import fold_for_inference
 from ..remote_code import trust_remote_code_option
 from .tracing import EXPORT_TASKS, INPUT_NAMES, OUTPUT_NAMES, EncoderOutput, detect_task, load_for_export, trace_to_onnx
 
@@ -270,7 +271,7 @@ class _Reference:
 
     wrapper: torch.nn.Module  # the model behind the graph's signature (tracing.EncoderOutput, ...)
     tokenizer: object
-    model: object  # the SharedBert inside `wrapper`, folded while it is traced
+    model: object  # the SharedBert inside `wrapper` (a folded copy of `wrapper` is traced)
     inputs: dict  # the check sentences as torch tensors, which the exporter traces with
     feed: dict  # the same as int64 numpy arrays, for the runtimes
     outputs: dict  # {"output": the raw output, "embeddings": sentence embeddings (not for a classifier)}
@@ -291,15 +292,13 @@ def _run_pytorch(model_dir: Path, task: str, sentences: list[str], max_length: i
 
 
 def _trace_folded(reference: _Reference, model_dir: Path, task: str, opset: int):
-    """The ONNX program of the model with its attention folded for inference; the model is unfolded again afterwards,
-    so that the caller's model is left as it was."""
-    reference.model.fold_for_inference()
+    """The ONNX program of a copy of the model with its attention folded for inference (the caller's model is left as
+    it was)."""
+    folded = fold_for_inference(reference.wrapper)
     try:
-        return trace_to_onnx(reference.wrapper, reference.inputs, OUTPUT_NAMES[task], opset=opset)
+        return trace_to_onnx(folded, reference.inputs, OUTPUT_NAMES[task], opset=opset)
     except Exception as error:  # the exporter raises many types; say which model and task failed
         raise ExportError(f"torch.onnx.export failed for {model_dir} (task {task}): {error}") from error
-    finally:
-        reference.model.unfold()
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from ..atomic import atomic_write_text
+from ..folding import fold_for_inference
 from .data import corpus_files, read_text, shared_data_dir
 from .healing import HealConfig
 from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
@@ -236,27 +237,20 @@ def _log_gaps(gaps: list[dict], design: str) -> None:
 def speed_ratio(model, reference, tokenizer, texts: list[str], rounds: int = 5, batch_size: int = 32,
                 max_length: int = 128) -> dict:
     """Inference throughput of `model` against `reference` on the same batches, alternating round-robin after a
-    warm-up; the ratio of median round times (above 1: `model` is faster). `model` runs folded for inference."""
+    warm-up; the ratio of median round times (above 1: `model` is faster). `model` runs as a folded copy."""
     batches = [tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=max_length,
                          return_tensors="pt") for i in range(0, len(texts), batch_size)]
     batches = [{k: v for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")} for b in batches]
-    fold = getattr(model, "fold_for_inference", None)
-    if fold is not None:
-        fold()
-    model.eval()
+    model = fold_for_inference(model)
     reference.eval()
     times = {"model": [], "reference": []}
-    try:
-        for round_index in range(rounds + 1):
-            for name, m in (("model", model), ("reference", reference)):
-                started = time.perf_counter()
-                for batch in batches:
-                    m(**batch)
-                if round_index:  # round 0 is the warm-up
-                    times[name].append(time.perf_counter() - started)
-    finally:
-        if fold is not None:
-            model.unfold()
+    for round_index in range(rounds + 1):
+        for name, m in (("model", model), ("reference", reference)):
+            started = time.perf_counter()
+            for batch in batches:
+                m(**batch)
+            if round_index:  # round 0 is the warm-up
+                times[name].append(time.perf_counter() - started)
     ratio = statistics.median(times["reference"]) / statistics.median(times["model"])
     return dict(ratio=ratio, rounds=rounds, batches=len(batches), batch_size=batch_size, max_length=max_length,
                 model_seconds=statistics.median(times["model"]),
