@@ -31,8 +31,6 @@ def run(args) -> int:
     from ..training.conversion import ConvertArguments, convert_checkpoint
     from ..training.healing import HealConfig
 
-    if args.heal and not args.corpus:
-        raise SystemExit("--heal needs --corpus PATHS (text files or folders), e.g. --corpus ../shared/data/mlm-text")
     if args.heal and args.max_minutes is None and args.max_steps is None:
         raise SystemExit("--heal needs a budget: --minutes N or --steps N")
     if not args.heal and (args.max_minutes or args.max_steps):

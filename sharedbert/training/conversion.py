@@ -32,6 +32,7 @@ from ..remote_code import (
     from_pretrained,
     trust_remote_code_option,
 )
+from ..shared_data import raw_text_dir
 from .data import corpus_files
 from .healing import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
 from .healing import heal as heal_by_distillation
@@ -62,7 +63,8 @@ class ConvertArguments:
         "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
     corpus: list[str] | None = field(default=None, metadata={
         "help": "Text files or folders (decoded as UTF-8, bad bytes replaced) to calibrate and heal on; from Python "
-        "also a healing.TextInMemory."})
+        "also a healing.TextInMemory. Default with healing: mlm-text/ in the shared data folder ($SHAREDBERT_DATA, "
+        "else shared/data beside the repository or the current folder), as for build-minilm."})
     calibration_sentences: int = field(default=512, metadata={
         "help": "With a corpus: first calibrate the conversion in closed form on this many pieces of it (0: off; "
         "not when healing resumes). A corpus without healing calibrates only. It helps a short healing; over a long "
@@ -80,8 +82,8 @@ class ConvertArguments:
     def __post_init__(self):
         if isinstance(self.heal, dict):
             self.heal = HealConfig(**self.heal)
-        if self.heal is not None and self.corpus is None:
-            raise ValueError("Healing needs a corpus: pass corpus= (text files or folders).")
+        if self.heal is not None and self.corpus is None:  # the same default as build-minilm's (one owner)
+            self.corpus = [str(raw_text_dir("--corpus PATHS (corpus= from Python)"))]
         if self.calibration_sentences < 0:
             raise ValueError(f"calibration_sentences must be 0 (off) or positive, got {self.calibration_sentences}.")
 
