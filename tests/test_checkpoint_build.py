@@ -5,6 +5,7 @@ length."""
 
 import math
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from test_heal import WORDS, make_teacher, make_tokenizer
 
 from sharedbert.convert import from_bert
 from sharedbert.training.checkpoint_build import (
+    HELD_OUT,
     held_out_passages,
     held_out_texts,
     length_agreement,
@@ -242,3 +244,66 @@ def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(m
     assert f"{report['sts_sharedbert']:.4f}" in card
     # STS-B is what it was measured on, not trained on: the card names no training dataset.
     assert "\ndatasets:" not in card and "## Training" not in card and "| healing corpus |" in card
+
+
+def test_the_healed_model_and_its_measurements_are_put_in_place_together(tmp_path, monkeypatch):
+    """WORK_DIR/healed appears with eval_results.json and its provenance in one rename: a run killed while measuring,
+    or whose healing was interrupted, leaves the previous healed folder (model and measurements) exactly as it was."""
+    import json
+    from types import SimpleNamespace
+
+    from sharedbert import hub
+    from sharedbert.training import checkpoint_build, conversion
+
+    corpus = tmp_path / "mlm-text"
+    (corpus / HELD_OUT).parent.mkdir(parents=True)
+    (corpus / HELD_OUT).write_text("held out words " * 50)
+    (corpus / "healing.txt").write_text("healing words " * 50)
+    sts = tmp_path / "dev.tsv"
+    sts.write_text("index\tsentence1\tsentence2\tscore\n0\ta\tb\t1.0\n")
+    run = {"version": "v1", "interrupted": False, "measure": lambda: None}
+
+    def convert(**fields):
+        (Path(fields["out"]) / "model.safetensors").write_text(run["version"])
+        return {"heal": {"interrupted": run["interrupted"], "steps": 3, "elapsed_seconds": 1.0}, "calibration": None}
+
+    def measure(args, model_dir, held_out, sts_file):
+        assert (model_dir / "model.safetensors").read_text() == run["version"]  # measures the staged model
+        run["measure"]()
+        return {"sts_sharedbert": {"v1": 0.81, "v2": 0.82}[run["version"]], "sts_original": 0.86}
+
+    monkeypatch.setattr(conversion, "convert_checkpoint", convert)
+    monkeypatch.setattr(checkpoint_build, "_measure", measure)
+    monkeypatch.setattr(checkpoint_build, "_provenance", lambda *a: {"version": run["version"]})
+    monkeypatch.setattr(hub, "load_for_hub", lambda folder: None)
+    monkeypatch.setattr(hub, "stage_for_hub", lambda *a, **k: SimpleNamespace(files=[], verification={}))
+    work, healed = tmp_path / "work", tmp_path / "work" / "healed"
+
+    def build():
+        checkpoint_build.build_minilm_checkpoint(out=tmp_path / "out", work_dir=work, steps=3, corpus=corpus, sts=sts)
+
+    def state():
+        return {p.name: p.read_text() for p in sorted(healed.iterdir())}
+
+    build()
+    first = state()
+    assert first["model.safetensors"] == "v1" and json.loads(first["sharedbert_provenance.json"]) == {"version": "v1"}
+    assert json.loads(first["eval_results.json"])[0]["metrics"]["spearmanr"] == 0.81
+
+    def killed():
+        raise KeyboardInterrupt("killed while measuring")
+
+    run.update(version="v2", measure=killed)
+    with pytest.raises(KeyboardInterrupt, match="killed while measuring"):
+        build()
+    assert state() == first
+    run.update(measure=lambda: None, interrupted=True)
+    with pytest.raises(KeyboardInterrupt, match="run the same command again to resume"):
+        build()
+    assert state() == first
+    assert sorted(p.name for p in work.iterdir()) == ["build_report.json", "healed"]  # no temporary folder left
+
+    run.update(interrupted=False)
+    build()
+    assert state()["model.safetensors"] == "v2" and json.loads(state()["eval_results.json"])[0]["metrics"] == {
+        "spearmanr": 0.82}

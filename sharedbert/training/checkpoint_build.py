@@ -9,7 +9,8 @@
    passages per bucket, `prefix_agreement` on the same passages cut to each length), parameters, and
    inference speed (`speed_ratio`, the two models alternating round-robin);
 3. writes `eval_results.json` (STS-B, for the card's model-index) and `sharedbert_provenance.json` (how it was made)
-   beside the healed model, then stages and verifies the Hub folder (`sharedbert.hub.stage_for_hub`: weights, code,
+   beside the healed model (steps 1 to 3 fill a temporary folder that one rename puts in place as WORK_DIR/healed:
+   never a healed model without its measurements, nor with an earlier run's), then stages and verifies the Hub folder (`sharedbert.hub.stage_for_hub`: weights, code,
    tokenizer, sentence-transformers modules and the model card, loaded in a fresh process without the package).
 
 The held-out text (`HELD_OUT`) is a book of the shared corpus that healing never reads. `BuildArguments` holds every
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_directory, atomic_write_text
 from ..folding import fold_for_inference
 from .data import corpus_files, read_text, shared_data_dir
 from .healing import HealConfig
@@ -319,22 +320,24 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
 
     logger.info("1. Convert and heal all-MiniLM-L6-v2 (%s, %d corpus files, held out: %s)",
                 " or ".join(filter(None, limits)), len(files), held_out.name)
-    conversion = convert_checkpoint(src="all-MiniLM-L6-v2", out=healed_dir, attention_type="shared", heal=recipe,
-                                    corpus=files, checkpoint_dir=work_dir / "healed-checkpoints", threads=args.threads,
-                                    calibration_sentences=args.calibration_sentences)
-    if conversion["heal"]["interrupted"]:
-        raise KeyboardInterrupt(f"Healing was interrupted; run the same command again to resume ({work_dir}).")
+    # The healed model, its measurements and its provenance are staged together and renamed into place at once.
+    with atomic_directory(healed_dir) as staging:
+        conversion = convert_checkpoint(src="all-MiniLM-L6-v2", out=staging, attention_type="shared", heal=recipe,
+                                        corpus=files, checkpoint_dir=work_dir / "healed-checkpoints",
+                                        threads=args.threads, calibration_sentences=args.calibration_sentences)
+        if conversion["heal"]["interrupted"]:  # the checkpoints hold the run; no half-healed model is put in place
+            raise KeyboardInterrupt(f"Healing was interrupted; run the same command again to resume ({work_dir}).")
 
-    logger.info("2. Measure against the original")
-    measured = _measure(args, healed_dir, held_out, sts)
-    eval_results = [
-        {"task": "STS-B", "task_type": "sentence-similarity", "dataset": "nyu-mll/glue", "dataset_config": "stsb",
-         "dataset_name": "GLUE STS-B", "split": "validation",
-         "metrics": {"spearmanr": round(measured["sts_sharedbert"], 4)}},
-    ]
-    atomic_write_text(healed_dir / "eval_results.json", json.dumps(eval_results, indent=1))
-    atomic_write_text(healed_dir / "sharedbert_provenance.json", json.dumps(
-        _provenance(args, conversion, recipe, files, held_out, measured), indent=1))
+        logger.info("2. Measure against the original")
+        measured = _measure(args, staging, held_out, sts)
+        eval_results = [
+            {"task": "STS-B", "task_type": "sentence-similarity", "dataset": "nyu-mll/glue", "dataset_config": "stsb",
+             "dataset_name": "GLUE STS-B", "split": "validation",
+             "metrics": {"spearmanr": round(measured["sts_sharedbert"], 4)}},
+        ]
+        (staging / "eval_results.json").write_text(json.dumps(eval_results, indent=1))
+        (staging / "sharedbert_provenance.json").write_text(json.dumps(
+            _provenance(args, conversion, recipe, files, held_out, measured), indent=1))
 
     logger.info("3. Stage and verify the Hub folder %s", args.out)
     staged = stage_for_hub(healed_dir, args.out, repo_id=args.repo_id, log=lambda line: logger.info("   %s", line),
