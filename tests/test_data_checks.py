@@ -178,6 +178,35 @@ def test_a_pairs_file_naming_a_column_twice_is_refused(tmp_path):
         read_pairs(path, "source", "target")
 
 
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("source,target\nhello, world,bonjour le monde\ngood night,bonne nuit\n",
+         r"pairs\.csv, line 2, column 3: expected 2 comma-separated fields \(\['source', 'target'\]\), found 3"),
+        ("source,target\ngood night,bonne nuit\n\nhello world\n",
+         r"pairs\.csv, line 4, column 2: expected 2 comma-separated fields .*found 1: no value for 'target'"),
+    ],
+    ids=["long", "short"],
+)
+def test_a_pairs_row_with_the_wrong_number_of_fields_is_refused(tmp_path, content, message):
+    """A long row used to become the pair ('hello', ' world'), its real target dropped without a word."""
+    from sharedbert.training.data.pairs import read_pairs
+
+    path = tmp_path / "pairs.csv"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        read_pairs(path, "source", "target")
+
+
+def test_pairs_keep_their_quoted_commas_and_line_breaks(tmp_path):
+    from sharedbert.training.data.pairs import read_pairs
+
+    path = tmp_path / "pairs.csv"
+    path.write_text('source,target\n"hello, world","bonjour,\nle monde"\n\ngood night,bonne nuit\n')
+    pairs = read_pairs(path, "source", "target")
+    assert pairs == [("hello, world", "bonjour,\nle monde"), ("good night", "bonne nuit")]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Rows with too few or too many fields: the count is right and the message says what to do
 

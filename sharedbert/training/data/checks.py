@@ -225,27 +225,41 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_la
     return CheckedFile(path, fmt, columns, True, rows, labelled, tuple(label_values))
 
 
-def _check_delimited(path: Path, fmt: str, text: str, required, check_row) -> tuple[tuple[str, ...], int]:
-    """Check a CSV/TSV with a header row, row by row (fields counted as `csv` splits them, quotes honoured)."""
+def delimited_rows(path, fmt: str, text: str):
+    """The header of a CSV/TSV (quotes honoured) and an iterator over its data rows as (line, {column: value}).
+    Refuses a header naming a column twice and, as it reaches it, a row whose field count differs from the header's
+    (`csv.DictReader` would pad a short row with None and put a long row's extra fields aside)."""
     reader = csv.reader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
     columns = tuple(next(reader, None) or ())
     check_unique_columns(path, columns)
+
+    def rows():
+        last_line = reader.line_num
+        for fields in reader:
+            # A quoted field may hold line breaks: the row starts on the line after the previous row ended.
+            line, last_line = last_line + 1, reader.line_num
+            if not fields:  # a blank line: skipped, as the loader (pandas) skips it
+                continue
+            if len(fields) != len(columns):
+                raise field_count_error(path, line, columns, fields, fmt)
+            yield line, dict(zip(columns, fields))
+
+    return columns, rows()
+
+
+def _check_delimited(path: Path, fmt: str, text: str, required, check_row) -> tuple[tuple[str, ...], int]:
+    """Check a CSV/TSV with a header row, row by row."""
+    columns, rows = delimited_rows(path, fmt, text)
     missing = [column for column in required if column not in columns]
     if missing:
         raise DataError(f"{path}, line 1: missing column(s) {missing}; the header has {list(columns)}.")
-    rows, last_line = 0, reader.line_num
-    for fields in reader:
-        # A quoted field may hold line breaks: the row starts on the line after the previous row ended.
-        line, last_line = last_line + 1, reader.line_num
-        if not fields:  # a blank line: skipped here, as the loader (pandas) skips it
-            continue
-        if len(fields) != len(columns):
-            raise field_count_error(path, line, columns, fields, fmt)
-        rows += 1
-        check_row(line, dict(zip(columns, fields)), "line")
-    if rows == 0:
+    count = 0
+    for line, row in rows:
+        count += 1
+        check_row(line, row, "line")
+    if count == 0:
         raise DataError(f"{path}: the file has a header but no data rows.")
-    return columns, rows
+    return columns, count
 
 
 class _Record(dict):
@@ -397,4 +411,5 @@ def check_custom_task(
 
 
 __all__ = ["CheckedFile", "check_custom_task", "check_glue_file", "check_table_file", "check_unique_columns",
-           "field_count_error", "infer_labels", "label_keys", "label_string", "read_utf8", "table_format"]
+           "delimited_rows", "field_count_error", "infer_labels", "label_keys", "label_string", "read_utf8",
+           "table_format"]

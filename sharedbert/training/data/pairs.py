@@ -5,11 +5,10 @@ text raises `DataError` naming the file, the line and the fix."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
-from .checks import check_unique_columns, read_utf8, table_format
+from .checks import delimited_rows, read_utf8, table_format
 from .tasks import DataError
 
 
@@ -19,14 +18,12 @@ def read_records(path, columns: list[str]) -> list[tuple[int, dict]]:
     fmt = table_format(path)
     text = read_utf8(path)
     if fmt in ("csv", "tsv"):
-        reader = csv.DictReader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
-        header = list(reader.fieldnames or ())
-        check_unique_columns(path, header)  # csv.DictReader would silently keep the last of two same-named columns
+        header, body = delimited_rows(path, fmt, text)  # a column named twice or a row of the wrong length: refused
         missing = [column for column in columns if column not in header]
         if missing:
-            raise DataError(f"{path}, line 1: no column {missing} in the header {header}; name the columns with "
+            raise DataError(f"{path}, line 1: no column {missing} in the header {list(header)}; name the columns with "
                             "--source-column / --target-column.")
-        rows = [(reader.line_num, row) for row in reader]
+        rows = list(body)
     else:
         rows = _json_records(path, text)
         for number, row in rows:
