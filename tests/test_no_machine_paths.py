@@ -25,17 +25,6 @@ ALLOWED = {
     ("tests/transformers_test_suite.py", "/tmp/x"),
 }
 
-# Committed results that still hold paths, owned by other work in progress on issue 43; each must be cleaned by its
-# owner, and then leave this list (test_pending_paths_are_still_there fails once a file is clean).
-PENDING = {
-    # benchmarks/activation_memory.py now records the package relative to the repository; its results file predates it.
-    ("benchmarks/results/activation_memory.json", "/work/main"),
-    ("benchmarks/results/activation_memory.json", "/work/old-e4d8749"),
-    # the benchmark run's own --out folder, recorded in its command line.
-    ("benchmarks/results/bench.json", "/work/logs"),
-}
-
-
 def committed_text_files() -> dict[str, str]:
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     files = {}
@@ -61,19 +50,10 @@ def test_no_committed_file_holds_an_absolute_machine_path():
             continue
         found |= machine_paths(name, text)
     unexplained = sorted(hit for hit in found
-                         if not any(hit[0] == file and hit[1].startswith(prefix) for file, prefix in ALLOWED | PENDING))
+                         if not any(hit[0] == file and hit[1].startswith(prefix) for file, prefix in ALLOWED))
     assert not unexplained, (
         "committed files hold absolute paths of the machine they were made on; write them relative to the repository "
         "(or ../shared/data for the data):\n" + "\n".join(f"{file}: {path}" for file, path in unexplained))
-
-
-def test_pending_paths_are_still_there():
-    """PENDING lists only what is really left, so the list cannot outlive the paths it excuses."""
-    files = committed_text_files()
-    for file, prefix in PENDING:
-        hits = machine_paths(file, files.get(file, ""))
-        assert any(path.startswith(prefix) for _, path in hits), \
-            f"{file} no longer holds {prefix}: remove it from PENDING in {__file__}"
 
 
 @pytest.mark.parametrize("text, expected", [

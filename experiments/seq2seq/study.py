@@ -243,7 +243,9 @@ def healed_identity(healed: str) -> dict:
     with open(folder / "model.safetensors", "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    identity = {"path": str(folder.resolve()), "sha256": digest.hexdigest()}
+    # Relative to the repository: committed results hold no machine's absolute paths.
+    identity = {"path": os.path.relpath(folder.resolve(), Path(__file__).resolve().parents[2]),
+                "sha256": digest.hexdigest()}
     for name in ("sharedbert_provenance.json", "eval_results.json"):  # written beside it by build-minilm
         if (folder / name).is_file():
             identity[name.removesuffix(".json")] = json.loads((folder / name).read_text())

@@ -326,6 +326,12 @@ def demo_path_model(seed: int, work: Path, threads: int) -> Path:
     return out
 
 
+def shown(path) -> str:
+    """A path as results files record it: relative to the repository (no machine's absolute paths in committed
+    files)."""
+    return os.path.relpath(Path(path).resolve(), HERE.parents[1])
+
+
 def cell_dir(work: Path, arm: str, seed: int) -> Path:
     return work / "cells" / f"{arm}-seed{seed}"
 
@@ -353,11 +359,14 @@ def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int)
     result = finetune(arguments)
     scores = score(cell_dir(work, arm, seed), evaluation_sets(data), threads)
     mixed = score(cell_dir(work, arm, seed), mixed_sets(data), threads)
-    return {"arm": arm, "seed": seed, "start": model, "accuracy": scores, "accuracy_mixed": mixed,
+    recipe = dict(result["recipe"])
+    if recipe.get("distill_from"):
+        recipe["distill_from"] = shown(recipe["distill_from"])
+    return {"arm": arm, "seed": seed, "start": shown(model) if Path(str(model)).exists() else model, "accuracy": scores, "accuracy_mixed": mixed,
             "dev_accuracy": result["metrics"],
             "best_step": result["best_step"], "total_steps": result["total_steps"],
             "train_seconds": result["train_seconds"], "seconds": time.time() - started,
-            "precision": result["precision"], "recipe": result["recipe"], "learning_rate": result["learning_rate"]}
+            "precision": result["precision"], "recipe": recipe, "learning_rate": result["learning_rate"]}
 
 
 def score(model_dir: Path, sets: dict, threads: int) -> dict[str, float]:
