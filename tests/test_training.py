@@ -76,6 +76,33 @@ def test_keep_best_callback_restores_the_best_weights():
     assert KeepBestCallback("loss", greater_is_better=False).is_better(float("nan")) is False
 
 
+def test_keep_best_reports_the_last_evaluation_when_none_could_win():
+    """Every evaluation NaN (a correlation of constant predictions): no best, and the run reports the last metrics
+    with its final weights instead of failing with a TypeError after training."""
+    model = sharedbert.SharedBertForSequenceClassification(tiny_config(num_labels=1))
+    callback = KeepBestCallback("pearson")
+
+    class State:
+        global_step = 0
+
+    for step in (1, 2):
+        State.global_step = step
+        callback.on_evaluate(None, State, None, metrics={"eval_pearson": float("nan"), "step": step}, model=model)
+    assert callback.best_metrics is None and callback.best_step is None and not callback.restore(model)
+    assert callback.reported_metrics["step"] == 2
+
+
+def test_finetune_whose_every_evaluation_is_nan_still_finishes(tiny_bert_dir, glue_dir, tmp_path, monkeypatch):
+    from sharedbert.training import data as data_module
+
+    monkeypatch.setattr(data_module, "compute_metrics", lambda spec, predictions, labels: {
+        name: float("nan") for name in spec.metrics})
+    result = finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=tmp_path / "out",
+                      evaluations=2, **SMALL)
+    assert result["metrics"]["accuracy"] != result["metrics"]["accuracy"]  # NaN, reported as measured
+    assert result["best_step"] is None and (tmp_path / "out" / "model.safetensors").is_file()
+
+
 def test_presets_build_valid_configs(tmp_path):
     for name, values in PRESETS.items():
         config = sharedbert.SharedBertConfig(**config_values(name))

@@ -330,7 +330,7 @@ def _teacher(args: FinetuneArguments, run: _Run):
 
 
 def _result(args, run: _Run, trainer, keep_best, train_seconds: float, seconds: float, resumed_precision) -> dict:
-    best, config = keep_best.best_metrics, trainer.model.config
+    best, config = keep_best.reported_metrics, trainer.model.config
     return {
         "task": run.spec.name,
         "dataset": run.spec.dataset_name,

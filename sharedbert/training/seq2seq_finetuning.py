@@ -153,7 +153,7 @@ def finetune_seq2seq(args) -> dict:
         if trainer.state.global_step not in {e["step"] for e in trainer.state.log_history if "eval_chrf" in e}:
             trainer.evaluate()
         keep_best.restore(trainer.model)
-        best = keep_best.best_metrics
+        best = keep_best.reported_metrics
         result = {
             "task": "seq2seq", "split": "validation",
             "metrics": {"chrf": best["eval_chrf"], "bleu": best["eval_bleu"]},

@@ -162,6 +162,14 @@ class KeepBestCallback(TrainerCallback):
         self.best_metrics: dict | None = None
         self.best_step: int | None = None
         self.best_state: dict | None = None
+        # The last evaluation's metrics: what a run reports when no evaluation could win (every one NaN, e.g. a
+        # correlation of constant predictions), with the final weights.
+        self.last_metrics: dict | None = None
+
+    @property
+    def reported_metrics(self) -> dict | None:
+        """The best evaluation's metrics, else the last evaluation's."""
+        return self.best_metrics if self.best_metrics is not None else self.last_metrics
 
     def is_better(self, value: float) -> bool:
         if value != value:  # NaN never wins
@@ -173,6 +181,7 @@ class KeepBestCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
         if not metrics or self.metric not in metrics or model is None:
             return
+        self.last_metrics = dict(metrics)
         if self.is_better(metrics[self.metric]):
             self.best_value = metrics[self.metric]
             self.best_metrics = dict(metrics)
