@@ -120,7 +120,11 @@ def curve_png(name: str, cells: list[dict]) -> bytes:
         tokens = sorted(set.intersection(*(set(curve) for curve in curves)))
         axes.plot(tokens, [statistics.fmean(curve[t] for curve in curves) for t in tokens], marker=".",
                   label=f"{arm} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
-    axes.axhline(cells[0]["unigram_validation_loss"], color="grey", linestyle=":", label="unigram")
+    unigram = cells[0]["unigram_validation_loss"]
+    axes.axhline(unigram, color="grey", linestyle=":", label="unigram")
+    # Iteration 0 (about ln V) sits above the top: the plot keeps the range where the arms differ.
+    lowest = min(point["loss"] for cell in cells for point in cell["curve"])
+    axes.set_ylim(lowest - 0.05, unigram + 0.1)
     axes.set_xlabel("training tokens seen")
     axes.set_ylabel("validation loss (nats per character)")
     axes.set_title(name)

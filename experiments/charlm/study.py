@@ -568,11 +568,11 @@ def run_cell(cell: Cell, data: CharData, results_dir: Path, work_dir: Path, forc
         if force and run_dir.exists():
             shutil.rmtree(run_dir)
         print(f"{cell.name}: training", flush=True)
-        started = time.perf_counter()
+        started, where = time.perf_counter(), machine()  # the commit the cell starts from (this process's code)
         measured = train_cell(cell, data, run_dir, stop_after_checkpoint)
         result = {**wanted, "name": cell.name, "setting": cell.setting, "data": data.path,
                   "vocab_size": data.vocab_size, "unigram_validation_loss": unigram_loss(data), **measured,
-                  "wall_seconds_this_process": time.perf_counter() - started, **machine()}
+                  "wall_seconds_this_process": time.perf_counter() - started, **where}
         atomic_write_text(result_path, json.dumps(result, indent=1) + "\n")
     print(f"{cell.name}: validation loss {result['final_validation_loss']:.4f}, {result['parameters']:,} parameters, "
           f"{result['train_tokens_per_second']:.0f} training tokens/s ({result['precision']})", flush=True)
