@@ -538,9 +538,12 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads[0])
     from sharedbert.embeddings import read_sts
     from sharedbert.export import calibration_sentences
-    from sharedbert.training import shared_data_dir
+    from sharedbert.shared_data import not_found_message, shared_data_dir
 
-    sts = Path(args.sts) if args.sts else (shared_data_dir("glue/STS-B/dev.tsv") or Path(".")) / "glue/STS-B/dev.tsv"
+    found = shared_data_dir("glue/STS-B/dev.tsv")
+    if args.sts is None and found is None:
+        parser.error(not_found_message("glue/STS-B/dev.tsv", "--sts FILE"))
+    sts = Path(args.sts) if args.sts else found / "glue/STS-B/dev.tsv"
     first, second, gold = read_sts(sts)
     calibration = calibration_sentences(samples=300)
     rounds, batches32, singles = args.rounds, 4, 48

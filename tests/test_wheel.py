@@ -1,6 +1,7 @@
 """The built wheel works without the repository: installed into a fresh virtual environment and run from a folder with
 no repository around, `sharedbert --help`, `sharedbert convert all-MiniLM-L6-v2 OUT` and `sharedbert upload OUT
---repo-id NAME/REPO --dry-run STAGE` (which renders the packaged model-card template) all work.
+--repo-id NAME/REPO --dry-run STAGE` (which renders the packaged model-card template) all work, and the data defaults
+come from the folder `SHAREDBERT_DATA` names (without it, the message names the variable and the flag).
 
 The fresh environment gets the dependencies (torch, transformers, ...) by a path entry to this environment's
 site-packages, whose `.pth` files are not processed there, so the editable install of the repository is invisible:
@@ -47,8 +48,11 @@ def wheel_env(tmp_path_factory):
     workdir = root / "elsewhere"
     workdir.mkdir()
 
-    def run(*arguments, timeout=900):
-        return subprocess.run([env_dir / "bin" / "sharedbert", *arguments], cwd=workdir, env=environment,
+    def run(*arguments, timeout=900, data=None):
+        """`sharedbert ARGUMENTS` in the fresh environment; `data`: the SHAREDBERT_DATA folder (default: unset)."""
+        extra = {} if data is None else {"SHAREDBERT_DATA": str(data)}
+        without = {key: value for key, value in environment.items() if key != "SHAREDBERT_DATA"}
+        return subprocess.run([env_dir / "bin" / "sharedbert", *arguments], cwd=workdir, env=without | extra,
                               capture_output=True, text=True, timeout=timeout)
 
     where = subprocess.run([python, "-c", "import sharedbert; print(sharedbert.__file__)"], cwd=workdir,
@@ -77,3 +81,46 @@ def test_convert_then_stage_with_a_model_card(wheel_env, minilm_path):
     assert "someone/sharedbert-minilm" in card and "shared" in card
     assert "Dry run: the verified folder is in" in staged.stdout, staged.stdout
     assert {"config.json", "model.safetensors", "modeling_sharedbert.py"} <= {p.name for p in (workdir / "staged").iterdir()}
+
+
+def test_the_data_default_comes_from_SHAREDBERT_DATA_outside_the_repository(wheel_env, minilm_path, tmp_path):
+    """`sharedbert convert --heal` heals on the shared raw text by default (as build-minilm does): installed and run
+    outside the repository it finds it only through SHAREDBERT_DATA, and without it says how to point at it."""
+    import json
+    import random
+
+    run, workdir = wheel_env
+    missing = run("convert", "all-MiniLM-L6-v2", "not-written", "--heal", "--steps", "1")
+    assert missing.returncode == 2, missing.stderr[-3000:]
+    assert "SHAREDBERT_DATA is not set" in missing.stderr and "--corpus" in missing.stderr, missing.stderr[-3000:]
+    assert not (workdir / "not-written").exists()
+
+    rng = random.Random(0)
+    words = "the a man woman dog plays runs sees guitar park river city old young and with on in near house".split()
+    data = tmp_path / "data"
+    (data / "mlm-text").mkdir(parents=True)
+    (data / "mlm-text" / "prose.txt").write_text(" ".join(rng.choice(words) for _ in range(3000)))
+    healed = run("convert", "all-MiniLM-L6-v2", "healed", "--heal", "--steps", "1", "--calibration-sentences", "0",
+                 "--batch-size", "2", "--long-batch-size", "1", "--max-length", "64", "--threads", "1", data=data)
+    assert healed.returncode == 0, healed.stderr[-3000:]
+    report = json.loads((workdir / "healed" / "conversion_report.json").read_text())
+    assert report["heal"]["steps"] == 1 and not report["heal"]["interrupted"]
+
+    wrong = run("build-minilm", "staged", "--corpus", str(data / "mlm-text"), data=tmp_path / "nothing-here")
+    assert wrong.returncode == 2, wrong.stderr[-3000:]
+    assert f"SHAREDBERT_DATA={tmp_path / 'nothing-here'} does not hold it" in wrong.stderr and "--sts" in wrong.stderr
+
+
+def test_SHAREDBERT_DATA_is_searched_first(tmp_path, monkeypatch):
+    from sharedbert.shared_data import raw_text_dir, shared_data_dir
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "glue" / "SST-2").mkdir(parents=True)
+    (second / "shared" / "data" / "glue" / "SST-2").mkdir(parents=True)
+    (second / "shared" / "data" / "mlm-text").mkdir(parents=True)
+    monkeypatch.chdir(second)
+    monkeypatch.setenv("SHAREDBERT_DATA", str(first))
+    assert shared_data_dir("glue/SST-2") == first  # before the current folder (and the repository's shared/data)
+    assert raw_text_dir() != first / "mlm-text" and raw_text_dir().is_dir()  # the next place that holds it
+    monkeypatch.setenv("SHAREDBERT_DATA", str(tmp_path / "missing"))
+    assert shared_data_dir("glue/SST-2") != tmp_path / "missing"

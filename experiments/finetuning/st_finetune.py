@@ -28,6 +28,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output-dir", default="runs/st-finetune")
     parser.add_argument("--name", default="st_finetune")
+    parser.add_argument("--glue-dir", help="the GLUE root, holding STS-B/train.tsv and dev.tsv (default: glue/ in the "
+                        "shared data folder: $SHAREDBERT_DATA, else shared/data beside the repository)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -35,14 +37,15 @@ def main(argv=None):
 
     from sharedbert import embeddings
     from sharedbert.atomic import atomic_directory, atomic_write_text
-    from sharedbert.training.data import shared_data_dir
+    from sharedbert.shared_data import not_found_message, shared_data_dir
 
     torch.set_num_threads(args.threads)
-    data = shared_data_dir("glue/STS-B/train.tsv")
-    if data is None:
-        parser.error("glue/STS-B/train.tsv not found in the shared data folder: set SHAREDBERT_DATA to the folder "
-                     "holding glue/")
-    glue = data / "glue" / "STS-B"
+    if args.glue_dir:
+        glue = Path(args.glue_dir) / "STS-B"
+    elif shared_data_dir("glue/STS-B/train.tsv") is None:
+        parser.error(not_found_message("glue/STS-B/train.tsv", "--glue-dir GLUE_ROOT"))
+    else:
+        glue = shared_data_dir("glue/STS-B/train.tsv") / "glue" / "STS-B"
     with atomic_directory(args.output_dir) as staging:  # a kill mid-training leaves no half-saved model
         result = embeddings.finetune_sts(args.model, glue / "train.tsv", glue / "dev.tsv", staging,
                                          max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr)

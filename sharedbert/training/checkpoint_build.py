@@ -31,6 +31,7 @@ import torch
 
 from ..atomic import atomic_directory, atomic_write_text
 from ..folding import fold_for_inference
+from ..shared_data import RAW_TEXT, not_found_message, raw_text_dir
 from .data import corpus_files, read_text, shared_data_dir
 from .healing import HealConfig
 from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
@@ -38,7 +39,7 @@ from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
 logger = logging.getLogger(__name__)
 
 REPO_NAME = "sharedbert-all-MiniLM-L6-v2"
-CORPUS = "mlm-text"
+CORPUS = RAW_TEXT
 # Never read by healing: the length-bucket agreement is measured on it.
 HELD_OUT = "gutenberg-nltk/chesterton-thursday.txt"
 STS_DEV = "glue/STS-B/dev.tsv"
@@ -68,13 +69,10 @@ def describe_batches(config: HealConfig) -> str:
 
 
 def healing_corpus(corpus=None) -> tuple[list[Path], Path]:
-    """(the files healing reads, the held-out file): every text file of `corpus` (default: the shared mlm-text
-    folder) except `HELD_OUT`."""
+    """(the files healing reads, the held-out file): every text file of `corpus` (default: the shared raw text,
+    `shared_data.raw_text_dir`, as for `sharedbert convert --heal`) except `HELD_OUT`."""
     if corpus is None:
-        found = shared_data_dir(CORPUS)
-        if found is None:
-            raise FileNotFoundError(f"No {CORPUS}/ in the shared data folder: pass --corpus FOLDER.")
-        corpus = found / CORPUS
+        corpus = raw_text_dir("--corpus FOLDER")
     files = corpus_files(corpus)
     held = [f for f in files if f.as_posix().endswith(HELD_OUT)]
     if not held:
@@ -276,9 +274,10 @@ class BuildArguments:
         "rate anneals over the minutes."})
     threads: int | None = field(default=1, metadata={"help": "torch threads (1: best on a shared machine)."})
     corpus: str | None = field(default=None, metadata={
-        "help": f"Raw-text folder (default: {CORPUS} in the shared data folder); {HELD_OUT} must be in it."})
+        "help": f"Raw-text folder (default: {CORPUS}/ in the shared data folder: $SHAREDBERT_DATA, else shared/data "
+        f"beside the repository or the current folder); {HELD_OUT} must be in it."})
     sts: str | None = field(default=None, metadata={
-        "help": f"STS-B dev TSV (default: {STS_DEV} in the shared data folder)."})
+        "help": f"STS-B dev TSV (default: {STS_DEV} in the shared data folder, found as --corpus's)."})
     calibration_sentences: int = field(default=0, metadata={
         "help": "Calibrate the conversion on N corpus pieces before healing (0: heal the uncalibrated conversion, "
         "which measured better: experiments/healing/README.md, `uncal` against `base-bf16`)."})
@@ -309,7 +308,9 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
         torch.set_num_threads(args.threads)
     work_dir = Path(args.work_dir)
     healed_dir = work_dir / "healed"
-    sts = Path(args.sts) if args.sts else (shared_data_dir(STS_DEV) or Path(".")) / STS_DEV
+    if args.sts is None and shared_data_dir(STS_DEV) is None:
+        raise FileNotFoundError(not_found_message(STS_DEV, "--sts GLUE_ROOT/STS-B/dev.tsv"))
+    sts = Path(args.sts) if args.sts else shared_data_dir(STS_DEV) / STS_DEV
     if not sts.is_file():
         raise FileNotFoundError(f"STS-B dev file {sts} not found: pass --sts GLUE_ROOT/STS-B/dev.tsv.")
     files, held_out = healing_corpus(args.corpus)
