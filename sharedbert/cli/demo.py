@@ -9,8 +9,8 @@ Then it stages a verified Hub-ready folder (as `upload.py --dry-run` does), relo
 the Auto classes, classifies a few sentences with pipeline(), measures inference speed against BERT and prints
 a table of parameters, speed and accuracy (also saved as demo_results.json).
 
-GLUE data: --data-dir, else glue/ in the shared data folder (../shared/data beside the repository, or beside or inside
-the current folder), else nyu-mll/glue from the Hub when online. The work is `sharedbert.training.run_demo`; the
+GLUE data: --data-dir, else glue/ in the shared data folder ($SHAREDBERT_DATA, else ../shared/data beside the
+repository, or beside or inside the current folder), else nyu-mll/glue from the Hub when online. The work is `sharedbert.training.run_demo`; the
 options are its `DemoArguments`.
 """
 

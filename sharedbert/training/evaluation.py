@@ -23,8 +23,8 @@ class EvaluateArguments:
     task: str | None = field(default=None, metadata={
         "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own file)."})
     data_dir: str | None = field(default=None, metadata={
-        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the "
-        "repository)."})
+        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder: $SHAREDBERT_DATA, "
+        "else shared/data beside the repository or the current folder)."})
     dataset: str | None = field(default=None, metadata={
         "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
     file: str | None = field(default=None, metadata={

@@ -70,8 +70,8 @@ class FinetuneArguments:
     task: str | None = field(default=None, metadata={
         "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files)."})
     data_dir: str | None = field(default=None, metadata={
-        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder beside the "
-        "repository)."})
+        "help": "GLUE root holding SST-2/, CoLA/, ... (default: glue/ in the shared data folder: $SHAREDBERT_DATA, "
+        "else shared/data beside the repository or the current folder)."})
     dataset: str | None = field(default=None, metadata={
         "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
     train_file: str | None = field(default=None, metadata={
