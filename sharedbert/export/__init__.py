@@ -142,7 +142,8 @@ class ExportArguments:
         "quantize well, such as the SharedBert build)", "choices": list(OPENVINO_INT8_MODES)})
     calibration_file: str | None = field(default=None, metadata={
         "help": "sentences for the OpenVINO int8 calibration: a text file (one a line) or a TSV with a 'sentence' "
-        "column (default: GLUE SST-2 train from the shared data folder, as sentence-transformers does)"})
+        "column (default: GLUE SST-2 train from the shared data folder, $SHAREDBERT_DATA first, as "
+        "sentence-transformers does)"})
     calibration_samples: int = field(default=CALIBRATION_SAMPLES, metadata={
         "help": "calibration sentences used for OpenVINO int8"})
     check_file: str | None = field(default=None, metadata={
