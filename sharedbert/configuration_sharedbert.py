@@ -5,7 +5,9 @@ A BERT configuration plus the three weight-sharing choices this model family com
 * ``attention_type``: how queries, keys and values are projected inside self-attention
   (``"shared"``: one projection ``S = X·Ws + b`` and per-channel vectors, arXiv 2412.00359;
   ``"standard"``: BERT's separate Wq, Wk, Wv; ``"symmetric"``: K = Q; ``"pairwise"``: K = Q with a
-  per-head bilinear matrix, Courtois et al. 2024).
+  per-head bilinear matrix, Courtois et al. 2024; ``"shared_kv"``: its own Wq, one shared projection for K and V,
+  Kayyam et al.'s K = V; ``"shared_head_query"`` and ``"shared_lowrank_query"``: the paper's one projection with a
+  per-head matrix or a rank-``attention_rank`` term on the query, so that scores are not symmetric, issue 42).
 * ``layer_sharing`` / ``num_unique_layers`` / ``sharing_order``: cross-layer sharing (ALBERT's all /
   attention-only / FFN-only; Takase & Kiyono 2021's sequence / cycle / cycle_rev orders).
 * ``tie_word_embeddings``: the masked-LM decoder reuses the word-embedding matrix (Press & Wolf 2017).
@@ -24,11 +26,17 @@ from transformers.configuration_utils import PreTrainedConfig, strict
 from transformers.utils.type_validators import activation_fn_key, interval, positive_int_field, probability
 
 
-ATTENTION_TYPES = ("shared", "standard", "symmetric", "pairwise")
-# Cross-attention takes one more type: "shared_kv", its own query projection of the decoder states and one shared
-# projection of the encoder states for keys and values. It keeps the shared projection where it does no harm: the
-# scores are not a symmetric form of the two sides, as with "shared", where one Ws reads both.
-CROSS_ATTENTION_TYPES = (*ATTENTION_TYPES, "shared_kv")
+ATTENTION_TYPES = (
+    "shared", "standard", "symmetric", "pairwise", "shared_kv", "shared_head_query", "shared_lowrank_query",
+)
+# "shared" scores token pairs with a symmetric form, S·diag(dq⊙dk)·Sᵀ: i's score for j equals j's for i. The last
+# three types give the scores a direction. "shared_kv" (Q its own projection, K = V = S; 2·d² projection weights)
+# frees the whole query; "shared_head_query" (a head_dim × head_dim matrix per head on the paper's query) and
+# "shared_lowrank_query" (a rank-r term X·A·B added to it) keep the paper's one d² projection and cost at most 40% of
+# standard attention's projection parameters at bert-base and all-MiniLM-L6-v2 dims (docs/model.md).
+CROSS_ATTENTION_TYPES = ATTENTION_TYPES
+# Types that read `attention_rank`.
+RANKED_ATTENTION_TYPES = ("shared_lowrank_query",)
 # The cross-attention of a decoder whose config does not name one: "standard" whatever the self-attention, as in T5
 # and BERTShare, which never share cross-attention's projections. "shared_kv" learned to copy as fast in the copy
 # experiment at two thirds of the projection weights, but on the seq2seq study's task, from the same warm start, it
@@ -39,7 +47,14 @@ DEFAULT_CROSS_ATTENTION_TYPES = {
     "standard": "standard",
     "symmetric": "standard",
     "pairwise": "standard",
+    "shared_kv": "standard",
+    "shared_head_query": "standard",
+    "shared_lowrank_query": "standard",
 }
+# The rank of "shared_lowrank_query" when `attention_rank` is None: hidden_size // 12. Its projections then cost
+# (d² + 4d + 2dr + r) / (3d² + 3d) ≈ 1/3 + 2r/(3d) ≈ 38.9% of standard attention's at any width (bert-base: 39.0%,
+# all-MiniLM-L6-v2: 39.1%); 40% allows r ≤ 0.1·d − 1.4.
+DEFAULT_RANK_DIVISOR = 12
 LAYER_SHARING_MODES = ("none", "all", "attention", "ffn")
 SHARING_ORDERS = ("sequence", "cycle", "cycle_rev")
 
@@ -68,7 +83,12 @@ class SharedBertConfig(PreTrainedConfig):
 
     Args:
         attention_type (`str`, defaults to `"shared"`):
-            `"shared"`, `"standard"`, `"symmetric"` or `"pairwise"` (see the module docstring).
+            `"shared"`, `"standard"`, `"symmetric"`, `"pairwise"`, `"shared_kv"`, `"shared_head_query"` or
+            `"shared_lowrank_query"` (see the module docstring and docs/model.md).
+        attention_rank (`int`, *optional*):
+            The rank r of `"shared_lowrank_query"`'s query term (X·A + a)·B. None (the default): hidden_size // 12,
+            which keeps its projections at about 39% of standard attention's. Recorded in config.json when the type
+            uses it. Ignored by the other types.
         layer_sharing (`str`, defaults to `"none"`):
             Which sublayers are shared across depth: `"none"`, `"all"` (attention and feed-forward), `"attention"`
             (attention blocks only) or `"ffn"` (feed-forward blocks only).
@@ -87,7 +107,7 @@ class SharedBertConfig(PreTrainedConfig):
             Requires `is_decoder=True`. It projects queries, keys and values as `cross_attention_type` says (see the
             modeling module's docstring) and is shared across depth like the self-attention.
         cross_attention_type (`str`, *optional*):
-            How cross-attention projects its queries, keys and values: one of the `attention_type` values or
+            How cross-attention projects its queries, keys and values: one of the `attention_type` values, e.g.
             `"shared_kv"` (queries from their own projection of the decoder states; keys and values from one shared
             projection of the encoder states, K = S_H⊙dk, V = S_H⊙dv). None (the default) takes
             `DEFAULT_CROSS_ATTENTION_TYPES[attention_type]`: `"standard"` for every type. A config with
@@ -156,6 +176,7 @@ class SharedBertConfig(PreTrainedConfig):
     scale_embedding: bool = False
     decoder_start_token_id: int | None = None
     attention_type: str = "shared"
+    attention_rank: int | None = None
     layer_sharing: str = "none"
     num_unique_layers: int | None = None
     sharing_order: str = "sequence"
@@ -167,6 +188,8 @@ class SharedBertConfig(PreTrainedConfig):
         _reject_misspelled_fields(kwargs)
         if self.num_unique_layers is None and isinstance(self.num_hidden_layers, int):
             self.num_unique_layers = self.num_hidden_layers if self.layer_sharing == "none" else 1
+        if self.attention_rank is None and isinstance(self.hidden_size, int) and self.uses_attention_rank:
+            self.attention_rank = self.effective_attention_rank
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
         super().__post_init__(**kwargs)
 
@@ -179,6 +202,9 @@ class SharedBertConfig(PreTrainedConfig):
         output = super().to_dict()
         if self.has_cross_attention:
             output["cross_attention_type"] = self.effective_cross_attention_type
+        # Likewise the rank: the default rule may change, the saved model must not.
+        if self.uses_attention_rank:
+            output["attention_rank"] = self.effective_attention_rank
         return output
 
     @classmethod
@@ -222,13 +248,21 @@ class SharedBertConfig(PreTrainedConfig):
                 raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
 
     def validate_optional_sizes(self):
-        for name in ("num_unique_layers", "decoder_vocab_size"):
+        for name in ("num_unique_layers", "decoder_vocab_size", "attention_rank"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
         if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
             raise ValueError(f"`classifier_dropout` must be a probability in [0, 1) or None, got "
                              f"{self.classifier_dropout!r}.")
+
+    def validate_attention_rank(self):
+        if self.attention_rank is not None and self.attention_rank > self.hidden_size:
+            raise ValueError(
+                f"`attention_rank` ({self.attention_rank}) cannot exceed `hidden_size` ({self.hidden_size}): a rank-r "
+                f"term of a {self.hidden_size}-wide query has r ≤ {self.hidden_size}; leave it None for "
+                f"hidden_size // {DEFAULT_RANK_DIVISOR} ({self.hidden_size // DEFAULT_RANK_DIVISOR or 1})."
+            )
 
     def validate_heads(self):
         if self.hidden_size % self.num_attention_heads != 0:
@@ -298,6 +332,22 @@ class SharedBertConfig(PreTrainedConfig):
         if self.cross_attention_type is not None:
             return self.cross_attention_type
         return DEFAULT_CROSS_ATTENTION_TYPES[self.attention_type]
+
+    @property
+    def uses_attention_rank(self) -> bool:
+        """Whether self- or cross-attention is of a type that reads `attention_rank`."""
+        # Read before validation too (`__post_init__`): an unknown type must reach `validate_choices`, not fail here.
+        cross = None
+        if self.has_cross_attention:
+            cross = self.cross_attention_type or DEFAULT_CROSS_ATTENTION_TYPES.get(self.attention_type)
+        return self.attention_type in RANKED_ATTENTION_TYPES or cross in RANKED_ATTENTION_TYPES
+
+    @property
+    def effective_attention_rank(self) -> int:
+        """`attention_rank`, else hidden_size // 12 (at least 1): see `DEFAULT_RANK_DIVISOR`."""
+        if self.attention_rank is not None:
+            return self.attention_rank
+        return max(1, self.hidden_size // DEFAULT_RANK_DIVISOR)
 
     @property
     def target_vocab_size(self) -> int:

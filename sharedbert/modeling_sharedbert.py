@@ -411,12 +411,53 @@ class SharedKeyValueAttention(SharedBertAttentionBase):
         return self.value_scale
 
 
+class SharedHeadQueryAttention(SharedProjectionAttention):
+    """`"shared_head_query"`: the paper's one projection S = X·Ws + b, with a head_dim × head_dim matrix M_h per head
+    on the query: Q = (S⊙dq⊙dk)·M_h, K = V = S, the output times dv. Scores S·diag(dq⊙dk)·M_h·Sᵀ are symmetric only
+    when diag(dq⊙dk)·M_h is: M_h gives them a direction (i's score for j differs from j's for i) at heads·head_dim²
+    parameters (+2.8% of standard attention's projections at bert-base). M_h = I at initialisation: the paper's form.
+    The cache keeps S alone, as for "shared"."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        self.query_head_matrix = nn.Parameter(torch.eye(self.head_dim).repeat(self.num_heads, 1, 1))
+
+    def scaled_query(self, shared: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(super().scaled_query(shared), self.query_head_matrix)
+
+
+class SharedLowRankQueryAttention(SharedProjectionAttention):
+    """`"shared_lowrank_query"`: the paper's one projection S = X·Ws + b, with a rank-r term on the query:
+    Q = S⊙dq⊙dk + (X·A + a)·B, K = V = S, the output times dv (A: hidden × r with bias a, `query_down`; B: r × hidden,
+    `query_up`; r = `config.effective_attention_rank`). The term reads X, not S, so the query may leave S's
+    subspace and its scores are not a symmetric form. B = 0 at initialisation: the paper's form. The cache keeps S
+    alone, as for "shared"."""
+
+    def __init__(self, config: SharedBertConfig):
+        super().__init__(config)
+        rank = config.effective_attention_rank
+        self.query_down = nn.Linear(config.hidden_size, rank)
+        self.query_up = nn.Linear(rank, config.hidden_size, bias=False)
+
+    def query_correction(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.split_heads(self.query_up(self.query_down(hidden_states)))
+
+    def project_query(self, hidden_states):
+        return super().project_query(hidden_states) + self.query_correction(hidden_states)
+
+    def project(self, hidden_states):
+        shared = self.shared_states(hidden_states)
+        return self.scaled_query(shared) + self.query_correction(hidden_states), shared, None
+
+
 ATTENTION_CLASSES = {
     "shared": SharedProjectionAttention,
     "standard": StandardAttention,
     "symmetric": SymmetricAttention,
     "pairwise": PairwiseAttention,
     "shared_kv": SharedKeyValueAttention,
+    "shared_head_query": SharedHeadQueryAttention,
+    "shared_lowrank_query": SharedLowRankQueryAttention,
 }
 
 
@@ -632,10 +673,15 @@ class SharedBertPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module):
         super()._init_weights(module)
         if isinstance(module, SharedProjectionAttention):
-            # Q = K = V = S at initialisation, as in the paper.
+            # Q = K = V = S at initialisation, as in the paper (and so are the two types that extend it).
             init.ones_(module.query_scale)
             init.ones_(module.key_scale)
             init.ones_(module.value_scale)
+            if isinstance(module, SharedHeadQueryAttention):
+                init.copy_(module.query_head_matrix, torch.eye(module.head_dim).repeat(module.num_heads, 1, 1))
+            if isinstance(module, SharedLowRankQueryAttention):
+                # B = 0: the query term starts at zero while A (normal, as every Linear) gives B a gradient.
+                init.zeros_(module.query_up.weight)
         elif isinstance(module, SharedKeyValueAttention):
             init.ones_(module.key_scale)
             init.ones_(module.value_scale)
@@ -772,6 +818,8 @@ def describe_incompatible_checkpoint(
         if any(".shared_proj." in key for key in keys) and any(".self.query." in key for key in keys):
             return "shared_kv"
         for attention_type, marker in (
+            ("shared_head_query", ".query_head_matrix"),
+            ("shared_lowrank_query", ".query_down."),
             ("shared", ".shared_proj."),
             ("pairwise", ".head_bilinear"),
             ("standard", ".self.key."),

@@ -43,6 +43,18 @@ def test_the_cache_of_shared_attention_is_exactly_half_of_standard_attentions(la
     assert len(output.past_key_values.self_attention_cache.layers) == 4
 
 
+@pytest.mark.parametrize("attention_type", ["shared_kv", "shared_head_query", "shared_lowrank_query"])
+def test_every_type_whose_keys_and_values_are_one_projection_caches_it_alone(attention_type):
+    """K = V = S in self- and cross-attention: the cache holds S alone, half of standard attention's bytes."""
+    ids, states = torch.randint(5, 99, (3, 7)), torch.randn(3, 5, 32)
+    with torch.no_grad():
+        ours = decoder(attention_type, attention_type)(ids, encoder_hidden_states=states, use_cache=True)
+        standard = decoder("standard", "standard")(ids, encoder_hidden_states=states, use_cache=True)
+    assert cache_bytes(ours.past_key_values) * 2 == cache_bytes(standard.past_key_values)
+    caches = (ours.past_key_values.self_attention_cache, ours.past_key_values.cross_attention_cache)
+    assert all(layer.values.shape[-1] == 0 for cache in caches for layer in cache.layers)
+
+
 def test_the_seq2seq_cache_is_exactly_half_too():
     sizes = {}
     for name, types in (("shared", {"attention_type": "shared", "cross_attention_type": "shared_kv"}),
@@ -57,7 +69,8 @@ def test_the_seq2seq_cache_is_exactly_half_too():
     assert sizes["shared"] * 2 == sizes["standard"]
 
 
-@pytest.mark.parametrize("attention_type", ["shared", "standard", "pairwise"])
+@pytest.mark.parametrize("attention_type", ["shared", "standard", "pairwise", "shared_kv", "shared_head_query",
+                                            "shared_lowrank_query"])
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_cached_generation_equals_uncached_generation(attention_type, num_beams):
     model = decoder(attention_type, None, layer_sharing="attention", num_unique_layers=2)
@@ -67,8 +80,14 @@ def test_cached_generation_equals_uncached_generation(attention_type, num_beams)
                                                                                          **arguments))
 
 
-def test_step_by_step_logits_with_the_cache_equal_the_full_forward():
-    model = decoder("shared", "shared_kv")
+@pytest.mark.parametrize("self_type, cross_type", [("shared", "shared_kv"), ("shared_kv", "shared_head_query"),
+                                                   ("shared_lowrank_query", "shared_lowrank_query"),
+                                                   ("shared_head_query", "standard")])
+def test_step_by_step_logits_with_the_cache_equal_the_full_forward(self_type, cross_type):
+    model = decoder(self_type, cross_type)
+    with torch.no_grad():  # off the initial M_h = I and B = 0, where the new types are the paper's form
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
     ids, states = torch.randint(5, 99, (2, 8)), torch.randn(2, 6, 32)
     with torch.no_grad():
         full = model(ids, encoder_hidden_states=states).logits
