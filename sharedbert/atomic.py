@@ -13,7 +13,8 @@ atomic), flushed to disk, then renamed into place:
 * `file_lock(path)`: an exclusive advisory lock, for read-modify-write of a file several processes share.
 
 Sibling names, for a destination `name`: `.name.tmp-*` (being written, possibly incomplete), `.name.new-*` (complete,
-about to be renamed in), `.name.old-*` (the previous version, about to be deleted). A folder is only ever read under
+about to be renamed in; after an atomic exchange, briefly the previous version, about to be deleted), `.name.old-*`
+(the previous version, about to be deleted). A folder is only ever read under
 its final name, so a reader never sees a half-written one.
 
 This module uses only the standard library (it must not import torch or transformers, so tools and tests can load it
