@@ -174,6 +174,18 @@ class PairwiseAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "pairwise"}
 
 
+class SharedKeyValueAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared_kv"}
+
+
+class SharedHeadQueryAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared_head_query"}
+
+
+class SharedLowRankQueryAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared_lowrank_query"}
+
+
 class SharedAllLayersModelTest(_EncoderVariantMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "shared", "layer_sharing": "all", "num_unique_layers": 1}
 
@@ -213,6 +225,18 @@ class SharedAttentionDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase)
 
 class PairwiseSharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "pairwise", "layer_sharing": "all", "num_unique_layers": 1}
+
+
+class SharedKeyValueDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared_kv"}
+
+
+class SharedHeadQueryDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared_head_query"}
+
+
+class SharedLowRankQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared_lowrank_query", "layer_sharing": "all", "num_unique_layers": 1}
 
 
 class Seq2SeqModelTester(SharedBertModelTester):
