@@ -5,7 +5,9 @@ Shared attention computes Q = S⊙(dq⊙dk) against K = V = S and scales its out
 copy, dv moves into the columns of the output projection, and √(dq⊙dk) into the rows of the shared projection when
 every dq⊙dk is positive, since (S⊙c)Sᵀ = (S⊙√c)(S⊙√c)ᵀ: query, key and value are then S itself and no elementwise pass
 is left. A dq⊙dk with a non-positive entry stays one query scaling. `shared_kv` attention's dk moves into its query
-projection and dv into the output projection.
+projection and dv into the output projection. `shared_head_query`'s dq⊙dk moves into its per-head matrices
+(Q = S·(diag(dq⊙dk)·M_h)), dv into the output projection. `shared_lowrank_query` folds as `shared` does, and its
+query term's output rows (B's columns) are divided by the √(dq⊙dk) that S took, so that (X·A + a)·B·Sᵀ is unchanged.
 
 The folded modules are subclasses that skip the scalings folded away; the vectors they no longer use are set to ones
 and frozen, so the copy is still a valid SharedBert: its `state_dict()` and `save_pretrained` give a checkpoint that
@@ -20,7 +22,13 @@ import copy
 import torch
 from torch import nn
 
-from .modeling_sharedbert import SharedBertAttention, SharedKeyValueAttention, SharedProjectionAttention
+from .modeling_sharedbert import (
+    SharedBertAttention,
+    SharedHeadQueryAttention,
+    SharedKeyValueAttention,
+    SharedLowRankQueryAttention,
+    SharedProjectionAttention,
+)
 
 
 class FoldedSharedProjectionAttention(SharedProjectionAttention):
@@ -28,7 +36,7 @@ class FoldedSharedProjectionAttention(SharedProjectionAttention):
     it could not be folded), and no output scale."""
 
     keeps_query_scale = False
-    folds_into = "shared_proj"
+    folds_into = ("shared_proj",)
 
     def scaled_query(self, shared: torch.Tensor) -> torch.Tensor:
         return shared * self.per_head(self.query_scale) if self.keeps_query_scale else shared
@@ -37,27 +45,30 @@ class FoldedSharedProjectionAttention(SharedProjectionAttention):
         return None
 
     @torch.no_grad()
-    def fold(self, output: nn.Linear) -> None:
+    def fold(self, output: nn.Linear) -> torch.Tensor:
+        """Folds in place; returns the per-channel factor S was multiplied by (√(dq⊙dk), or ones)."""
         weight, bias = self.shared_proj.weight, self.shared_proj.bias
+        factor = torch.ones_like(self.query_scale, dtype=torch.float64)
         score_scale = self.query_scale.double() * self.key_scale.double()
         value_scale = self.value_scale.double()
         self.keeps_query_scale = not bool((score_scale > 1e-6 * score_scale.abs().max()).all())
         if not self.keeps_query_scale:
-            root = score_scale.sqrt()
-            weight.copy_(weight.double() * root[:, None])
-            bias.copy_(bias.double() * root)
-            value_scale = value_scale / root
+            factor = score_scale.sqrt()
+            weight.copy_(weight.double() * factor[:, None])
+            bias.copy_(bias.double() * factor)
+            value_scale = value_scale / factor
             score_scale = torch.ones_like(score_scale)
         output.weight.copy_(output.weight.double() * value_scale)
         self.query_scale.copy_(score_scale)
         for vector in (self.key_scale, self.value_scale):
             vector.fill_(1.0)
+        return factor
 
 
 class FoldedSharedKeyValueAttention(SharedKeyValueAttention):
     """`shared_kv` attention after folding: dk lives in the query projection's rows, dv in the output projection."""
 
-    folds_into = "query"
+    folds_into = ("query",)
 
     def project_query(self, hidden_states):
         return self.split_heads(self.query(hidden_states))
@@ -75,9 +86,49 @@ class FoldedSharedKeyValueAttention(SharedKeyValueAttention):
             vector.fill_(1.0)
 
 
+class FoldedSharedHeadQueryAttention(SharedHeadQueryAttention):
+    """`shared_head_query` after folding: Q = S·M'_h with M'_h = diag(dq⊙dk)·M_h, K = V = S, dv in the output
+    projection; no elementwise pass is left."""
+
+    folds_into = ()
+
+    def scaled_query(self, shared: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(shared, self.query_head_matrix)
+
+    def output_scale(self):
+        return None
+
+    @torch.no_grad()
+    def fold(self, output: nn.Linear) -> None:
+        score_scale = (self.query_scale.double() * self.key_scale.double()).view(self.num_heads, self.head_dim, 1)
+        self.query_head_matrix.copy_(score_scale * self.query_head_matrix.double())
+        output.weight.copy_(output.weight.double() * self.value_scale.double())
+        for vector in (self.query_scale, self.key_scale, self.value_scale):
+            vector.fill_(1.0)
+
+
+class FoldedSharedLowRankQueryAttention(SharedLowRankQueryAttention):
+    """`shared_lowrank_query` after folding: S and dv as `FoldedSharedProjectionAttention` folds them, and B's
+    columns divided by the factor S took."""
+
+    keeps_query_scale = False
+    folds_into = ("shared_proj", "query_up")
+    scaled_query = FoldedSharedProjectionAttention.scaled_query
+
+    def output_scale(self):
+        return None
+
+    @torch.no_grad()
+    def fold(self, output: nn.Linear) -> None:
+        factor = FoldedSharedProjectionAttention.fold(self, output)
+        self.query_up.weight.copy_(self.query_up.weight.double() / factor[:, None])
+
+
 FOLDED_CLASSES = {
     SharedProjectionAttention: FoldedSharedProjectionAttention,
     SharedKeyValueAttention: FoldedSharedKeyValueAttention,
+    SharedHeadQueryAttention: FoldedSharedHeadQueryAttention,
+    SharedLowRankQueryAttention: FoldedSharedLowRankQueryAttention,
 }
 
 
@@ -90,8 +141,8 @@ def fold_for_inference(model: nn.Module) -> nn.Module:
         if not isinstance(module, SharedBertAttention) or type(module.self) not in FOLDED_CLASSES:
             continue
         folded_class = FOLDED_CLASSES[type(module.self)]
-        if any(type(layer) is not nn.Linear for layer in (getattr(module.self, folded_class.folds_into),
-                                                          module.output.dense)):
+        folded_layers = [getattr(module.self, name) for name in folded_class.folds_into]
+        if any(type(layer) is not nn.Linear for layer in (*folded_layers, module.output.dense)):
             raise ValueError(
                 "fold_for_inference needs plain nn.Linear projections, but one is wrapped (e.g. by a LoRA adapter): "
                 "merge the adapters first (peft's `merge_and_unload()`).")
@@ -111,5 +162,5 @@ def is_folded(model: nn.Module) -> bool:
     return any(isinstance(module, tuple(FOLDED_CLASSES.values())) for module in model.modules())
 
 
-__all__ = ["FOLDED_CLASSES", "FoldedSharedKeyValueAttention", "FoldedSharedProjectionAttention", "fold_for_inference",
-           "is_folded"]
+__all__ = ["FOLDED_CLASSES", "FoldedSharedHeadQueryAttention", "FoldedSharedKeyValueAttention",
+           "FoldedSharedLowRankQueryAttention", "FoldedSharedProjectionAttention", "fold_for_inference", "is_folded"]

@@ -7,6 +7,7 @@ import torch
 
 import sharedbert
 from sharedbert.folding import (
+    FOLDED_CLASSES,
     FoldedSharedKeyValueAttention,
     FoldedSharedProjectionAttention,
     fold_for_inference,
@@ -142,3 +143,64 @@ def test_wrapped_projection_is_refused():
     model.encoder.attention[0].output.dense = Wrapped(model.encoder.attention[0].output.dense)
     with pytest.raises(ValueError, match="merge_and_unload"):
         fold_for_inference(model)
+
+
+def _perturbed(model_class, seed=0, negative_score_scale=False, **overrides):
+    """A tiny model whose every parameter is off its initial value (M_h ≠ I, B ≠ 0, vectors ≠ 1)."""
+    torch.manual_seed(seed)
+    model = model_class(tiny_config(**overrides))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(("query_scale", "key_scale")):
+                parameter.uniform_(0.5, 1.5)
+            elif name.endswith("value_scale"):
+                parameter.uniform_(-1.5, 1.5)
+            else:
+                parameter.add_(0.05 * torch.randn_like(parameter))
+        if negative_score_scale:
+            for module in model.modules():
+                if isinstance(module, SharedProjectionAttention):
+                    module.key_scale[3] = -0.7
+    return model.eval()
+
+
+@pytest.mark.parametrize("negative_score_scale", [False, True], ids=["sqrt-folded", "query-scaled"])
+@pytest.mark.parametrize("attention_type", ["shared_kv", "shared_head_query", "shared_lowrank_query"])
+def test_the_directed_types_fold_with_the_same_outputs(tmp_path, attention_type, negative_score_scale):
+    model = _perturbed(sharedbert.SharedBertModel, negative_score_scale=negative_score_scale,
+                       attention_type=attention_type, layer_sharing="attention", num_unique_layers=2)
+    reference = _run(model)
+    folded = fold_for_inference(model)
+    attention = folded.encoder.attention[0].self
+    assert isinstance(attention, FOLDED_CLASSES[type(model.encoder.attention[0].self)])
+    assert torch.equal(attention.value_scale, torch.ones_like(attention.value_scale))
+    with torch.inference_mode():
+        assert (_run(folded) - reference).abs().max().item() <= 1e-5
+    # What was folded away is not read any more: dv scaled in the copy changes nothing.
+    with torch.no_grad():
+        attention.value_scale.mul_(3.0)
+        attention.key_scale.mul_(3.0)
+    with torch.inference_mode():
+        assert (_run(folded) - reference).abs().max().item() <= 1e-5
+    # ... and the copy, with its vectors at one, saves as an ordinary checkpoint of the same function.
+    folded = fold_for_inference(model)
+    folded.save_pretrained(tmp_path)
+    reloaded = sharedbert.SharedBertModel.from_pretrained(tmp_path).eval()
+    assert not is_folded(reloaded)
+    with torch.inference_mode():
+        assert (_run(reloaded) - reference).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("attention_type", ["shared_kv", "shared_head_query", "shared_lowrank_query"])
+def test_a_folded_decoder_generates_as_the_original_with_its_cache(attention_type):
+    model = _perturbed(sharedbert.SharedBertLMHeadModel, attention_type=attention_type, is_decoder=True,
+                       add_cross_attention=True, cross_attention_type=attention_type)
+    folded = fold_for_inference(model)
+    assert isinstance(folded.sharedbert.encoder.crossattention[0].self, tuple(FOLDED_CLASSES.values()))
+    ids = torch.randint(5, 99, (2, 3), generator=torch.Generator().manual_seed(1))
+    states = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        expected = model(ids, encoder_hidden_states=states).logits
+        assert (folded(ids, encoder_hidden_states=states).logits - expected).abs().max().item() <= 1e-5
+        arguments = dict(encoder_hidden_states=states, max_new_tokens=6, do_sample=False)
+        assert torch.equal(folded.generate(ids, **arguments), model.generate(ids, **arguments))
