@@ -168,13 +168,12 @@ def calibration_source(calibration_file: str | os.PathLike | None = None) -> Pat
             raise FileNotFoundError(f"Calibration file {path} not found: pass a text file with one sentence a line "
                                     "(or a TSV with a 'sentence' column).")
         return path
-    from ..shared_data import shared_data_dir  # looked up on each call, so that tests can stand in for it
+    from ..shared_data import not_found_message, shared_data_dir  # looked up on each call, so tests can stand in
 
     shared = shared_data_dir(DEFAULT_CALIBRATION)
     if shared is None:
-        raise ValueError("OpenVINO int8 needs calibration sentences: pass --calibration-file FILE (one sentence a "
-                         f"line, a few hundred of the kind the model will see); {DEFAULT_CALIBRATION} was not "
-                         "found in a shared data folder.")
+        raise ValueError("OpenVINO int8 needs calibration sentences (one a line, a few hundred of the kind the model "
+                         "will see): " + not_found_message(DEFAULT_CALIBRATION, "--calibration-file FILE"))
     return shared / DEFAULT_CALIBRATION
 
 
