@@ -2,7 +2,8 @@
 
 How it counts:
 * "QKV per layer": the parameters of one self-attention projection block, i.e. what the attention type replaces:
-  Wq, Wk, Wv and their biases for standard attention; Ws, b, dq, dk, dv for shared; Wq, Wv (+ P_h) otherwise.
+  Wq, Wk, Wv and their biases for standard attention; Ws, b, dq, dk, dv for shared (plus M_h for shared_head_query,
+  A, a, B for shared_lowrank_query); Wq, bq, Ws, b, dk, dv for shared_kv; Wq, Wv (+ P_h) otherwise.
   The output projection, LayerNorms and feed-forward are the same in every type and are not included.
 * "model": `SharedBertModel` with its pooler and no task head (what `BertModel` counts), each stored tensor once,
   so a cross-layer-shared sublayer counts once however many depths run it.

@@ -460,3 +460,20 @@ def test_params_command_prints_the_table(capsys):
     assert main(["params", "bert-base"]) == 0
     printed = capsys.readouterr().out
     assert "592,896" in printed and "66.54%" in printed and "95,335,680" in printed and "12.92%" in printed
+
+
+@pytest.mark.parametrize("preset, shares", [
+    ("bert-base", {"shared": 33.46, "shared_head_query": 36.24, "shared_lowrank_query": 39.02, "shared_kv": 66.75}),
+    ("minilm-l6", {"shared": 33.59, "shared_head_query": 36.36, "shared_lowrank_query": 39.14, "shared_kv": 66.84}),
+])
+def test_params_command_shows_the_directed_types_within_40_percent_of_standard(capsys, preset, shares):
+    """Issue 42's budget: at bert-base and all-MiniLM-L6-v2 dims, the one-projection directed types' projections cost
+    at most 40% of standard attention's (docs/model.md quotes these shares)."""
+    from sharedbert.cli import main
+
+    assert main(["params", preset]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()
+            if len(line.split()) == 6 and line.split()[1] == "none"}
+    for attention_type, share in shares.items():
+        assert round(100 - float(rows[attention_type][3].rstrip("%")), 2) == share, attention_type
+        assert share <= 40 or attention_type == "shared_kv"
