@@ -167,10 +167,12 @@ def _refit_attention(attention, teacher_attention, config, moment, ridge) -> Non
         return torch.cat([linear.weight, linear.bias[:, None]], 1).float()
 
     fitted, _ = fit_attention(config.attention_type, rows("query") @ root, rows("key") @ root, rows("value") @ root,
-                              config.num_attention_heads, o=teacher_attention.output.dense.weight.float())
-    # Linear layers that read the (whitened) input map back by Σ^-½; the output projection reads the context instead.
+                              config.num_attention_heads, o=teacher_attention.output.dense.weight.float(),
+                              rank=config.effective_attention_rank)
+    # Linear layers that read the (whitened) input, those fitted with a bias, map back by Σ^-½. The output projection
+    # reads the context instead, and `shared_lowrank_query`'s `query_up` (no bias) the rank-r code of `query_down`.
     reading_input = [key.removesuffix(".weight") for key in fitted
-                     if key.endswith(".weight") and key != "output.dense.weight"]
+                     if key.endswith(".weight") and key.removesuffix(".weight") + ".bias" in fitted]
     for name in reading_input:
         whitened = torch.cat([fitted.pop(f"{name}.weight"), fitted.pop(f"{name}.bias")[:, None]], 1)
         fitted[f"{name}.weight"], fitted[f"{name}.bias"] = (whitened @ inverse_root)[:, :-1], (

@@ -273,7 +273,8 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         )
         invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
         o = target[f"{att}.output.dense.weight"] if invariant else None
-        fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o)
+        fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o,
+                                         rank=config.effective_attention_rank)
         if "output.dense.weight" in fitted:  # the value channels changed basis: the output projection follows
             target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})

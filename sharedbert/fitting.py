@@ -19,6 +19,10 @@ AUTO_FIT_METHOD = {
     "symmetric": "weights",
     "pairwise": "invariant",
     "shared_kv": "weights",
+    # The two directed one-projection types start from shared's fit (its method) and add a least-squares fit of
+    # their extra parameters (`_fit_query_direction`).
+    "shared_head_query": "weights",
+    "shared_lowrank_query": "weights",
 }
 
 
@@ -37,6 +41,7 @@ def fit_attention(
     v: torch.Tensor,
     num_heads: int,
     o: torch.Tensor | None = None,
+    rank: int | None = None,
 ):
     """Fit the attention parameters of `attention_type` to BERT's projections.
 
@@ -53,7 +58,14 @@ def fit_attention(
     unchanged) and the value path M_h = O_h·V_h (V_h → G_h·V_h with O_h → O_h·G_h⁻¹ leaves it unchanged). The result
     may then also hold "output.dense.weight", the refitted output projection. "Energy kept" is the mean over the
     score forms and value paths of 1 − ‖fit − original‖² / ‖original‖².
+
+    "shared_head_query" and "shared_lowrank_query" (of rank `rank`) take shared's fit by either method, then fit their
+    query's extra parameters to BERT's per-head score forms against K = S (`_fit_query_direction`); "energy kept" is
+    the shared fit's, which they start from (a score-form measure of their own is `score_form_energy_kept`).
     """
+    if attention_type in ("shared_head_query", "shared_lowrank_query"):
+        fitted, retained = fit_attention("shared", q, k, v, num_heads, o=o)
+        return _fit_query_direction(attention_type, fitted, q, k, num_heads, rank, retained)
     if o is not None and attention_type not in ("standard", "shared_kv"):
         return _fit_invariant(attention_type, q, k, v, o, num_heads)
     hidden = q.shape[0]
@@ -93,6 +105,69 @@ def fit_attention(
         retained = 1 - float((k.double() - k_fit).pow(2).sum()) / total
         return {**linear("query", q), **linear("value", v), "head_bilinear": bilinear.float()}, retained
     raise ValueError(f"Unknown attention_type {attention_type!r}.")
+
+
+def _fit_query_direction(attention_type, fitted, q, k, num_heads, rank, shared_retained):
+    """Shared's fit `fitted` (channels S, the rows of `shared_proj` with the bias appended) completed by a
+    least-squares fit of the extra query parameters to BERT's per-head score forms B_h = Q_hᵀK_h (over augmented
+    inputs [x, 1]), with the keys S_h fixed:
+
+    * shared_head_query: scores S_hᵀ·G_h·S_h with G_h = diag(dq⊙dk)·M_h any head_dim × head_dim matrix; the nearest
+      (Frobenius) is G_h = S_h⁺ᵀ·B_h·S_h⁺. dq and dk become ones and M_h = G_h. The shared fit's form
+      diag(dq⊙dk) is one candidate, so the score forms fit at least as well as shared's.
+    * shared_lowrank_query: the query rows that best reproduce B_h against the keys S_h are T_h = S_h⁺ᵀ·B_hᵀ; the
+      query term fits the residual R = T − diag(dq⊙dk)·S (all heads stacked) by its best rank-r approximation (SVD,
+      Eckart–Young, in plain Frobenius norm rather than weighted by S_h), split evenly as B = U·Σ^½ and [A | a] =
+      Σ^½·Vᵀ. With a residual of rank < r, the unused directions stay zero.
+
+    Returns the completed tensors and `shared_retained`."""
+    hidden = q.shape[0]
+    head_dim = hidden // num_heads
+    q, k = q.double(), k.double()
+    shared = torch.cat([fitted["shared_proj.weight"], fitted["shared_proj.bias"][:, None]], 1).double()
+    score_scale = (fitted["query_scale"] * fitted["key_scale"]).double()
+    forms = [q[h * head_dim:(h + 1) * head_dim].T @ k[h * head_dim:(h + 1) * head_dim] for h in range(num_heads)]
+    pinvs = [torch.linalg.pinv(shared[h * head_dim:(h + 1) * head_dim]) for h in range(num_heads)]  # (width, hd)
+    if attention_type == "shared_head_query":
+        matrices = torch.stack([pinv.T @ form @ pinv for pinv, form in zip(pinvs, forms)])  # (heads, hd, hd)
+        ones = torch.ones_like(fitted["query_scale"])
+        fitted.update(query_scale=ones, key_scale=ones.clone(), query_head_matrix=matrices.float())
+    else:
+        if rank is None:
+            raise ValueError("shared_lowrank_query needs `rank` (the config's effective_attention_rank).")
+        targets = torch.cat([pinv.T @ form.T for pinv, form in zip(pinvs, forms)])  # (hidden, width): T_h stacked
+        residual = targets - score_scale[:, None] * shared
+        u, singular, vh = torch.linalg.svd(residual, full_matrices=False)
+        root = singular[:rank].sqrt()
+        up, down = u[:, :rank] * root, root[:, None] * vh[:rank]
+        if up.shape[1] < rank:  # a residual narrower than the rank: the rest starts at zero
+            up = torch.cat([up, up.new_zeros(hidden, rank - up.shape[1])], 1)
+            down = torch.cat([down, down.new_zeros(rank - down.shape[0], down.shape[1])], 0)
+        fitted.update({"query_down.weight": down[:, :-1].float().contiguous(),
+                       "query_down.bias": down[:, -1].float().contiguous(),
+                       "query_up.weight": up.float().contiguous()})
+    return fitted, shared_retained
+
+
+def score_form_energy_kept(attention_type: str, fitted: dict, q: torch.Tensor, k: torch.Tensor, num_heads: int):
+    """How well fitted self-attention tensors of "shared", "shared_head_query" or "shared_lowrank_query" reproduce
+    BERT's per-head score forms B_h = Q_hᵀK_h (augmented inputs): 1 − Σ‖B_h − fit_h‖² / Σ‖B_h‖²."""
+    head_dim = q.shape[0] // num_heads
+    shared = torch.cat([fitted["shared_proj.weight"], fitted["shared_proj.bias"][:, None]], 1).double()
+    query = (fitted["query_scale"] * fitted["key_scale"]).double()[:, None] * shared
+    if attention_type == "shared_lowrank_query":
+        down = torch.cat([fitted["query_down.weight"], fitted["query_down.bias"][:, None]], 1).double()
+        query = query + fitted["query_up.weight"].double() @ down
+    error = total = 0.0
+    for h in range(num_heads):
+        block = slice(h * head_dim, (h + 1) * head_dim)
+        form = q[block].double().T @ k[block].double()
+        if attention_type == "shared_head_query":
+            fit = query[block].T @ fitted["query_head_matrix"][h].double() @ shared[block]
+        else:
+            fit = query[block].T @ shared[block]
+        error, total = error + float((form - fit).pow(2).sum()), total + float(form.pow(2).sum())
+    return 1 - error / max(total, 1e-30)
 
 
 def _rank_one_rows(matrices: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -201,4 +276,4 @@ def _fit_shared_head(form, sym, path, head_dim: int, frac):
     return shared, (values / magnitude**2, 1 / magnitude), path @ channels.T, kept
 
 
-__all__ = ["AUTO_FIT_METHOD", "FIT_METHODS", "fit_attention", "resolve_fit_method"]
+__all__ = ["AUTO_FIT_METHOD", "FIT_METHODS", "fit_attention", "resolve_fit_method", "score_form_energy_kept"]

@@ -41,7 +41,8 @@ def hidden_error(student, teacher, batches):
     return total / count
 
 
-@pytest.mark.parametrize("attention_type", ["shared", "symmetric", "pairwise"])
+@pytest.mark.parametrize("attention_type", ["shared", "symmetric", "pairwise", "shared_kv", "shared_head_query",
+                                            "shared_lowrank_query"])
 @pytest.mark.parametrize("layer_sharing", ["none", "ffn"])
 def test_calibration_brings_the_student_closer_to_the_teacher_on_held_out_input(attention_type, layer_sharing):
     teacher = tiny_bert()
@@ -105,7 +106,7 @@ def test_bad_input_is_refused_with_the_reason():
 def test_calibration_on_real_text_improves_minilm_embeddings(minilm_path, mlm_text_dir):
     from transformers import AutoTokenizer
 
-    from sharedbert.training.healing import TextPieces
+    from sharedbert.training.data import TextPieces
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     teacher = BertModel.from_pretrained(minilm_path).eval()
