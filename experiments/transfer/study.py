@@ -216,7 +216,8 @@ def noise_control(work: Path, threads: int) -> Path:
     from sharedbert.atomic import atomic_directory, atomic_write_text
     from sharedbert.convert import from_bert
     from sharedbert.embeddings import pooling_of
-    from sharedbert.training.healing import Distiller, TextPieces, heal
+    from sharedbert.training.data import TextPieces
+    from sharedbert.training.healing import Distiller, heal
     from sharedbert.training import resolve_source
     from sharedbert.training.checkpoint_build import heal_recipe, healing_corpus
 
@@ -310,7 +311,7 @@ def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int)
 def demo_path_model(seed: int, work: Path, threads: int) -> Path:
     """`sharedbert demo`'s way: the fine-tuned `bert` of this seed converted to shared attention and healed toward
     it for 200 steps on the fine-tuning pool's text (not the held-out sentences)."""
-    from sharedbert.training.healing import TextInMemory
+    from sharedbert.training.data import TextInMemory
     from sharedbert.training.demo import heal_here
 
     out = work / f"demo-path-seed{seed}" / "healed"

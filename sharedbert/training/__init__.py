@@ -58,7 +58,7 @@ _EXPORTS = {
     "DemoArguments": "demo",
     "heal": "healing",
     "HealConfig": "healing",
-    "TextInMemory": "healing",
+    "TextInMemory": "data",
     "BatchSeededCollator": "trainer",
     "CheckpointCallback": "checkpointing",
     "EpochSeededSampler": "trainer",

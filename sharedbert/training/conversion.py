@@ -34,7 +34,8 @@ from ..remote_code import (
 )
 from ..shared_data import raw_text_dir
 from .data import corpus_files
-from .healing import HealConfig, TextInMemory, TextPieces, has_checkpoint, write_model_card
+from .data import TextInMemory, TextPieces
+from .healing import HealConfig, has_checkpoint, write_model_card
 from .healing import heal as heal_by_distillation
 from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
 
@@ -63,7 +64,7 @@ class ConvertArguments:
         "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
     corpus: list[str] | None = field(default=None, metadata={
         "help": "Text files or folders (decoded as UTF-8, bad bytes replaced) to calibrate and heal on; from Python "
-        "also a healing.TextInMemory. Default with healing: mlm-text/ in the shared data folder ($SHAREDBERT_DATA, "
+        "also a data.TextInMemory. Default with healing: mlm-text/ in the shared data folder ($SHAREDBERT_DATA, "
         "else shared/data beside the repository or the current folder), as for build-minilm."})
     calibration_sentences: int = field(default=512, metadata={
         "help": "With a corpus: first calibrate the conversion in closed form on this many pieces of it (0: off; "

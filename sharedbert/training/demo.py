@@ -182,7 +182,8 @@ def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int
     (experiments/demo/README.md), converting the fine-tuned BERT recovers more accuracy per healing minute than
     converting the base model, and SST-2's sentences more than general raw text."""
     from .conversion import convert_checkpoint
-    from .healing import HealConfig, TextInMemory
+    from .data import TextInMemory
+    from .healing import HealConfig
 
     if corpus is None:
         train = data_module.load_task("sst2", **data_kwargs, splits=("train",)).datasets["train"]

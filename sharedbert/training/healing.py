@@ -13,7 +13,6 @@ on other text or with other settings. Ctrl-C (SIGINT) finishes the current step,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -35,7 +34,7 @@ from .checkpointing import (
     writing_checkpoint,
 )
 from ..hub.card import HealingSummary, write_conversion_card
-from .data import corpus_files
+from .data import TextInMemory, TextPieces
 from ..precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
@@ -144,87 +143,6 @@ class HealResult:
     interrupted: bool
     losses: list[float]
     precision: str  # what `config.precision` resolved to on this machine ("auto" differs between CPUs)
-
-
-# ----------------------------------------------------------------------------------------------------------- corpus
-@dataclass(frozen=True)
-class TextInMemory:
-    """A corpus held in memory rather than in files, such as a task's training sentences (labels unused): pass it
-    wherever a corpus goes (`heal`, `convert_checkpoint`). `name` says what it is in reports and model cards."""
-
-    name: str
-    texts: tuple[str, ...]
-
-    def __post_init__(self):
-        object.__setattr__(self, "texts", tuple(self.texts))
-        if not all(isinstance(text, str) for text in self.texts):
-            raise TypeError(f"TextInMemory {self.name!r} holds something other than strings; pass a sequence of texts.")
-
-    def __str__(self):
-        return self.name
-
-    def digest(self) -> str:
-        digest = hashlib.sha256()
-        for text in self.texts:
-            digest.update(text.encode("utf-8") + b"\0")
-        return digest.hexdigest()
-
-
-class TextPieces:
-    """Raw text cut into pieces of random word length, in a reproducible shuffled order.
-
-    The corpus is text files or folders (`corpus_files`), or a `TextInMemory`. Files are decoded as UTF-8 with
-    undecodable bytes replaced (some Gutenberg files are Latin-1) and split on any whitespace (so CRLF files are fine).
-    Piece lengths come from `seed`, so the same corpus and seed always give the same pieces; epoch e visits them in the
-    permutation drawn from (seed, e).
-    """
-
-    def __init__(self, paths, min_words: int, max_words: int, seed: int):
-        digest = hashlib.sha256()
-        if isinstance(paths, TextInMemory):
-            self.files = []
-            words = " ".join(paths.texts).split()
-            digest.update(f"{paths.name}:{paths.digest()};".encode())
-            described = paths.name
-        else:
-            self.files = corpus_files(paths)
-            words = []
-            for path in self.files:
-                words.extend(path.read_bytes().decode("utf-8", errors="replace").split())
-                digest.update(f"{path.name}:{path.stat().st_size};".encode())
-            described = ", ".join(str(p) for p in self.files[:3]) + (" ..." if len(self.files) > 3 else "")
-        if len(words) < min_words:
-            raise ValueError(
-                f"The corpus ({described}) holds {len(words)} words; healing needs real text (at least {min_words} "
-                "words, ideally megabytes)."
-            )
-        rng = random.Random(seed)
-        self.pieces = []
-        start = 0
-        while start < len(words):
-            length = rng.randint(min_words, max_words)
-            self.pieces.append(" ".join(words[start : start + length]))
-            start += length
-        self.seed = seed
-        self.fingerprint = f"{digest.hexdigest()[:16]}:{len(self.pieces)}"
-
-    def __len__(self):
-        return len(self.pieces)
-
-    def batch(self, position: int, batch_size: int) -> list[str]:
-        """The batch starting at global `position` (counting pieces over epochs)."""
-        out = []
-        for p in range(position, position + batch_size):
-            epoch, index = divmod(p, len(self.pieces))
-            out.append(self.pieces[self._order(epoch)[index]])
-        return out
-
-    def _order(self, epoch: int):
-        if getattr(self, "_cached_epoch", None) != epoch:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._cached_order = torch.randperm(len(self.pieces), generator=generator).tolist()
-            self._cached_epoch = epoch
-        return self._cached_order
 
 
 # ------------------------------------------------------------------------------------------------------------ loss

@@ -10,7 +10,8 @@
   same tasks from the Hub (``nyu-mll/glue``) when online, or your files, read through `datasets` (cached on disk) into
   one layout: ``text``, optional ``text_pair``, and ``label`` (class id, or float for regression);
 * `text`: raw text for masked-LM pretraining and healing: files or folders, decoded tolerantly (CRLF, Latin-1), one
-  example per line or packed into fixed-length blocks.
+  example per line or packed into fixed-length blocks; a corpus held in memory (`TextInMemory`); healing's pieces of
+  random word length (`TextPieces`).
 
 Every public name is importable from here (`from sharedbert.training.data import load_task`).
 """
@@ -47,7 +48,16 @@ from .tasks import (
     predictions_from_logits,
     tokenize,
 )
-from .text import TEXT_SUFFIXES, corpus_files, corpus_units, corpus_units_from_dataset, mlm_dataset, read_text
+from .text import (
+    TEXT_SUFFIXES,
+    TextInMemory,
+    TextPieces,
+    corpus_files,
+    corpus_units,
+    corpus_units_from_dataset,
+    mlm_dataset,
+    read_text,
+)
 
 __all__ = [
     "CheckedFile",
@@ -58,6 +68,8 @@ __all__ = [
     "TEXT_SUFFIXES",
     "TaskData",
     "TaskSpec",
+    "TextInMemory",
+    "TextPieces",
     "check_custom_task",
     "check_glue_file",
     "check_glue_task",
