@@ -37,6 +37,9 @@ ATTENTION_TARGETS = {
     "standard": ["query", "key", "value"],
     "symmetric": ["query", "value"],
     "pairwise": ["query", "value"],
+    "shared_kv": ["query", "shared_proj"],
+    "shared_head_query": ["shared_proj"],
+    "shared_lowrank_query": ["shared_proj", "query_down", "query_up"],
 }
 SENTENCES = ["a gorgeous , witty , seductive movie .", "the plot is nothing but boilerplate clichés ."]
 
@@ -228,8 +231,9 @@ def test_lora_all_linear_targets_every_projection_and_keeps_the_head_trainable(a
     trainable = {name for name, p in peft_model.named_parameters() if p.requires_grad}
     assert all("lora_" in name or ".classifier." in name for name in trainable), trainable
     assert any(".classifier.modules_to_save." in name for name in trainable)
-    # Per-channel scales (shared) and head_bilinear (pairwise) are parameters, not Linear layers: they stay frozen.
-    assert not any(key in name for name in trainable for key in ("_scale", "head_bilinear"))
+    # Per-channel scales (shared), head_bilinear (pairwise) and query_head_matrix (shared_head_query) are parameters,
+    # not Linear layers: they stay frozen.
+    assert not any(key in name for name in trainable for key in ("_scale", "head_bilinear", "query_head_matrix"))
 
     loss = peft_model(**_inputs(tokenizer), labels=torch.tensor([1, 0])).loss
     loss.backward()

@@ -851,3 +851,27 @@ def test_verification_catches_sentence_transformers_files_that_change_the_embedd
     with pytest.raises(hub.VerificationError, match="SentenceTransformer.sentence_embedding differs"):
         hub.stage_for_hub(sentence_source, tmp_path / "staged", repo_id="alice/sharedbert-minilm")
     assert not (tmp_path / "staged").exists()
+
+
+@pytest.mark.parametrize("architecture, overrides", [
+    ("SharedBertForSequenceClassification", dict(attention_type="shared_head_query", num_labels=2)),
+    ("SharedBertForMaskedLM", dict(attention_type="shared_lowrank_query", attention_rank=3)),
+    ("SharedBertLMHeadModel", dict(attention_type="shared_kv", is_decoder=True, add_cross_attention=True,
+                                   cross_attention_type="shared_lowrank_query")),
+])
+def test_the_directed_attention_types_load_without_the_package(architecture, overrides, tmp_path):
+    """A saved model of each directed type (issue 42), every extra parameter off its initial value, loads through the
+    Auto classes with trust_remote_code=True in a Python without sharedbert, with the same outputs."""
+    torch.manual_seed(0)
+    model = getattr(sharedbert, architecture)(tiny_config(vocab_size=len(VOCAB), **overrides))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer().save_pretrained(tmp_path / "model")
+    assert (json.loads((tmp_path / "model" / "config.json").read_text()).get("attention_rank") == 3) == (
+        architecture == "SharedBertForMaskedLM")
+    loaded = hub.folder.load_for_hub(tmp_path / "model")
+    report = hub.verify.verify_staged(tmp_path / "model", loaded)
+    assert report["max_abs_diff"] <= hub.TOLERANCE
+    assert loaded.auto_class in report["loaded"]
