@@ -73,6 +73,7 @@ def valid_config_kwargs(draw, dropout=True):
         initializer_range=draw(st.floats(0.001, 0.5)),
         pad_token_id=draw(st.one_of(st.none(), st.integers(0, vocab - 1))),
         attention_type=draw(st.sampled_from(ATTENTION_TYPES)),
+        attention_rank=draw(st.one_of(st.none(), st.integers(1, 8))),  # hidden_size ≥ 8; read by shared_lowrank_query
         layer_sharing=sharing,
         num_unique_layers=unique,
         sharing_order=draw(st.sampled_from(SHARING_ORDERS)),
@@ -190,7 +191,7 @@ def invalid_config(draw):
         st.sampled_from(
             [
                 "heads", "choice", "too many unique", "unique without sharing", "size", "probability",
-                "positive float", "activation", "pad token", "decoder", "flag",
+                "positive float", "activation", "pad token", "decoder", "flag", "rank",
             ]
         )
     )  # fmt: skip
@@ -237,6 +238,10 @@ def invalid_config(draw):
         vocab = kwargs["vocab_size"]
         kwargs["pad_token_id"] = draw(st.one_of(st.integers(-5, -1), st.integers(vocab, vocab + 5)))
         return kwargs, "pad_token_id"
+    if kind == "rank":
+        kwargs["attention_rank"] = draw(st.one_of(NOT_A_POSITIVE_INT,
+                                                  st.integers(kwargs["hidden_size"] + 1, kwargs["hidden_size"] + 9)))
+        return kwargs, "attention_rank"
     if kind == "flag":
         kwargs["sparse_prediction"] = draw(st.one_of(st.integers(0, 1), st.text(max_size=3), st.none()))
         return kwargs, "sparse_prediction"
