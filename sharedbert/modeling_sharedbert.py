@@ -1,7 +1,9 @@
 """PyTorch SharedBert: a BERT encoder with shared-projection self-attention and optional cross-layer sharing.
 
 The attention variants differ only in how the per-head queries, keys and values are made from the layer input;
-everything after that (the attention backend, output projection, residual, LayerNorm, feed-forward) is BERT's.
+everything after that (the attention backend, output projection, residual, LayerNorm, feed-forward) is BERT's. Three
+of them give the paper's symmetric scores a direction (issue 42): `shared_kv` (own Wq, K = V = S),
+`shared_head_query` (Q = (S⊙dq⊙dk)·M_h) and `shared_lowrank_query` (Q = S⊙dq⊙dk + (X·A + a)·B).
 Cross-layer sharing stores each distinct sublayer once and runs it through an index map, as ALBERT does.
 
 Decoding (`is_decoder`, `add_cross_attention`, `SharedBertLMHeadModel`, `SharedBertForConditionalGeneration`):
@@ -198,8 +200,8 @@ class SharedBertAttentionBase(nn.Module):
 
     One class serves self- and cross-attention: `project_query` reads the states that attend (the decoder's in
     cross-attention), `project_key_value` the states attended to (the encoder's), with the weights the type ties;
-    `project` does both from one input. Types whose value is their key scaled per channel (K = S, V = S⊙dv: "shared"
-    and "shared_kv") return the value None and `output_scale()` dv: attention runs with V = K, and since
+    `project` does both from one input. Types whose value is their key scaled per channel (K = S, V = S⊙dv: "shared",
+    "shared_kv", "shared_head_query", "shared_lowrank_query") return the value None and `output_scale()` dv: attention runs with V = K, and since
     P·(S⊙dv) = (P·S)⊙dv the output projection applies dv to its input channels. No value tensor is made, and a cache
     holds S alone (`cache_update`)."""
 
@@ -388,11 +390,11 @@ class PairwiseAttention(SharedBertAttentionBase):
 
 
 class SharedKeyValueAttention(SharedBertAttentionBase):
-    """Cross-attention's `"shared_kv"`: the query has its own projection of the decoder states, Q = X·Wq + bq; keys
-    and values share one projection of the encoder states, S_H = H·Ws + b, K = S_H⊙dk, V = S_H⊙dv. The score
-    Q·diag(dk)·S_Hᵀ is any bilinear form of the two sides (not a symmetric one, as with one Ws on both), at 2·d²
-    projection weights instead of standard attention's 3·d². Computed as Q⊙dk against K = V = S_H, the output times
-    dv."""
+    """`"shared_kv"`: the query has its own projection, Q = X·Wq + bq; keys and values share one projection,
+    S = X·Ws + b, K = S⊙dk, V = S⊙dv (Kayyam et al.'s K = V). In cross-attention Q reads the decoder states and S the
+    encoder states, S_H = H·Ws + b. The score Q·diag(dk)·Sᵀ is any bilinear form (not a symmetric one, as with one
+    Ws read twice), at 2·d² projection weights instead of standard attention's 3·d². Computed as Q⊙dk against
+    K = V = S, the output times dv."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
