@@ -114,6 +114,10 @@ def flop_bound(variant: Variant, dims: Dims, seq: int) -> float:
         "shared": d * d,
         "symmetric": 2 * d * d,
         "pairwise": 2 * d * d + d * (d // dims.heads),  # + the per-head bilinear form
+        "shared_kv": 2 * d * d,
+        "shared_head_query": d * d + d * (d // dims.heads),  # + the per-head query matrix
+        # + the low-rank query X·A·B at attention_rank's default, hidden // 12
+        "shared_lowrank_query": d * d + 2 * d * (d // 12),
     }
     return (3 * d * d + common) / (projections[variant.attention_type] + common)
 

@@ -162,5 +162,11 @@ def is_folded(model: nn.Module) -> bool:
     return any(isinstance(module, tuple(FOLDED_CLASSES.values())) for module in model.modules())
 
 
+def has_foldable_attention(model: nn.Module) -> bool:
+    """Whether `fold_for_inference` would fold anything in `model` (without copying it to find out)."""
+    return any(type(module) in FOLDED_CLASSES for module in model.modules())
+
+
 __all__ = ["FOLDED_CLASSES", "FoldedSharedHeadQueryAttention", "FoldedSharedKeyValueAttention",
-           "FoldedSharedLowRankQueryAttention", "FoldedSharedProjectionAttention", "fold_for_inference", "is_folded"]
+           "FoldedSharedLowRankQueryAttention", "FoldedSharedProjectionAttention", "fold_for_inference",
+           "has_foldable_attention", "is_folded"]

@@ -139,4 +139,5 @@ def test_an_unknown_cross_attention_type_names_the_allowed_ones():
     with pytest.raises(INVALID_CONFIG, match="shared_kv"):
         tiny_config(is_decoder=True, add_cross_attention=True, cross_attention_type="kv")
     with pytest.raises(INVALID_CONFIG, match="`attention_type` must be one of"):
-        tiny_config(attention_type="shared_kv")  # a cross-attention type only
+        tiny_config(attention_type="kv")
+    assert tiny_config(attention_type="shared_kv").attention_type == "shared_kv"  # a self-attention type too now

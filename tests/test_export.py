@@ -68,11 +68,10 @@ def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_t
     assert {"model.onnx", "config.json", "tokenizer.json", "onnx_export.json"} <= written
     assert json.loads((tmp_path / "onnx" / "onnx_export.json").read_text())["task"] == "base"
     assert not is_folded(model)  # the caller's model is left as it was
+    assert report.folded == attention_type.startswith("shared")  # every shared type folds; the others have nothing
     if attention_type.startswith("shared"):
         names = [initializer.name for initializer in onnx.load(str(tmp_path / "onnx" / "model.onnx")).graph.initializer]
-        # Folding moved dq, dk, dv into the projections (and M_h): no scale vector is left in the graph. (The
-        # report's `folded` flag is set for "shared" alone, sharedbert/export/__init__.py: it says less than the graph.)
-        assert report.folded or attention_type != "shared"
+        # Folding moved dq, dk, dv into the projections (and M_h): no scale vector is left in the graph.
         assert not [name for name in names if name.endswith("_scale")]
 
 

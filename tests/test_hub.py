@@ -875,3 +875,11 @@ def test_the_directed_attention_types_load_without_the_package(architecture, ove
     report = hub.verify.verify_staged(tmp_path / "model", loaded)
     assert report["max_abs_diff"] <= hub.TOLERANCE
     assert loaded.auto_class in report["loaded"]
+
+
+def test_every_attention_type_has_a_model_card_description():
+    """The card names the attention type in words: a type without a description would stop staging (KeyError)."""
+    from sharedbert.configuration_sharedbert import CROSS_ATTENTION_TYPES
+    from sharedbert.hub.card import ATTENTION_DESCRIPTIONS
+
+    assert set(ATTENTION_DESCRIPTIONS) == set(CROSS_ATTENTION_TYPES)

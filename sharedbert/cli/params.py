@@ -43,7 +43,8 @@ def table(rows, arguments) -> str:
     from ..params import reduction
 
     baseline = next(r for r in rows if r.attention_type == "standard" and r.layer_sharing == "none")
-    header = f"{'attention':<10} {'sharing':<10} {'QKV/layer':>11} {'vs std':>8} {'model':>13} {'vs BERT':>8}"
+    width = max(len("attention"), *(len(row.attention_type) for row in rows))
+    header = f"{'attention':<{width}} {'sharing':<10} {'QKV/layer':>11} {'vs std':>8} {'model':>13} {'vs BERT':>8}"
     lines = [
         f"Parameters of {arguments.config} (QKV = one layer's self-attention projections; model = encoder + pooler)",
         "",
@@ -52,7 +53,7 @@ def table(rows, arguments) -> str:
     ]
     for row in rows:
         lines.append(
-            f"{row.attention_type:<10} {row.layer_sharing:<10} {row.qkv_per_layer:>11,} "
+            f"{row.attention_type:<{width}} {row.layer_sharing:<10} {row.qkv_per_layer:>11,} "
             f"{reduction(row.qkv_per_layer, baseline.qkv_per_layer):>7.2f}% {row.model:>13,} "
             f"{reduction(row.model, baseline.model):>7.2f}%"
         )

@@ -87,7 +87,7 @@ from .runtimes import (
     run_file,
     sentence_embeddings,
 )
-from ..folding import fold_for_inference
+from ..folding import fold_for_inference, has_foldable_attention
 from ..remote_code import trust_remote_code_option
 from .tracing import EXPORT_TASKS, INPUT_NAMES, OUTPUT_NAMES, EncoderOutput, detect_task, load_for_export, trace_to_onnx
 
@@ -421,7 +421,7 @@ def _write_report(args: ExportArguments, task: str, reference: _Reference, check
     report = ExportReport(
         onnx_path=str(Path(args.output_dir) / folders.relative(folders.onnx / ONNX_FILE)), task=task,
         output_name=OUTPUT_NAMES[task], max_abs_difference=checks[0].max_abs_difference,
-        check_sentences=len(reference.feed["input_ids"]), folded=reference.model.config.attention_type == "shared",
+        check_sentences=len(reference.feed["input_ids"]), folded=has_foldable_attention(reference.model),
         opset=args.opset, layout=args.layout, files=checks,
     )
     thresholds = dict(min_mean_cosine=args.min_mean_cosine, min_cosine=args.min_cosine, atol=args.atol)

@@ -53,6 +53,10 @@ ATTENTION_DESCRIPTIONS = {
     "pairwise": "pairwise attention (K = Q with a learned bilinear form per head)",
     "shared_kv": "its own query projection, and one shared projection for keys and values (K and V are S scaled per "
     "channel)",
+    "shared_head_query": "one shared projection S for keys and values, and a query made from S by a learned matrix per "
+    "head, so that scores have a direction (Q = (S scaled per channel)·M_h, K = V = S)",
+    "shared_lowrank_query": "one shared projection S for keys and values, and a query that adds a low-rank projection "
+    "of the input to S, so that scores have a direction (Q = S scaled per channel + X·A·B, K = V = S)",
 }
 LANGUAGE_NAMES = {"en": "English", "fr": "French", "de": "German", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
                   "nl": "Dutch", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ru": "Russian", "ar": "Arabic",
