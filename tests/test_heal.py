@@ -552,3 +552,16 @@ def test_encode_and_sts_go_through_sentence_transformers(tmp_path):
     with pytest.raises(ValueError, match="sentence1"):
         (tmp_path / "bad.tsv").write_text("a\tb\n1\t2\n")
         sts_spearman(source, tmp_path / "bad.tsv")
+
+
+def test_convert_command_sets_the_low_rank_querys_rank(tmp_path, capsys):
+    from sharedbert.cli import main
+
+    make_teacher().save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    code = main(["convert", str(tmp_path / "bert"), str(tmp_path / "out"), "--attention-type", "shared_lowrank_query",
+                 "--attention-rank", "3"])
+    assert code == 0, capsys.readouterr().err
+    model = AutoModel.from_pretrained(tmp_path / "out")
+    assert model.config.attention_type == "shared_lowrank_query" and model.config.attention_rank == 3
+    assert model.encoder.attention[0].self.query_down.out_features == 3

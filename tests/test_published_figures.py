@@ -205,11 +205,24 @@ def bert_base_reductions() -> tuple[float, float]:
     return reduction(shared.qkv_per_layer, standard.qkv_per_layer), reduction(shared.model, standard.model)
 
 
+def bert_base_projection_shares(*types: str) -> list[float]:
+    """Each type's attention projections per layer as a percentage of standard attention's, at bert-base dims."""
+    from sharedbert import SharedBertConfig
+    from sharedbert.params import count_parameters
+
+    standard = count_parameters(SharedBertConfig(attention_type="standard")).qkv_per_layer
+    return [100 * count_parameters(SharedBertConfig(attention_type=t)).qkv_per_layer / standard for t in types]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The figures
 
 README = "README.md"
 FIGURES = [
+    # README.md, the feature list: the directed types' parameter budget
+    Figure(README, phrase("at {}% and {}% of standard attention's projections at bert-base dims (the paper's form: "
+                          "{}%); `shared_kv` gives the query its own projection ({}%)"), "",
+           lambda: bert_base_projection_shares("shared_head_query", "shared_lowrank_query", "shared", "shared_kv")),
     # README.md, Results
     Figure(README, phrase("attention projections −{}%, whole encoder −{}%"), "",
            lambda: list(bert_base_reductions())),

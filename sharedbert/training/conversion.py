@@ -56,6 +56,8 @@ class ConvertArguments:
     layer_sharing: str = field(default="none", metadata={"help": "Cross-layer sharing.",
                                                          "choices": LAYER_SHARING_MODES})
     num_unique_layers: int | None = field(default=None, metadata={"help": "Distinct layer sets with layer sharing."})
+    attention_rank: int | None = field(default=None, metadata={
+        "help": "shared_lowrank_query: the rank of the query's low-rank term (default: the config's, hidden // 12)."})
     sharing_order: str | None = field(default=None, metadata={"help": "How layers map onto the sets.",
                                                                "choices": SHARING_ORDERS})
     fit_method: str = field(default="auto", metadata={
@@ -157,6 +159,8 @@ def _convert(args: ConvertArguments, source: str):
     overrides = dict(attention_type=args.attention_type, layer_sharing=args.layer_sharing)
     if args.num_unique_layers is not None:
         overrides["num_unique_layers"] = args.num_unique_layers
+    if args.attention_rank is not None:
+        overrides["attention_rank"] = args.attention_rank
     if args.sharing_order is not None:
         overrides["sharing_order"] = args.sharing_order
     if source != args.src:
