@@ -536,7 +536,7 @@ def main(argv=None) -> int:
     if args.report_only:
         return report_only(out_dir, stem)
     torch.set_num_threads(args.threads[0])
-    from sharedbert.embeddings import read_sts
+    from sharedbert.sentence_embeddings import read_sts
     from sharedbert.export import calibration_sentences
     from sharedbert.shared_data import not_found_message, shared_data_dir
 

@@ -288,7 +288,7 @@ def test_st_finetune_leaves_no_half_saved_model_and_no_results_when_killed(tmp_p
     """A kill while the fine-tuned model is being saved leaves the previous model folder and results untouched; a
     finished run puts the complete folder and then its results in place."""
     from conftest import experiment_script
-    from sharedbert import embeddings
+    from sharedbert import sentence_embeddings
 
     if not (glue_dir / "STS-B" / "train.tsv").is_file():
         pytest.skip("STS-B train is needed (the shared data folder's glue/)")

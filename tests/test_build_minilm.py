@@ -1,4 +1,4 @@
-"""The measuring half of `sharedbert build-minilm` (sharedbert.training.checkpoint_build): held-out pieces land in
+"""The measuring half of `sharedbert build-minilm` (sharedbert.training.build_minilm): held-out pieces land in
 their length buckets, the agreement per bucket is 1 for an exact conversion and below 1 for a lossy one, a longer
 bucket is judged against the shortest by its standard error, and the paired design reads the same passages at every
 length."""
@@ -12,7 +12,7 @@ import torch
 from test_heal import WORDS, make_teacher, make_tokenizer
 
 from sharedbert.convert import from_bert
-from sharedbert.training.checkpoint_build import (
+from sharedbert.training.build_minilm import (
     HELD_OUT,
     held_out_passages,
     held_out_texts,
@@ -33,7 +33,7 @@ def book(tmp_path):
 
 
 def test_held_out_pieces_fall_in_their_token_length_buckets(book, monkeypatch):
-    import sharedbert.training.checkpoint_build as build
+    import sharedbert.training.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", ((1, 24), (25, 48), (49, 64)))
     tokenizer = make_tokenizer()
@@ -85,7 +85,7 @@ SMALL_BUCKETS = ((1, 24), (25, 48), (49, 64))
 
 
 def test_held_out_passages_are_long_enough_for_every_bucket_and_drawn_from_the_seed(book, monkeypatch):
-    import sharedbert.training.checkpoint_build as build
+    import sharedbert.training.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
     tokenizer = make_tokenizer()
@@ -102,7 +102,7 @@ def test_held_out_passages_are_long_enough_for_every_bucket_and_drawn_from_the_s
 
 
 def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_differences(book, monkeypatch):
-    import sharedbert.training.checkpoint_build as build
+    import sharedbert.training.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
     teacher, tokenizer = make_teacher(), make_tokenizer()
@@ -131,7 +131,7 @@ def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_diffe
 
 
 def test_prefix_curve_reads_every_passage_at_every_length_paired_against_one(book, monkeypatch):
-    import sharedbert.training.checkpoint_build as build
+    import sharedbert.training.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
     teacher, tokenizer = make_teacher(), make_tokenizer()
@@ -161,7 +161,7 @@ def test_prefix_curve_reads_every_passage_at_every_length_paired_against_one(boo
 
 
 def test_the_card_describes_the_batches_the_healing_read():
-    from sharedbert.training.checkpoint_build import describe_batches, heal_recipe
+    from sharedbert.training.build_minilm import describe_batches, heal_recipe
 
     assert describe_batches(heal_recipe(45.0)) == ("16 pieces of 6-40 words; 25% of the steps 2 pieces of 100-400 "
                                                    "words; up to 512 tokens")
@@ -171,10 +171,10 @@ def test_the_card_describes_the_batches_the_healing_read():
 
 def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_by_default(monkeypatch, tmp_path):
     from sharedbert.cli import main
-    from sharedbert.training import checkpoint_build
+    from sharedbert.training import build_minilm
 
     calls = []
-    monkeypatch.setattr(checkpoint_build, "build_minilm_checkpoint", lambda arguments: calls.append(asdict(arguments)))
+    monkeypatch.setattr(build_minilm, "build_minilm_checkpoint", lambda arguments: calls.append(asdict(arguments)))
     assert main(["build-minilm", str(tmp_path / "out")]) == 0
     # By default, the published recipe's step budget and no time limit.
     assert calls[-1]["calibration_sentences"] == 0 and (calls[-1]["steps"], calls[-1]["minutes"]) == (9184, None)
@@ -191,7 +191,7 @@ def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_
 
 
 def test_a_step_budget_anneals_over_the_steps_with_no_time_limit_unless_one_is_given():
-    from sharedbert.training.checkpoint_build import heal_recipe
+    from sharedbert.training.build_minilm import heal_recipe
 
     by_steps = heal_recipe(None, max_steps=6888)
     assert (by_steps.max_steps, by_steps.max_minutes, by_steps.snapshot_minutes) == (6888, None, [10.0, 20.0])
@@ -207,7 +207,7 @@ def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(m
     import json
     import random
 
-    from sharedbert.training.checkpoint_build import HELD_OUT, build_minilm_checkpoint
+    from sharedbert.training.build_minilm import HELD_OUT, build_minilm_checkpoint
 
     rng = random.Random(0)
     words = ("the a man woman dog plays runs sees guitar ball park river city old young small red blue and but with "
@@ -253,7 +253,7 @@ def test_the_healed_model_and_its_measurements_are_put_in_place_together(tmp_pat
     from types import SimpleNamespace
 
     from sharedbert import hub
-    from sharedbert.training import checkpoint_build, conversion
+    from sharedbert.training import build_minilm, conversion
 
     corpus = tmp_path / "mlm-text"
     (corpus / HELD_OUT).parent.mkdir(parents=True)
@@ -273,14 +273,14 @@ def test_the_healed_model_and_its_measurements_are_put_in_place_together(tmp_pat
         return {"sts_sharedbert": {"v1": 0.81, "v2": 0.82}[run["version"]], "sts_original": 0.86}
 
     monkeypatch.setattr(conversion, "convert_checkpoint", convert)
-    monkeypatch.setattr(checkpoint_build, "_measure", measure)
-    monkeypatch.setattr(checkpoint_build, "_provenance", lambda *a: {"version": run["version"]})
+    monkeypatch.setattr(build_minilm, "_measure", measure)
+    monkeypatch.setattr(build_minilm, "_provenance", lambda *a: {"version": run["version"]})
     monkeypatch.setattr(hub, "load_for_hub", lambda folder: None)
     monkeypatch.setattr(hub, "stage_for_hub", lambda *a, **k: SimpleNamespace(files=[], verification={}))
     work, healed = tmp_path / "work", tmp_path / "work" / "healed"
 
     def build():
-        checkpoint_build.build_minilm_checkpoint(out=tmp_path / "out", work_dir=work, steps=3, corpus=corpus, sts=sts)
+        build_minilm.build_minilm_checkpoint(out=tmp_path / "out", work_dir=work, steps=3, corpus=corpus, sts=sts)
 
     def state():
         return {p.name: p.read_text() for p in sorted(healed.iterdir())}

@@ -196,7 +196,7 @@ def sentence_model(tmp_path, attention_type="shared"):
     """A tiny SharedBert with sentence-transformers modules (mean pooling, Normalize), as the Hub model is. Its weights
     are drawn 5x wider than BERT's initialisation, so that attention is peaked enough for a mask bug to show (at 0.02
     a graph that ignores the mask still gives cosine 0.9997)."""
-    from sharedbert.embeddings import write_default_modules
+    from sharedbert.sentence_embeddings import write_default_modules
 
     config = tiny_config(vocab_size=len(VOCAB), hidden_size=64, intermediate_size=96, initializer_range=0.1,
                          attention_type=attention_type)

@@ -14,8 +14,8 @@ import torch
 from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 
 from sharedbert.convert import from_bert
-from sharedbert import embeddings
-from sharedbert.embeddings import encode, sts_spearman
+from sharedbert import sentence_embeddings
+from sharedbert.sentence_embeddings import encode, sts_spearman
 from sharedbert.training.data import TextInMemory, TextPieces
 from sharedbert.training.healing import HealConfig, heal
 from sharedbert.training.data import DataError
@@ -495,7 +495,7 @@ def make_sentence_transformer_bert(folder):
     max_seq_length 48)."""
     make_teacher().save_pretrained(folder)
     make_tokenizer().save_pretrained(folder)
-    embeddings.write_default_modules(folder, hidden_size=32, max_seq_length=48)
+    sentence_embeddings.write_default_modules(folder, hidden_size=32, max_seq_length=48)
     return folder
 
 
@@ -527,7 +527,7 @@ def test_converting_a_sentence_transformers_model_keeps_its_modules(corpus, tmp_
     mask = batch["attention_mask"].unsqueeze(-1).float()
     expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
-    assert embeddings.normalizes(out)
+    assert sentence_embeddings.normalizes(out)
 
 
 def test_encode_and_sts_go_through_sentence_transformers(tmp_path):

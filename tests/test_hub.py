@@ -772,13 +772,13 @@ def test_base_model_names():
 
 @pytest.fixture(scope="module")
 def sentence_source(tmp_path_factory):
-    from sharedbert import embeddings
+    from sharedbert import sentence_embeddings
 
     folder = tmp_path_factory.mktemp("st") / "minilm-shared"
     torch.manual_seed(0)
     sharedbert.SharedBertModel(tiny_config()).save_pretrained(folder)
     tiny_tokenizer().save_pretrained(folder)
-    embeddings.write_default_modules(folder, hidden_size=tiny_config().hidden_size, max_seq_length=24)
+    sentence_embeddings.write_default_modules(folder, hidden_size=tiny_config().hidden_size, max_seq_length=24)
     write_json(folder / "eval_results.json", [
         {"task": "STS-B", "task_type": "sentence-similarity", "dataset": "nyu-mll/glue", "dataset_config": "stsb",
          "split": "validation", "metrics": {"spearmanr": 0.861}}])

@@ -1,4 +1,4 @@
-"""Exported ONNX and OpenVINO files in a staged Hub folder (`sharedbert.hub.backends`, `stage_for_hub`): the files
+"""Exported ONNX and OpenVINO files in a staged Hub folder (`sharedbert.hub.exported_files`, `stage_for_hub`): the files
 `sharedbert export --layout sentence-transformers` adds to a model folder are staged under sentence-transformers' names,
 checked again in their own runtimes against the model being staged, and listed in the card with how to load them; a
 stale or unreadable export stops staging with the file named and the fix."""
@@ -14,7 +14,7 @@ pytest.importorskip("openvino", reason='the openvino extra is not installed (pip
 from test_export import VOCAB, save  # noqa: E402
 
 from sharedbert import SharedBertModel, hub  # noqa: E402
-from sharedbert.embeddings import write_default_modules  # noqa: E402
+from sharedbert.sentence_embeddings import write_default_modules  # noqa: E402
 from sharedbert.export import export_onnx  # noqa: E402
 
 REPO = "someone/sharedbert-tiny"

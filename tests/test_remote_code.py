@@ -164,12 +164,12 @@ def test_upload_refuses_a_sharedbert_folder_asking_for_code_of_its_own(tmp_path,
 
 
 def test_sentence_transformers_module_of_its_own_is_refused(tmp_path, marker):
-    from sharedbert import embeddings
+    from sharedbert import sentence_embeddings
 
     folder = sharedbert_classifier(tmp_path / "model")
     plant(folder, marker, modules_json=[{"idx": 0, "name": "0", "path": "", "type": "planted.PlantedModule"}])
     with pytest.raises(RemoteCodeRefused, match="modules.json: planted.PlantedModule"):
-        embeddings.load(folder)
+        sentence_embeddings.load(folder)
     assert not marker.exists()
 
 

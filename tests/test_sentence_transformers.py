@@ -6,7 +6,7 @@ import json
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
-from sharedbert import embeddings
+from sharedbert import sentence_embeddings
 from sharedbert.training import convert_checkpoint
 
 WORDS = "man woman dog cat plays runs guitar ball park river city car book song sun moon".split()
@@ -19,7 +19,7 @@ def tiny_sentence_transformer_bert(folder):
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=48, max_position_embeddings=64)
     BertModel(config).save_pretrained(folder)
-    embeddings.write_default_modules(folder, hidden_size=32, max_seq_length=32)
+    sentence_embeddings.write_default_modules(folder, hidden_size=32, max_seq_length=32)
     return folder
 
 
@@ -38,12 +38,12 @@ def test_sentence_transformer_trainer_fine_tunes_a_sharedbert(tmp_path):
         rows.append(f"{i}\t{a} {b} {c} .\t{a if same else d} {e} {f} .\t{5.0 if same else 0.0}")
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("\n".join(rows) + "\n")
-    result = embeddings.finetune_sts(converted, tsv, tsv, tmp_path / "tuned", max_steps=60, batch_size=16,
+    result = sentence_embeddings.finetune_sts(converted, tsv, tsv, tmp_path / "tuned", max_steps=60, batch_size=16,
                                      learning_rate=1e-3)
     # With a yes/no gold score Spearman cannot exceed 0.866 (every tie ranked alike): training reaches it.
     assert result["dev_before"] < 0.8 and result["dev_after"] > 0.85, result
     # The fine-tuned model is saved as a sentence-transformers SharedBert and reloads with the same scores.
-    tuned = embeddings.load(tmp_path / "tuned")
+    tuned = sentence_embeddings.load(tmp_path / "tuned")
     assert [type(m).__name__ for m in tuned] == ["Transformer", "Pooling", "Normalize"]
     assert type(tuned[0].auto_model).__name__ == "SharedBertModel"
-    assert embeddings.sts_spearman(tuned, tsv) == result["dev_after"]
+    assert sentence_embeddings.sts_spearman(tuned, tsv) == result["dev_after"]

@@ -1,6 +1,6 @@
 """Fine-tune a SharedBert sentence-transformers model with sentence-transformers' own SentenceTransformerTrainer:
 STS-B train pairs with CosineSimilarityLoss, STS-B dev scored by EmbeddingSimilarityEvaluator before and after
-(`sharedbert.embeddings.finetune_sts`).
+(`sharedbert.sentence_embeddings.finetune_sts`).
 
     python experiments/finetuning/st_finetune.py runs/build-minilm/healed --steps 200 --threads 1
 
@@ -35,7 +35,7 @@ def main(argv=None):
 
     import torch
 
-    from sharedbert import embeddings
+    from sharedbert import sentence_embeddings
     from sharedbert.atomic import atomic_directory, atomic_write_text
     from sharedbert.shared_data import not_found_message, shared_data_dir
 
@@ -47,7 +47,7 @@ def main(argv=None):
     else:
         glue = shared_data_dir("glue/STS-B/train.tsv") / "glue" / "STS-B"
     with atomic_directory(args.output_dir) as staging:  # a kill mid-training leaves no half-saved model
-        result = embeddings.finetune_sts(args.model, glue / "train.tsv", glue / "dev.tsv", staging,
+        result = sentence_embeddings.finetune_sts(args.model, glue / "train.tsv", glue / "dev.tsv", staging,
                                          max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr)
     model = Path(args.model)
     result = dict(model=os.path.relpath(model, RESULTS.parents[2]) if model.is_absolute() else str(model),

@@ -106,7 +106,7 @@ def glue_corpus(work: Path) -> Path:
     """A corpus folder: the shared mlm-text (links, so the held-out book keeps its place) and the GLUE sentence
     tasks' training sentences in one text file, written once."""
     from sharedbert.atomic import atomic_write_text
-    from sharedbert.training.checkpoint_build import CORPUS
+    from sharedbert.training.build_minilm import CORPUS
     from sharedbert.training.data import load_task, shared_data_dir
 
     folder = work / "corpus-glue"
@@ -132,7 +132,7 @@ def glue_corpus(work: Path) -> Path:
 
 
 def build(name: str, threads: int) -> dict:
-    from sharedbert.training.checkpoint_build import build_minilm_checkpoint
+    from sharedbert.training.build_minilm import build_minilm_checkpoint
 
     recipe = RECIPES[name]
     work = WORK / name

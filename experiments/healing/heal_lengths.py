@@ -2,7 +2,7 @@
 
 For each model: the mean cosine between its sentence embeddings and the original's (all-MiniLM-L6-v2's mean Pooling)
 and the distillation loss healing minimises, in token-length buckets ≤128, 129–256 and 257–512, on pieces of the book
-healing never reads (`sharedbert.training.checkpoint_build.HELD_OUT`). Minute 0 is the unhealed conversion (the
+healing never reads (`sharedbert.training.build_minilm.HELD_OUT`). Minute 0 is the unhealed conversion (the
 invariant fit healing starts from); STS-B dev (EmbeddingSimilarityEvaluator) is reported beside it.
 
 Two designs: different passages per bucket (`held_out_texts`, `length_agreement`; a bucket's gap to the shortest
@@ -39,10 +39,10 @@ def main():
     import torch
     from transformers import AutoTokenizer, BertModel
 
-    from sharedbert import SharedBertModel, embeddings
+    from sharedbert import SharedBertModel, sentence_embeddings
     from sharedbert.atomic import atomic_write_text
     from sharedbert.convert import from_bert
-    from sharedbert.training.checkpoint_build import (
+    from sharedbert.training.build_minilm import (
         STS_DEV,
         healing_corpus,
         held_out_passages,
@@ -58,7 +58,7 @@ def main():
     source = resolve_source("all-MiniLM-L6-v2")
     tokenizer = AutoTokenizer.from_pretrained(source)
     original = BertModel.from_pretrained(source).eval()
-    pooling = embeddings.pooling_of(source)
+    pooling = sentence_embeddings.pooling_of(source)
     _, held_out = healing_corpus()
     texts = held_out_texts(held_out, tokenizer, per_bucket=args.per_bucket)
     passages = held_out_passages(held_out, tokenizer, count=args.per_bucket)
@@ -81,7 +81,7 @@ def main():
     for name, minutes, steps, model in candidates:
         model.eval()
         buckets = length_agreement(model, original, tokenizer, texts, pooling=pooling)
-        spearman = embeddings.sts_spearman(embeddings.from_model(model, tokenizer, modules_from=source), sts)
+        spearman = sentence_embeddings.sts_spearman(sentence_embeddings.from_model(model, tokenizer, modules_from=source), sts)
         prefixes, prefix_gaps = prefix_agreement(model, original, tokenizer, passages, pooling=pooling)
         positions = {cut: position_error(model, original, tokenizer, passages, cut) for cut in CUTS}
         rows.append(dict(model=name, minutes=minutes, steps=steps, sts_b=spearman, buckets=buckets,

@@ -1,7 +1,7 @@
 """Where along the length does a healed all-MiniLM-L6-v2 conversion agree least with the original?
 
 The build's length report (`build_recipes.py`) gives three buckets; this reads the same 48 held-out passages cut to
-each of 13 lengths from 16 to 512 tokens (`checkpoint_build.prefix_curve`) and gives, per length, the mean embedding
+each of 13 lengths from 16 to 512 tokens (`build_minilm.prefix_curve`) and gives, per length, the mean embedding
 cosine to the original and its paired difference to the same passages at 128 tokens (± standard error). The unhealed
 conversion (the invariant fit, uncalibrated) is measured too: a control whose error was never fitted at any length, so
 the curve's shape that owes nothing to healing shows in it. So are `noise-0.1` and `noise-0.2`: the original itself
@@ -40,15 +40,15 @@ SUMMARY = {"32-128": (32, 64, 96, 128), "160-256": (160, 192, 224, 256), "320-51
 def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
     from transformers import AutoTokenizer, BertModel
 
-    from sharedbert import SharedBertModel, embeddings
+    from sharedbert import SharedBertModel, sentence_embeddings
     from sharedbert.convert import from_bert
-    from sharedbert.training.checkpoint_build import healing_corpus, held_out_passages, prefix_curve
+    from sharedbert.training.build_minilm import healing_corpus, held_out_passages, prefix_curve
     from sharedbert.training.models import resolve_source
 
     source = resolve_source("all-MiniLM-L6-v2")
     tokenizer = AutoTokenizer.from_pretrained(source)
     teacher = BertModel.from_pretrained(source).eval()
-    pooling = embeddings.pooling_of(source)
+    pooling = sentence_embeddings.pooling_of(source)
     _, held_out = healing_corpus()
     passages = held_out_passages(held_out, tokenizer, count=passages_count)
     curves = {}

@@ -215,11 +215,11 @@ def noise_control(work: Path, threads: int) -> Path:
 
     from sharedbert.atomic import atomic_directory, atomic_write_text
     from sharedbert.convert import from_bert
-    from sharedbert.embeddings import pooling_of
+    from sharedbert.sentence_embeddings import pooling_of
     from sharedbert.training.data import TextPieces
     from sharedbert.training.healing import Distiller, heal
     from sharedbert.training import resolve_source
-    from sharedbert.training.checkpoint_build import heal_recipe, healing_corpus
+    from sharedbert.training.build_minilm import heal_recipe, healing_corpus
 
     out = work / "noise-healed"
     if (out / "model.safetensors").is_file():
@@ -279,7 +279,7 @@ def noise_control(work: Path, threads: int) -> Path:
 
 def short_heal(work: Path, threads: int) -> Path:
     """The published build's recipe for SHORT_HEAL_STEPS steps (`sharedbert build-minilm --steps 2860`)."""
-    from sharedbert.training.checkpoint_build import build_minilm_checkpoint
+    from sharedbert.training.build_minilm import build_minilm_checkpoint
 
     build = work / "healed-2860-build"
     if not (build / "healed" / "eval_results.json").is_file():

@@ -9,14 +9,14 @@ buckets on the held-out book, parameters, inference speed) and stages OUT: weigh
 sentence-transformers modules and a model card with STS-B in its model-index, verified in a fresh process without the
 package. Healing is resumable: the same command continues in WORK-DIR, and once healed, re-running only re-measures
 and re-stages. Publish OUT with `python upload.py WORK-DIR/healed --repo-id ... --card OUT/README.md`. The work is
-`sharedbert.training.checkpoint_build.build_minilm_checkpoint`; the options are its `BuildArguments`.
+`sharedbert.training.build_minilm.build_minilm_checkpoint`; the options are its `BuildArguments`.
 """
 
 from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
-    from ..training.checkpoint_build import BuildArguments
+    from ..training.build_minilm import BuildArguments
 
     parser = subparsers.add_parser("build-minilm", description=__doc__, formatter_class=HelpFormatter,
                                    help="build the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal, "
@@ -26,7 +26,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..training.checkpoint_build import BuildArguments, build_minilm_checkpoint
+    from ..training.build_minilm import BuildArguments, build_minilm_checkpoint
 
     with show_library_log():
         _, code = call_library("build-minilm", lambda: build_minilm_checkpoint(arguments_from(args, BuildArguments)))

@@ -72,10 +72,10 @@ def load_for_export(model_dir: Path, task: str, trust_remote_code: bool = False)
     from .. import modeling_sharedbert
 
     if task == "sentence-embedding":
-        from .. import embeddings
+        from .. import sentence_embeddings
 
         try:
-            sentence_transformer = embeddings.load(model_dir, trust_remote_code=trust_remote_code).eval()
+            sentence_transformer = sentence_embeddings.load(model_dir, trust_remote_code=trust_remote_code).eval()
         except ImportError as error:
             raise ExportError("The sentence-embedding export needs sentence-transformers: "
                               "pip install sentence-transformers") from error

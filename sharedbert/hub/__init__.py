@@ -25,7 +25,7 @@ from .folder import CODE_FILES, TOKENIZER_FILES, LoadedModel, hub_files, is_hub_
 from .metadata import hub_base_model, read_eval_results, read_provenance, read_training_args, short_local_name
 from .publishing import PublishResult, publish, quiet_transformers
 from .staging import StagedModel, StagingOptions, stage_for_hub
-from .upload import check_can_upload, check_repo_id, file_contains, get_token, hub_endpoint, redact, upload_staged
+from .hub_api import check_can_upload, check_repo_id, file_contains, get_token, hub_endpoint, redact, upload_staged
 from .verify import TOLERANCE, compare_with_source, run_isolated, verify_inputs, verify_staged
 
 __all__ = [

@@ -196,7 +196,7 @@ def build_model_card(
 
     Arguments left as None come from `sharedbert_provenance.json` when it has them, else from the defaults
     (license apache-2.0, language en). `backends`: the checks of the exported ONNX / OpenVINO files staged with it
-    (`sharedbert.hub.backends.check_backend_files`), which the card lists with how to load each."""
+    (`sharedbert.hub.exported_files.check_backend_files`), which the card lists with how to load each."""
     from huggingface_hub import ModelCard
 
     facts = _card_facts(loaded, license, language, base_model, datasets)

@@ -1,7 +1,7 @@
 """The model folder: which files a published SharedBert consists of, and `load_for_hub`, which loads a folder's model
 and tokenizer and refuses, with a message naming the problem and the fix, a folder that is not a SharedBert, has no
 tokenizer, or holds weights that do not match its config. A sentence-transformers model (modules.json) also publishes
-its module files (`sharedbert.embeddings.module_files`): modules.json, sentence_bert_config.json,
+its module files (`sharedbert.sentence_embeddings.module_files`): modules.json, sentence_bert_config.json,
 config_sentence_transformers.json and module folders such as 1_Pooling/."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import modeling_sharedbert
-from ..embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
+from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
 from ..modeling_sharedbert import describe_incompatible_checkpoint
 from ..remote_code import remote_code_of
@@ -33,7 +33,7 @@ CARD_FILE = "README.md"
 # A sentence-transformers module folder ("1_Pooling", "2_Normalize", "3_Dense") and the files it may hold.
 MODULE_FOLDER_PATTERN = re.compile(r"\d+_[A-Za-z][A-Za-z0-9_]*")
 MODULE_FILE_PATTERN = re.compile(r"[A-Za-z0-9_.-]+\.(json|safetensors|txt)")
-# ONNX and OpenVINO files under the names sentence-transformers' backends load (sharedbert.export; hub/backends.py).
+# ONNX and OpenVINO files under the names sentence-transformers' backends load (sharedbert.export; hub/exported_files.py).
 BACKEND_FILE_PATTERN = re.compile(r"onnx/model(_[a-z0-9_]+)?\.onnx|openvino/openvino_model(_[a-z0-9_]+)?\.(xml|bin)")
 BACKEND_FOLDERS = ("onnx", "openvino")
 

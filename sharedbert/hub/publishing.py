@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import HubError
 from .staging import StagedModel, stage_for_hub
-from .upload import check_can_upload, check_repo_id, get_token, upload_staged
+from .hub_api import check_can_upload, check_repo_id, get_token, upload_staged
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ with the full `auto_map`, the three code files copied from this package, the tok
 files of a sentence-transformers model (modules.json, sentence_bert_config.json, config_sentence_transformers.json,
 module folders such as 1_Pooling/ and 2_Normalize/), the exported ONNX and OpenVINO files found in the model folder's
 onnx/ and openvino/ (`sharedbert export MODEL MODEL --layout sentence-transformers`; each checked again in its own
-runtime: hub/backends.py) and a `README.md` model card. Nothing else is copied (no optimizer states, checkpoints, logs,
+runtime: hub/exported_files.py) and a `README.md` model card. Nothing else is copied (no optimizer states, checkpoints, logs,
 `.env` files or tokens)."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from ..atomic import atomic_directory
 from ..configuration_sharedbert import AUTO_MAP
 from .card import build_model_card
 from .errors import HubError
-from ..embeddings import copy_modules
-from .backends import check_backend_files, copy_backend_files
+from ..sentence_embeddings import copy_modules
+from .exported_files import check_backend_files, copy_backend_files
 from .folder import (
     CARD_FILE,
     CODE_FILES,
@@ -35,7 +35,7 @@ from .folder import (
     load_for_hub,
 )
 from .metadata import hub_base_model, looks_like_local_path, short_local_name
-from .upload import check_repo_id
+from .hub_api import check_repo_id
 from .verify import TOLERANCE, verify_staged
 
 

@@ -17,7 +17,7 @@ option, its default and its help; the command line makes its flags from it:
   SharedBert folder;
 * `healing.heal` (`HealConfig`, whose defaults are the published recipe): a converted SharedBert healed by
   distillation from the BERT it came from;
-* `checkpoint_build.build_minilm_checkpoint` (`BuildArguments`): the Hub-ready sharedbert-all-MiniLM-L6-v2 folder
+* `build_minilm.build_minilm_checkpoint` (`BuildArguments`): the Hub-ready sharedbert-all-MiniLM-L6-v2 folder
   (convert, heal, measure, stage);
 * `demo.run_demo` (`DemoArguments`): a healed conversion fine-tuned and compared with BERT, and Hub staging.
 
@@ -52,8 +52,8 @@ _EXPORTS = {
     "EvaluateArguments": "evaluation",
     "convert_checkpoint": "conversion",
     "ConvertArguments": "conversion",
-    "build_minilm_checkpoint": "checkpoint_build",
-    "BuildArguments": "checkpoint_build",
+    "build_minilm_checkpoint": "build_minilm",
+    "BuildArguments": "build_minilm",
     "run_demo": "demo",
     "DemoArguments": "demo",
     "heal": "healing",

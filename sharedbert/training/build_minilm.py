@@ -359,19 +359,19 @@ def _measure(args: BuildArguments, healed_dir: Path, held_out: Path, sts: Path) 
     bucket, and the same passages cut to each length), parameters and inference speed."""
     from transformers import AutoTokenizer
 
-    from .. import SharedBertModel, embeddings
+    from .. import SharedBertModel, sentence_embeddings
     from ..params import count_model_parameters
 
     source = resolve_source("all-MiniLM-L6-v2")
     tokenizer = AutoTokenizer.from_pretrained(source)
     original = load_bert_encoder(source).eval()
     healed = SharedBertModel.from_pretrained(healed_dir).eval()
-    original_st, healed_st = embeddings.load(source), embeddings.load(healed_dir)
+    original_st, healed_st = sentence_embeddings.load(source), sentence_embeddings.load(healed_dir)
     unit_norm = float(healed_st.encode(["A man is playing a guitar."], convert_to_tensor=True).norm())
-    sts_original, sts_healed = embeddings.sts_spearman(original_st, sts), embeddings.sts_spearman(healed_st, sts)
+    sts_original, sts_healed = sentence_embeddings.sts_spearman(original_st, sts), sentence_embeddings.sts_spearman(healed_st, sts)
     logger.info("   STS-B dev Spearman (EmbeddingSimilarityEvaluator, cosine): original %.4f, SharedBert %.4f",
                 sts_original, sts_healed)
-    pooling = embeddings.pooling_of(source)
+    pooling = sentence_embeddings.pooling_of(source)
     buckets = length_agreement(healed, original, tokenizer, held_out_texts(held_out, tokenizer, args.per_bucket),
                                pooling=pooling)
     for row in buckets:
@@ -386,7 +386,7 @@ def _measure(args: BuildArguments, healed_dir: Path, held_out: Path, sts: Path) 
                     row["texts"], row["bucket"], row["mean_tokens"], row["mean_cosine"], row["min_cosine"])
     _log_gaps(prefix_gaps, "the same passages, paired")
     parameters = dict(sharedbert=count_model_parameters(healed), original=count_model_parameters(original))
-    first, second, _ = embeddings.read_sts(sts)
+    first, second, _ = sentence_embeddings.read_sts(sts)
     speed = speed_ratio(healed, original, tokenizer, (first + second)[:256], rounds=args.speed_rounds)
     logger.info("   parameters %s vs %s (×%.3f); inference ×%.3f the original's speed (STS-B sentences, batch 32, "
                 "folded, %d thread(s), median of %d alternating rounds)", f"{parameters['sharedbert']:,}",

@@ -24,7 +24,7 @@ from ..atomic import atomic_directory, atomic_write_text
 from ..calibrate import calibrate, calibration_batches, unsupported
 from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS, from_bert, resolve_fit_method
-from ..embeddings import copy_modules, is_sentence_transformer, pooling_of
+from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..remote_code import (
     RemoteCodeRefused,
     check_remote_code,

@@ -344,8 +344,8 @@ def _parameters(model) -> dict:
 
 def measure_speed(model, base: str, tokenizer, rounds: int = 3) -> dict:
     """Inference speed of `model`'s encoder against the BERT encoder of `base`, in this process, on SST-2-like
-    sentences (the demo's own; `checkpoint_build.speed_ratio` alternates the two models round-robin)."""
-    from .checkpoint_build import speed_ratio
+    sentences (the demo's own; `build_minilm.speed_ratio` alternates the two models round-robin)."""
+    from .build_minilm import speed_ratio
 
     sentences = [sentence for sentence in SENTENCES for _ in range(32)]
     reference = load_bert_encoder(base, add_pooling_layer=False)

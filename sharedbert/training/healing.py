@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..atomic import atomic_directory
-from ..embeddings import pooling_of
+from ..sentence_embeddings import pooling_of
 from .checkpointing import (
     read_state,
     restore_optimizer,
@@ -53,7 +53,7 @@ def _option(default, help: str, **metadata):
 @dataclass
 class HealConfig:
     """The settings of a healing run, all JSON-serialisable and saved in every checkpoint. The defaults are the
-    recipe of the published sharedbert-all-MiniLM-L6-v2 (`checkpoint_build.heal_recipe` gives it its budget and
+    recipe of the published sharedbert-all-MiniLM-L6-v2 (`build_minilm.heal_recipe` gives it its budget and
     threads); `sharedbert convert --heal` makes its healing flags from these fields."""
 
     max_steps: int | None = _option(None, "Stop after this many optimizer steps; the learning rate anneals over them.",
@@ -208,7 +208,7 @@ class Distiller:
         t_pooled = self.pool(teacher_out.last_hidden_state, mask)
         s_pooled = self.pool(student_out.last_hidden_state, mask)
         cosine = torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)
-        self.last_cosines = cosine.detach()  # per sequence, for reports (checkpoint_build.length_agreement)
+        self.last_cosines = cosine.detach()  # per sequence, for reports (build_minilm.length_agreement)
         parts["embedding"] = (1 - cosine).mean()
         parts["similarity"] = _similarity_gap(s_pooled, t_pooled)
         c = self.config
@@ -279,7 +279,7 @@ def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig
         stop_after_steps: end this call after that many steps (checkpoint saved, budget and schedule unchanged), to
             heal in several sessions; `HealResult.interrupted` is then True.
         pooling: the sentence-transformers Pooling module whose embeddings the student should match (default: mean
-            pooling; `sharedbert.embeddings.pooling_of(folder)` reads a sentence-transformers model's own).
+            pooling; `sharedbert.sentence_embeddings.pooling_of(folder)` reads a sentence-transformers model's own).
     """
     if config.threads:
         torch.set_num_threads(config.threads)
