@@ -422,3 +422,38 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
     assert {"openvino/openvino_model_qint8_weights.xml", "openvino/openvino_model_qint8_weights.bin"} <= set(
         staged.files)
     assert "int8 weights (NNCF weight compression)" in (tmp_path / "staged" / "README.md").read_text()
+
+
+def test_static_openvino_int8_leaves_attention_products_and_the_first_feed_forward_output_in_float(tmp_path):
+    """Static int8 quantizes every projection except the first feed-forward output, and neither attention product
+    (scores, probabilities·V); with keep_float=False (sentence-transformers' settings) all of them are quantized."""
+    openvino = pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
+    from sharedbert import export
+
+    model, folder = sentence_model(tmp_path)
+    report = export.export_onnx(folder, tmp_path / "out", task="base", openvino_int8=True,
+                                calibration=list(CHECK_SENTENCES) * 2, calibration_samples=32)
+    check = report.check("openvino_model_qint8_quantized.xml")
+    assert check.mean_cosine >= export.MIN_MEAN_COSINE and check.min_cosine >= export.MIN_COSINE
+    layers = model.config.num_hidden_layers
+    graph = openvino.convert_model(str(tmp_path / "out" / "model.onnx"))
+    kept = export.float_matmuls(graph)
+    assert len(kept) == 2 * layers + 1  # two attention products a layer, and one feed-forward output
+
+    def quantized_matmuls(xml):
+        ops = openvino.Core().read_model(str(xml)).get_ordered_ops()
+        matmuls = [op for op in ops if op.get_type_name() == "MatMul"]
+        quantized = {op.get_friendly_name() for op in matmuls if any(
+            port.get_source_output().get_node().get_type_name() == "FakeQuantize" for port in op.inputs())}
+        return quantized, {op.get_friendly_name() for op in matmuls}
+
+    quantized, every = quantized_matmuls(tmp_path / "out" / "openvino_model_qint8_quantized.xml")
+    assert quantized == every - set(kept) and len(quantized) == 4 * layers - 1  # four projections a layer, but one
+    first_output = [op.get_friendly_name() for op in graph.get_ordered_ops() if op.get_type_name() == "MatMul"
+                    and export.quantization._weight_shape(op) == [model.config.hidden_size,
+                                                                   model.config.intermediate_size]][0]
+    assert first_output in kept
+    feeds = export.calibration_feeds(SharedBertTokenizer.from_pretrained(folder), list(CHECK_SENTENCES), 128)
+    export.quantize_openvino(tmp_path / "out" / "model.onnx", tmp_path / "all.xml", feeds, 16, keep_float=False)
+    assert quantized_matmuls(tmp_path / "all.xml")[0] == every

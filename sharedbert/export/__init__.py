@@ -69,6 +69,7 @@ from .quantization import (
     calibration_source,
     compress_openvino_weights,
     convert_to_openvino,
+    float_matmuls,
     quantization_variants,
     quantize_openvino,
     quantize_variant,
@@ -438,7 +439,8 @@ __all__ = [
     "REPORT_FILE", "EncoderOutput", "ExportArguments", "ExportError", "ExportReport", "FileCheck",
     "QuantizationVariant",
     "calibration_feeds", "calibration_sentences", "calibration_source", "check_file", "compress_openvino_weights",
-    "convert_to_openvino", "cosines", "detect_task", "export", "export_onnx", "onnx_session", "openvino_model",
+    "convert_to_openvino", "cosines", "detect_task", "export", "export_onnx", "float_matmuls", "onnx_session",
+    "openvino_model",
     "quantization_variants", "quantize_openvino", "quantize_variant", "read_sentences", "run_file",
     "sentence_embeddings", "trace_to_onnx", "variant_for_cpu",
 ]

@@ -4,7 +4,8 @@
   sentence-transformers' file names `model_qint8_avx512_vnni.onnx`, ...);
 * `convert_to_openvino`: fp32 OpenVINO IR;
 * `quantize_openvino`: OpenVINO IR statically quantized to int8 by NNCF on calibration sentences
-  (`calibration_sentences`, `calibration_feeds`);
+  (`calibration_sentences`, `calibration_feeds`), with the few MatMuls that int8 breaks left in floating point
+  (`float_matmuls`);
 * `compress_openvino_weights`: OpenVINO IR with int8 weights only, for models whose activations do not quantize well.
 """
 
@@ -111,20 +112,68 @@ def convert_to_openvino(onnx_path: Path, xml_path: Path) -> None:
     openvino.save_model(openvino.convert_model(str(onnx_path)), str(xml_path), compress_to_fp16=False)
 
 
-def quantize_openvino(onnx_path: Path, xml_path: Path, calibration: list[dict], samples: int) -> None:
+def quantize_openvino(onnx_path: Path, xml_path: Path, calibration: list[dict], samples: int,
+                      keep_float: bool = True) -> None:
     """OpenVINO IR statically quantized to int8 by NNCF, calibrated on `calibration` (feeds of one sentence each),
     with what optimum-intel 2.2.0's `OVQuantizationConfig()` (sentence-transformers' default in
     export_static_quantized_openvino_model) passes to `nncf.quantize`: preset MIXED (asymmetric activations), model
-    type TRANSFORMER, fast bias correction, no overflow fix."""
+    type TRANSFORMER (with its SmoothQuant), fast bias correction, no overflow fix. One change: the MatMuls of
+    `float_matmuls` stay in floating point (`keep_float=False` quantizes them too, as sentence-transformers does)."""
     openvino = import_openvino()
     nncf = import_nncf()
     model = openvino.convert_model(str(onnx_path))
     advanced = nncf.AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.DISABLE)
+    kept = float_matmuls(model) if keep_float else []
+    scope = {"ignored_scope": nncf.IgnoredScope(names=kept)} if kept else {}
     with _quiet("nncf"):
         quantized = nncf.quantize(model, nncf.Dataset(calibration), preset=nncf.QuantizationPreset.MIXED,
                                   subset_size=min(samples, len(calibration)), fast_bias_correction=True,
-                                  model_type=nncf.ModelType.TRANSFORMER, advanced_parameters=advanced)
+                                  model_type=nncf.ModelType.TRANSFORMER, advanced_parameters=advanced, **scope)
     openvino.save_model(quantized, str(xml_path), compress_to_fp16=False)
+
+
+def float_matmuls(model) -> list[str]:
+    """The names of the MatMuls of the OpenVINO model `model` that static int8 leaves in floating point:
+
+    * attention's own products, the scores Q·Kᵀ and probabilities·V (the MatMuls without a weight). NNCF quantizes
+      both of their inputs per tensor. Shared attention feeds one tensor S to the query, key and value; its channel
+      ranges spread (largest/median 3.5-4.9 per layer, and 11-32 of 384 channels under a twentieth of the largest,
+      in a 300-step heal of all-MiniLM-L6-v2; standard attention's Q, K and V 1.6-3.1 and none), and the value's
+      channels are then multiplied by dv in the output projection, so the error of the small ones is magnified;
+    * the first feed-forward block's output projection (the first MatMul whose weight narrows its input). Its GELU
+      input holds BERT's massive activation (channel 856 reaches 25 on [CLS], about 20x the median channel), which
+      SmoothQuant moves into the weight's columns; the per-row int8 weight then loses 10-20% of every other token's
+      output there. BERT bears that error; the shared conversions do not (worst sentence 0.88-0.90 from it alone).
+
+    Measured over STS-B dev (benchmarks/results/openvino_int8_fix.md): worst sentence cosine 0.979-0.988 where
+    quantizing these too gave 0.88-0.90. These are small: with two thirds of a layer's projections removed, attention
+    products at sentence lengths and one of 24 projections cost little of int8's speed."""
+    kept, first_narrowing = [], None
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "MatMul":
+            continue
+        weight = _weight_shape(op)
+        if weight is None:
+            kept.append(op.get_friendly_name())
+        elif first_narrowing is None and _narrows(op, weight):
+            first_narrowing = op.get_friendly_name()
+    return kept + ([first_narrowing] if first_narrowing else [])
+
+
+def _weight_shape(matmul) -> list[int] | None:
+    """The shape of the constant second input of `matmul` (through Convert, Reshape, Transpose), None without one."""
+    node = matmul.input(1).get_source_output().get_node()
+    while node.get_type_name() in ("Convert", "Reshape", "Transpose", "Unsqueeze", "Squeeze"):
+        node = node.input(0).get_source_output().get_node()
+    return list(node.get_output_shape(0)) if node.get_type_name() == "Constant" else None
+
+
+def _narrows(matmul, weight: list[int]) -> bool:
+    """Whether the weighted `matmul` maps more input channels to fewer output channels (a feed-forward output)."""
+    if len(weight) != 2:
+        return False
+    inputs, outputs = (weight[1], weight[0]) if matmul.get_transpose_b() else (weight[0], weight[1])
+    return inputs > outputs
 
 
 def compress_openvino_weights(onnx_path: Path, xml_path: Path) -> None:
