@@ -56,6 +56,9 @@ DEFAULT_CROSS_ATTENTION_TYPES = {
 # all-MiniLM-L6-v2: 39.1%); 40% allows r ≤ 0.1·d − 1.4.
 DEFAULT_RANK_DIVISOR = 12
 LAYER_SHARING_MODES = ("none", "all", "attention", "ffn")
+# Where each sublayer's LayerNorm sits: "post" after the residual sum, as in BERT (and every converted checkpoint);
+# "pre" on the sublayer's input, with a final LayerNorm after the stack, as in GPT-2 and most encoders since.
+LAYER_NORM_POSITIONS = ("post", "pre")
 SHARING_ORDERS = ("sequence", "cycle", "cycle_rev")
 
 # Every Auto class a SharedBert checkpoint can be loaded with, written into each saved config.json so that any head
@@ -137,6 +140,11 @@ class SharedBertConfig(PreTrainedConfig):
         converted_from (`str`, *optional*):
             The BERT checkpoint this model was converted from (set by `sharedbert.convert.from_bert`; model cards
             report it as the base model).
+        layer_norm_position (`str`, defaults to `"post"`):
+            `"post"`: each sublayer's LayerNorm follows its residual sum, as in BERT (what a converted BERT needs).
+            `"pre"`: the LayerNorm reads the sublayer's input (x + f(LN(x))) and one more LayerNorm follows the last
+            layer, as in GPT-2 and most encoders since; the same parameter names, plus the stack's
+            `final_layer_norm`.
         sparse_prediction (`bool`, defaults to `False`):
             When training with masked-LM labels, run the vocabulary projection only at the labelled positions
             (ModernBERT's sparse prediction): the same loss, a fraction of the head's cost. `logits` then holds one
@@ -161,6 +169,7 @@ class SharedBertConfig(PreTrainedConfig):
     type_vocab_size: int = positive_int_field(default=2)
     initializer_range: float = interval(min=0.0, max=1.0, exclude_min=True)(default=0.02)
     layer_norm_eps: float = interval(min=0.0, max=1.0, exclude_min=True)(default=1e-12)
+    layer_norm_position: str = "post"
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
@@ -242,6 +251,7 @@ class SharedBertConfig(PreTrainedConfig):
         for name, allowed, optional in (("attention_type", ATTENTION_TYPES, False),
                                         ("cross_attention_type", CROSS_ATTENTION_TYPES, True),
                                         ("layer_sharing", LAYER_SHARING_MODES, False),
+                                        ("layer_norm_position", LAYER_NORM_POSITIONS, False),
                                         ("sharing_order", SHARING_ORDERS, False)):
             value = getattr(self, name)
             if value not in allowed and not (optional and value is None):

@@ -104,6 +104,10 @@ def from_bert(
     """
     if fit_method not in FIT_METHODS:
         raise ValueError(f"fit_method must be one of {list(FIT_METHODS)}, got {fit_method!r}.")
+    if config_overrides.get("layer_norm_position", "post") != "post":
+        # BERT's weights were trained with each LayerNorm after its residual sum; moved, they compute something else.
+        raise ValueError("A BERT converts to post-LayerNorm layers only (BERT's own): drop layer_norm_position, or "
+                         "train a pre-LayerNorm SharedBert from scratch (sharedbert pretrain).")
     encoder_decoder = _load_encoder_decoder(model_or_path)
     if encoder_decoder is not None:
         if model_class is not None or return_report:

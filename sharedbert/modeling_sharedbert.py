@@ -464,13 +464,15 @@ ATTENTION_CLASSES = {
 
 
 class SharedBertSelfOutput(nn.Module):
-    """Attention output projection, dropout, residual and LayerNorm, as in BERT."""
+    """Attention output projection, dropout, residual and LayerNorm, as in BERT. With `layer_norm_position="pre"` the
+    LayerNorm is applied to the attention's input instead (`SharedBertAttention`), and this block adds the residual."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pre_norm = config.layer_norm_position == "pre"
 
     def forward(
         self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, input_scale: torch.Tensor | None = None
@@ -480,6 +482,8 @@ class SharedBertSelfOutput(nn.Module):
         # calibration, adapters, interpretability tools) see it run. Scaling its weight's columns instead would keep
         # one activation less in training (benchmarks/activation_memory.py) but bypass them.
         output = self.dense(hidden_states if input_scale is None else hidden_states * input_scale)
+        if self.pre_norm:
+            return input_tensor + self.dropout(output)
         return self.LayerNorm(self.dropout(output) + input_tensor)
 
 
@@ -505,7 +509,7 @@ class SharedBertAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ):
         attention_output, attention_weights = self.self(
-            hidden_states,
+            self.output.LayerNorm(hidden_states) if self.output.pre_norm else hidden_states,
             attention_mask,
             key_value_states=encoder_hidden_states if self.is_cross_attention else None,
             past_key_values=past_key_values,
@@ -526,8 +530,12 @@ class SharedBertFeedForward(nn.Module):
         self.output = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pre_norm = config.layer_norm_position == "pre"
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self.pre_norm:
+            ffn_output = self.output(self.activation(self.intermediate(self.LayerNorm(hidden_states))))
+            return hidden_states + self.dropout(ffn_output)
         ffn_output = self.output(self.activation(self.intermediate(hidden_states)))
         return self.LayerNorm(self.dropout(ffn_output) + hidden_states)
 
@@ -970,6 +978,9 @@ class SharedBertStack(SharedBertPreTrainedModel):
             else None
         )
         self.layer = nn.ModuleList(SharedBertLayer() for _ in range(config.num_hidden_layers))
+        # Pre-LayerNorm layers leave the residual stream unnormalised: one LayerNorm after the last layer.
+        self.final_layer_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                                 if config.layer_norm_position == "pre" else None)
         self.post_init()
 
     @capture_outputs
@@ -1004,6 +1015,8 @@ class SharedBertStack(SharedBertPreTrainedModel):
                 is_causal=self.is_decoder,
                 **kwargs,
             )
+        if self.final_layer_norm is not None:
+            hidden_states = self.final_layer_norm(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, past_key_values=past_key_values)
 
 

@@ -858,6 +858,7 @@ def test_verification_catches_sentence_transformers_files_that_change_the_embedd
     ("SharedBertForMaskedLM", dict(attention_type="shared_lowrank_query", attention_rank=3)),
     ("SharedBertLMHeadModel", dict(attention_type="shared_kv", is_decoder=True, add_cross_attention=True,
                                    cross_attention_type="shared_lowrank_query")),
+    ("SharedBertLMHeadModel", dict(attention_type="standard", is_decoder=True, layer_norm_position="pre")),
 ])
 def test_the_directed_attention_types_load_without_the_package(architecture, overrides, tmp_path):
     """A saved model of each directed type (issue 42), every extra parameter off its initial value, loads through the

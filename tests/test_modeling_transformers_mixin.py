@@ -239,6 +239,14 @@ class SharedLowRankQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, uni
     config_overrides = {"attention_type": "shared_lowrank_query", "layer_sharing": "all", "num_unique_layers": 1}
 
 
+class PreLayerNormEncoderTest(_EncoderVariantMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "shared", "layer_norm_position": "pre"}
+
+
+class PreLayerNormDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "standard", "layer_norm_position": "pre"}
+
+
 class Seq2SeqModelTester(SharedBertModelTester):
     """Seq2seq inputs: source ids and mask, teacher-forced decoder ids and mask (no token types)."""
 
