@@ -91,6 +91,12 @@ ARMS = {
     "symmetric": {"attention_type": "symmetric"},
     "pairwise": {"attention_type": "pairwise"},
     "shared-matched": {"attention_type": "shared", "match_parameters_of": "standard"},
+    # The directed-attention study (experiments/directed-attention, issue 42).
+    "shared-kv": {"attention_type": "shared_kv"},
+    "shared-head-query": {"attention_type": "shared_head_query"},
+    "shared-lowrank-query": {"attention_type": "shared_lowrank_query"},
+    # The LayerNorm-placement ablation (issue 41 item 5): standard attention in GPT-2's pre-LayerNorm layout.
+    "standard-pre-ln": {"attention_type": "standard", "layer_norm_position": "pre"},
 }
 
 
