@@ -151,11 +151,6 @@ def pooling_of(folder=None, hidden_size: int | None = None):
     return Pooling(hidden_size, pooling_mode="mean")
 
 
-def normalizes(folder) -> bool:
-    """Whether the sentence-transformers model in `folder` ends in Normalize (unit-length embeddings)."""
-    return is_sentence_transformer(folder) and any(m["type"].endswith(".Normalize") for m in _read_modules(folder))
-
-
 def read_sts(tsv_path) -> tuple[list[str], list[str], list[float]]:
     """Read a GLUE STS-B TSV (header with `sentence1`, `sentence2`, `score`); quoting is off, as in GLUE's files."""
     path = Path(tsv_path)
@@ -265,7 +260,6 @@ __all__ = [
     "load",
     "module_files",
     "module_folders",
-    "normalizes",
     "pooling_of",
     "read_sts",
     "sts_evaluator",
