@@ -43,14 +43,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 
 def add_arguments_from(parser, arguments_class) -> None:
-    """Flags from a job's arguments dataclass, made by transformers' `HfArgumentParser`, so that a flag's name, type,
-    default, choices and help have one owner: the dataclass field. `parser` may be an argument group. HfArgumentParser
-    passes a field's metadata on to `add_argument` ("help", "choices", "aliases", "metavar", "action", ...); three
-    keys are this function's: `{"cli": False}` for a field only callers in Python set, `{"positional": True}` for an
-    argument given without a flag (`sharedbert convert SRC OUT`; optional when the field has a default), and
-    `{"group": TITLE}` to list the flag under that heading in --help. A bool field is a switch (`_add_switch`)."""
-    from transformers import HfArgumentParser
-
+    """Flags from a job's arguments dataclass, so that a flag's name, type, default, choices and help have one owner:
+    the dataclass field. `parser` may be an argument group. A field's metadata goes on to `add_argument` ("help",
+    "choices", "aliases", "metavar", "action", ...), as transformers' `HfArgumentParser` passes it; three keys are this
+    function's: `{"cli": False}` for a field only callers in Python set, `{"positional": True}` for an argument given
+    without a flag (`sharedbert convert SRC OUT`; optional when the field has a default), and `{"group": TITLE}` to
+    list the flag under that heading in --help. A bool field is a switch (`_add_switch`), any other a valued flag
+    (`_add_option`)."""
     hints = typing.get_type_hints(arguments_class)
     groups = {}
     for original in dataclasses.fields(arguments_class):
@@ -68,9 +67,27 @@ def add_arguments_from(parser, arguments_class) -> None:
         elif field.type is bool:
             _add_switch(target, field, metadata)
         else:
-            HfArgumentParser._parse_dataclass_field(target, field)
-    for action in parser._actions:  # --max-length before --max_length, in usage lines and help
-        action.option_strings.sort(key=lambda option: "_" in option)
+            _add_option(target, field, metadata)
+
+
+def _add_option(parser, field, kwargs: dict) -> None:
+    """A valued flag, `--max-length` (and `--max_length`, HfArgumentParser's spelling), of the field's type: `X | None`
+    takes an X, `list[X]` one or more; the field's default, or required when it has none."""
+    kind = field.type
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = next(member for member in typing.get_args(kind) if member is not type(None))  # `int | None` -> int
+    if typing.get_origin(kind) is list:
+        kwargs.setdefault("nargs", "+")
+        kind = typing.get_args(kind)[0]
+    kwargs.setdefault("type", kind)
+    if field.default is not dataclasses.MISSING:
+        kwargs["default"] = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        kwargs["default"] = field.default_factory()
+    else:
+        kwargs["required"] = True
+    options = [f"--{field.name.replace('_', '-')}", *kwargs.pop("aliases", [])]
+    parser.add_argument(*options, *([f"--{field.name}"] if "_" in field.name else []), dest=field.name, **kwargs)
 
 
 def _add_switch(parser, field, kwargs: dict) -> None:
