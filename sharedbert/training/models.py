@@ -13,6 +13,7 @@ import json
 import logging
 from pathlib import Path
 
+from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
 from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, from_pretrained
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -143,7 +144,7 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
                     trust_remote_code: bool = False, **sharing):
     """A sequence classifier for `spec` (a `data.TaskSpec`).
 
-    * A BERT checkpoint is converted with `from_bert` (attention type "shared" unless `sharing` says otherwise;
+    * A BERT checkpoint is converted with `from_bert` (`DEFAULT_ATTENTION_TYPE` unless `sharing` says otherwise;
       `fit_method` as from_bert's, default its "auto"), or loaded as `BertForSequenceClassification` when
       `keep_bert` (the unconverted baseline).
     * A SharedBert folder is loaded as it is; the sharing options must then be left unset (they are fixed by the
@@ -174,7 +175,7 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
                                  "unconverted BERT baseline.")
             model = BertForSequenceClassification.from_pretrained(str(model_name_or_path), **head)
             return model, f"BERT checkpoint {model_name_or_path} (unconverted)"
-        sharing.setdefault("attention_type", "shared")
+        sharing.setdefault("attention_type", DEFAULT_ATTENTION_TYPE)
         fit = {"fit_method": fit_method} if fit_method is not None else {}
         model = from_bert(str(model_name_or_path), model_class=SharedBertForSequenceClassification, **fit, **sharing,
                           **head)

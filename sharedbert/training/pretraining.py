@@ -26,7 +26,13 @@ from pathlib import Path
 
 from transformers import DataCollatorForLanguageModeling, set_seed
 
-from ..configuration_sharedbert import ATTENTION_TYPES, LAYER_SHARING_MODES, SHARING_ORDERS, SharedBertConfig
+from ..configuration_sharedbert import (
+    ATTENTION_TYPES,
+    DEFAULT_ATTENTION_TYPE,
+    LAYER_SHARING_MODES,
+    SHARING_ORDERS,
+    SharedBertConfig,
+)
 from ..modeling_sharedbert import SharedBertForMaskedLM
 from ..params import count_model_parameters
 from ..presets import PRESETS, config_values
@@ -201,7 +207,7 @@ def _model_values(args: PretrainArguments) -> dict:
         values["tie_word_embeddings"] = False
     # Logits (and the loss) only where tokens are masked while training: the same loss, a fraction of the head's cost.
     values["sparse_prediction"] = not args.dense_prediction
-    values.setdefault("attention_type", "shared")
+    values.setdefault("attention_type", DEFAULT_ATTENTION_TYPE)
     values["max_position_embeddings"] = max(values.get("max_position_embeddings", 512), args.block_size)
     SharedBertConfig(**values)  # validates
     return values

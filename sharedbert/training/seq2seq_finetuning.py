@@ -20,6 +20,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTraining
 from ..params import count_model_parameters
 from .checkpointing import RunCheckpoints, is_main_process
 from .data.pairs import read_pairs
+from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
 from ..remote_code import from_pretrained
 from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
 from ..precision import describe_precision, resolve_precision
@@ -53,7 +54,7 @@ def load_seq2seq(args, tokenizer):
     sharing = {name: value for name, value in sharing.items() if value not in (None, False)}
     conversion = {}
     if model_type_of(source) == "bert":
-        conversion["attention_type"] = "standard" if args.no_convert else (args.attention_type or "shared")
+        conversion["attention_type"] = "standard" if args.no_convert else (args.attention_type or DEFAULT_ATTENTION_TYPE)
     if conversion.get("attention_type", "standard") != "standard":
         # As for classifiers, the conversion's error is trained away at the task's expense: in the seq2seq study a
         # calibrated unhealed start (this one is not even calibrated) scored 3.6 chrF below the healed one on the seed
