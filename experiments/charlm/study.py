@@ -576,7 +576,7 @@ def run_cell(cell: Cell, data: CharData, results_dir: Path, work_dir: Path, forc
         print(f"{cell.name}: training", flush=True)
         started, where = time.perf_counter(), machine()  # the commit the cell starts from (this process's code)
         measured = train_cell(cell, data, run_dir, stop_after_checkpoint)
-        result = {**wanted, "name": cell.name, "setting": cell.setting, "data": data.path,
+        result = {**wanted, "name": cell.name, "setting": cell.setting, "data": os.path.relpath(Path(data.path).resolve(), REPO),  # no machine's absolute path in results
                   "vocab_size": data.vocab_size, "unigram_validation_loss": unigram_loss(data), **measured,
                   "wall_seconds_this_process": time.perf_counter() - started, **where}
         atomic_write_text(result_path, json.dumps(result, indent=1) + "\n")
