@@ -26,7 +26,8 @@ Files, under the names sentence-transformers' backend loader looks for (its `bac
   (is_static=False)` chooses (`QUANTIZATION_VARIANTS`);
 * `openvino_model.xml` / `.bin`: fp32 OpenVINO IR converted from the ONNX file;
 * `openvino_model_qint8_quantized.xml` / `.bin`: OpenVINO IR statically quantized to int8 by NNCF on calibration
-  sentences, with the settings optimum-intel's `OVQuantizationConfig()` passes to `nncf.quantize`; or, with
+  sentences, with the settings optimum-intel's `OVQuantizationConfig()` passes to `nncf.quantize`, except that
+  attention's products and the first feed-forward output stay in float (`float_matmuls`); or, with
   `openvino_int8_mode="weights"`, `openvino_model_qint8_weights.xml` / `.bin`: int8 weights only (NNCF
   `compress_weights`), for models whose activations do not quantize well.
 
@@ -140,7 +141,7 @@ class ExportArguments:
     openvino_int8_mode: str = field(default="static", metadata={
         "help": "static: weights and activations in int8, calibrated (sentence-transformers' kind, fastest); weights: "
         "int8 weights only, no calibration (openvino_model_qint8_weights.xml: for models whose activations do not "
-        "quantize well, such as the SharedBert build)", "choices": list(OPENVINO_INT8_MODES)})
+        "quantize well)", "choices": list(OPENVINO_INT8_MODES)})
     calibration_file: str | None = field(default=None, metadata={
         "help": "sentences for the OpenVINO int8 calibration: a text file (one a line) or a TSV with a 'sentence' "
         "column (default: GLUE SST-2 train from the shared data folder, $SHAREDBERT_DATA first, as "

@@ -1,0 +1,273 @@
+"""Static OpenVINO int8 of SharedBert conversions, with sentence-transformers' NNCF settings (every MatMul int8) and
+with the export's (`sharedbert.export.float_matmuls` left in float): cosine of each file's sentence embeddings to the
+model's own fp32 PyTorch ones over every STS-B dev sentence, what causes the loss, and batch-32 speed against
+all-MiniLM-L6-v2 in PyTorch fp32, measured side by side in alternating rounds.
+
+    python benchmarks/openvino_int8_fix.py --model shared=runs/minilm-shared --model standard=runs/minilm-standard
+    python benchmarks/openvino_int8_fix.py --model build=runs/build-minilm/healed --out-dir out/fix --stem build
+
+Each model is a SharedBert folder (a conversion of all-MiniLM-L6-v2: the tokenizer is its). Per model the results
+hold: the two files' cosines (mean, worst, 1st percentile, the worst sentences); the same with the first feed-forward
+output alone or the attention products alone left in float; the per-channel spread of the tensors attention's products
+quantize per tensor (S for shared attention, Q, K, V for standard), and the largest GELU input channel of the first
+feed-forward block against the median, on the calibration sentences; and sentences/s at batch 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def sts_sentences(glue: Path) -> list[str]:
+    rows = [line.split("\t") for line in (glue / "STS-B" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    return list(dict.fromkeys([row[7] for row in rows] + [row[8] for row in rows]))
+
+
+def feeds(tokenizer, sentences, batch_size=32, max_length=256):
+    for start in range(0, len(sentences), batch_size):
+        batch = tokenizer(sentences[start:start + batch_size], padding=True, truncation=True, max_length=max_length,
+                          return_tensors="np")
+        yield {name: batch[name].astype(np.int64) for name in INPUTS}
+
+
+def embed(run, tokenizer, sentences) -> np.ndarray:
+    from sharedbert.export import sentence_embeddings
+
+    return np.concatenate([sentence_embeddings(run(feed), feed["attention_mask"], "base")
+                           for feed in feeds(tokenizer, sentences)])
+
+
+def torch_runner(model):
+    def run(feed):
+        with torch.inference_mode():
+            return model(**{k: torch.from_numpy(v) for k, v in feed.items()}).last_hidden_state.numpy()
+    return run
+
+
+def openvino_runner(path_or_model, threads):
+    import openvino
+
+    core = openvino.Core()
+    model = core.read_model(str(path_or_model)) if isinstance(path_or_model, Path) else path_or_model
+    request = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads,
+                                                "NUM_STREAMS": 1}).create_infer_request()
+    return lambda feed: np.asarray(request.infer(feed)[0])
+
+
+def cosine_summary(vectors, reference, sentences) -> dict:
+    cosine = (vectors * reference).sum(1)
+    worst = np.argsort(cosine)[:3]
+    return {"mean": float(cosine.mean()), "worst": float(cosine.min()), "p1": float(np.percentile(cosine, 1)),
+            "worst_sentences": [[float(cosine[i]), sentences[i]] for i in worst]}
+
+
+def quantize(onnx_path: Path, xml: Path, calibration: list[dict], kept: list[str] | None) -> None:
+    """NNCF static int8 with sentence-transformers' settings and `kept` MatMuls in float (as quantize_openvino)."""
+    import nncf
+    import openvino
+
+    model = openvino.convert_model(str(onnx_path))
+    scope = {"ignored_scope": nncf.IgnoredScope(names=kept)} if kept else {}
+    quantized = nncf.quantize(model, nncf.Dataset(calibration), preset=nncf.QuantizationPreset.MIXED,
+                              subset_size=len(calibration), fast_bias_correction=True,
+                              model_type=nncf.ModelType.TRANSFORMER, advanced_parameters=nncf.
+                              AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.DISABLE), **scope)
+    openvino.save_model(quantized, str(xml), compress_to_fp16=False)
+
+
+def channel_spread(model, tokenizer, sentences) -> list[dict]:
+    """Per layer: largest/median per-channel |max| of what attention's products quantize per tensor, the channels
+    under a twentieth of the largest, and the first feed-forward GELU's largest channel against the median."""
+    from sharedbert.folding import fold_for_inference
+
+    folded = fold_for_inference(model)
+    maxima, hooks = {}, []
+
+    def record(key):
+        def hook(module, inputs, output):
+            tensor = inputs[0] if key[1] == "gelu" else output
+            value = tensor.reshape(-1, tensor.shape[-1]).abs().amax(0)
+            maxima[key] = torch.maximum(maxima.get(key, value), value)
+        return hook
+
+    for layer, attention in enumerate(folded.encoder.attention):
+        for name in ("shared_proj", "query", "key", "value"):
+            if hasattr(attention.self, name):
+                hooks.append(getattr(attention.self, name).register_forward_hook(record((layer, name))))
+    hooks.append(folded.encoder.feed_forward[0].output.register_forward_hook(record((0, "gelu"))))
+    with torch.inference_mode():
+        for sentence in sentences:
+            folded(**tokenizer(sentence, return_tensors="pt", truncation=True, max_length=128))
+    rows = []
+    for (layer, name), value in sorted(maxima.items()):
+        rows.append({"layer": layer, "tensor": "S" if name == "shared_proj" else
+                     ("GELU input of the first FFN output" if name == "gelu" else name),
+                     "largest_over_median": float(value.max() / value.median()),
+                     "channels_under_a_twentieth": int((value < value.max() / 20).sum()),
+                     "largest": float(value.max()), "largest_channel": int(value.argmax())})
+    return rows
+
+
+def speed(runners: dict, batches: list[dict], rounds: int) -> dict:
+    times = {name: [] for name in runners}
+    for run in runners.values():
+        run(batches[0])
+    for index in range(rounds):
+        names = list(runners)
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            started = time.perf_counter()
+            for feed in batches:
+                runners[name](feed)
+            times[name].append(time.perf_counter() - started)
+    base = times["all-MiniLM-L6-v2 pytorch-fp32"]
+    return {name: {"sentences_per_second": 32 * len(batches) / statistics.median(values),
+                   "ratio_to_minilm_pytorch_fp32": statistics.median(base) / statistics.median(values),
+                   "per_round_ratio_range": [min(b / v for b, v in zip(base, values)),
+                                             max(b / v for b, v in zip(base, values))]}
+            for name, values in times.items()}
+
+
+def measure(label, folder, args, work, sentences, calibration_text):
+    from transformers import AutoTokenizer
+
+    from sharedbert import SharedBertModel
+    from sharedbert.export import EncoderOutput, calibration_feeds, float_matmuls, trace_to_onnx
+    from sharedbert.folding import fold_for_inference
+    import openvino
+
+    model, tokenizer = SharedBertModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    reference = embed(torch_runner(model), tokenizer, sentences)
+    onnx_path = work / f"{label}.onnx"
+    sample = tokenizer(calibration_text[:8], padding=True, truncation=True, max_length=64, return_tensors="pt")
+    trace_to_onnx(EncoderOutput(fold_for_inference(model), "last_hidden_state").eval(),
+                  {name: sample[name] for name in INPUTS}, "last_hidden_state").save(str(onnx_path),
+                                                                                     external_data=False)
+    calibration = calibration_feeds(tokenizer, calibration_text, 128)
+    kept = float_matmuls(openvino.convert_model(str(onnx_path)))
+    attention, first_output = kept[:-1], kept[-1:]
+    variants = {"every MatMul int8 (sentence-transformers)": None, "export (float_matmuls in float)": kept,
+                "first FFN output in float only": first_output, "attention products in float only": attention}
+    result = {"folder": os.path.relpath(folder, REPO) if Path(folder).is_absolute() else str(folder),
+              "attention_type": model.config.attention_type, "float_matmuls": kept, "cosine": {}, "files": {}}
+    for name, scope in variants.items():
+        xml = work / f"{label}-{len(result['files'])}.xml"
+        quantize(onnx_path, xml, calibration, scope)
+        result["files"][name] = xml
+        result["cosine"][name] = cosine_summary(embed(openvino_runner(xml, args.threads), tokenizer, sentences),
+                                                reference, sentences)
+        print(f"  {label} {name}: {result['cosine'][name]['mean']:.4f} mean, {result['cosine'][name]['worst']:.4f} "
+              "worst", flush=True)
+    result["channel_spread"] = channel_spread(model, tokenizer, calibration_text)
+    return result, tokenizer
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", action="append", required=True, metavar="LABEL=FOLDER")
+    parser.add_argument("--glue-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--batches", type=int, default=16, help="batches of 32 STS-B sentences per round")
+    parser.add_argument("--out-dir", default=str(REPO / "benchmarks" / "results"))
+    parser.add_argument("--stem", default="openvino_int8_fix", help="the results files' name, without .json/.md")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    import tempfile
+
+    from transformers import BertModel
+
+    from sharedbert.atomic import atomic_write_text
+    from sharedbert.export import read_sentences
+    from sharedbert.training import resolve_source
+
+    glue = Path(args.glue_dir)
+    sentences = sts_sentences(glue)
+    calibration_text = read_sentences(glue / "SST-2" / "train.tsv", 300)  # sentence-transformers' calibration
+    work = Path(tempfile.mkdtemp(prefix="openvino-int8-fix-"))
+    models, tokenizer = {}, None
+    for item in args.model:
+        label, _, folder = item.partition("=")
+        models[label], tokenizer = measure(label, Path(folder), args, work, sentences, calibration_text)
+    bert = BertModel.from_pretrained(resolve_source("all-MiniLM-L6-v2"), add_pooling_layer=False).eval()
+    runners = {"all-MiniLM-L6-v2 pytorch-fp32": torch_runner(bert)}
+    for label, result in models.items():
+        for name in ("every MatMul int8 (sentence-transformers)", "export (float_matmuls in float)"):
+            runners[f"{label}: {name}"] = openvino_runner(result["files"][name], args.threads)
+        result["files"] = {name: path.name for name, path in result["files"].items()}
+    speeds = speed(runners, list(feeds(tokenizer, sentences[:32 * args.batches])), args.rounds)
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    import nncf
+    import openvino
+
+    report = {"command": "python benchmarks/openvino_int8_fix.py " + " ".join(
+        os.path.relpath(a, REPO) if os.path.isabs(a) else a for a in (argv or sys.argv[1:])),
+              "date": time.strftime("%Y-%m-%d"), "cpu": cpu, "threads": args.threads, "rounds": args.rounds,
+              "batch_size": 32, "speed_sentences": 32 * args.batches, "sts_dev_sentences": len(sentences),
+              "load_average_at_end": os.getloadavg()[0], "openvino": openvino.__version__,
+              "nncf": nncf.__version__, "models": models, "speed": speeds}
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / f"{args.stem}.json", json.dumps(report, indent=1) + "\n")
+    atomic_write_text(out / f"{args.stem}.md", markdown(report))
+    print(markdown(report))
+    return 0
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Static OpenVINO int8 of SharedBert: what breaks it and the export's fix", "",
+             f"Command: `{report['command']}` ({report['date']}, {report['cpu']}, {report['threads']} thread(s), "
+             f"OpenVINO {report['openvino']}, NNCF {report['nncf']}; 1-minute load average "
+             f"{report['load_average_at_end']:.1f} at the end).", "",
+             f"Cosine of each file's sentence embeddings (mean pooling, unit length) to the same model's fp32 PyTorch "
+             f"ones over all {report['sts_dev_sentences']} STS-B dev sentences. NNCF static int8 with "
+             "sentence-transformers' settings (preset MIXED, model type TRANSFORMER with its SmoothQuant, fast bias "
+             "correction, no overflow fix), calibrated on the first 300 sentences of GLUE SST-2 train; the variants "
+             "differ only in the MatMuls left in float.", "",
+             "| model | MatMuls in float | mean | worst | 1st percentile | worst sentence |", "|---|---|---:|---:|---:|---|"]
+    for label, result in report["models"].items():
+        for name, row in result["cosine"].items():
+            lines.append(f"| {label} | {name} | {row['mean']:.4f} | {row['worst']:.4f} | {row['p1']:.4f} | "
+                         f"{row['worst_sentences'][0][1]} |")
+    lines += ["", "## Speed at batch 32", "",
+              f"Sentences/s over {report['speed_sentences']} STS-B dev sentences in batches of 32, "
+              f"{report['threads']} thread(s), median of {report['rounds']} alternating rounds; ratio to "
+              "all-MiniLM-L6-v2 in PyTorch fp32 in the same run (and its range over the rounds).", "",
+              "| file | sent/s | ×MiniLM PyTorch fp32 | per-round range |", "|---|---:|---:|---:|"]
+    for name, row in report["speed"].items():
+        low, high = row["per_round_ratio_range"]
+        lines.append(f"| {name} | {row['sentences_per_second']:.0f} | {row['ratio_to_minilm_pytorch_fp32']:.2f} | "
+                     f"{low:.2f}-{high:.2f} |")
+    lines += ["", "## Channel spread (calibration sentences, fp32 PyTorch, folded model)", "",
+              "What attention's products quantize per tensor: S for shared attention (query, key and value all come "
+              "from it), Q, K and V for standard; and the GELU input of the first feed-forward output.", "",
+              "| model | layer | tensor | largest/median channel | channels under 1/20 of the largest | largest |",
+              "|---|---:|---|---:|---:|---:|"]
+    for label, result in report["models"].items():
+        for row in result["channel_spread"]:
+            lines.append(f"| {label} | {row['layer']} | {row['tensor']} | {row['largest_over_median']:.1f} | "
+                         f"{row['channels_under_a_twentieth']} | {row['largest']:.1f} (channel "
+                         f"{row['largest_channel']}) |")
+    lines += ["", "Models: " + "; ".join(f"{label}: `{r['folder']}` ({r['attention_type']})"
+                                         for label, r in report["models"].items()), ""]
+    lines += [f"- {label}: `{command}`" for label, command in report.get("models_made_with", {}).items()]
+    return "\n".join(lines) + ("\n" if report.get("models_made_with") else "")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
