@@ -76,17 +76,21 @@ def cosine_summary(vectors, reference, sentences) -> dict:
             "worst_sentences": [[float(cosine[i]), sentences[i]] for i in worst]}
 
 
-def quantize(onnx_path: Path, xml: Path, calibration: list[dict], kept: list[str] | None) -> None:
-    """NNCF static int8 with sentence-transformers' settings and `kept` MatMuls in float (as quantize_openvino)."""
+def quantize(onnx_path: Path, xml: Path, calibration: list[dict], kept: list[str] | None, alpha=None) -> None:
+    """NNCF static int8 with sentence-transformers' settings, `kept` MatMuls in float and SmoothQuant's MatMul `alpha`
+    (None: NNCF's), as quantize_openvino makes it."""
     import nncf
     import openvino
+
+    smoothing = {"smooth_quant_alphas": nncf.AdvancedSmoothQuantParameters(matmul=alpha)} if alpha else {}
 
     model = openvino.convert_model(str(onnx_path))
     scope = {"ignored_scope": nncf.IgnoredScope(names=kept)} if kept else {}
     quantized = nncf.quantize(model, nncf.Dataset(calibration), preset=nncf.QuantizationPreset.MIXED,
                               subset_size=len(calibration), fast_bias_correction=True,
                               model_type=nncf.ModelType.TRANSFORMER, advanced_parameters=nncf.
-                              AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.DISABLE), **scope)
+                              AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.DISABLE, **smoothing),
+                              **scope)
     openvino.save_model(quantized, str(xml), compress_to_fp16=False)
 
 
@@ -147,6 +151,7 @@ def measure(label, folder, args, work, sentences, calibration_text):
 
     from sharedbert import SharedBertModel
     from sharedbert.export import EncoderOutput, calibration_feeds, float_matmuls, trace_to_onnx
+    from sharedbert.export.quantization import SMOOTH_QUANT_ALPHA
     from sharedbert.folding import fold_for_inference
     import openvino
 
@@ -160,13 +165,17 @@ def measure(label, folder, args, work, sentences, calibration_text):
     calibration = calibration_feeds(tokenizer, calibration_text, 128)
     kept = float_matmuls(openvino.convert_model(str(onnx_path)))
     attention, first_output = kept[:-1], kept[-1:]
-    variants = {"every MatMul int8 (sentence-transformers)": None, "export (float_matmuls in float)": kept,
-                "first FFN output in float only": first_output, "attention products in float only": attention}
+    alpha = SMOOTH_QUANT_ALPHA
+    variants = {"every MatMul int8 (sentence-transformers)": (None, None),
+                f"export (float_matmuls in float, SmoothQuant alpha {alpha})": (kept, alpha),
+                "float_matmuls in float, NNCF's SmoothQuant alpha (0.95)": (kept, None),
+                "first FFN output in float only": (first_output, None),
+                "attention products in float only": (attention, None)}
     result = {"folder": os.path.relpath(folder, REPO) if Path(folder).is_absolute() else str(folder),
               "attention_type": model.config.attention_type, "float_matmuls": kept, "cosine": {}, "files": {}}
-    for name, scope in variants.items():
+    for name, (scope, smoothing) in list(variants.items())[:args.variants]:
         xml = work / f"{label}-{len(result['files'])}.xml"
-        quantize(onnx_path, xml, calibration, scope)
+        quantize(onnx_path, xml, calibration, scope, smoothing)
         result["files"][name] = xml
         result["cosine"][name] = cosine_summary(embed(openvino_runner(xml, args.threads), tokenizer, sentences),
                                                 reference, sentences)
@@ -182,6 +191,7 @@ def main(argv=None) -> int:
     parser.add_argument("--glue-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--variants", type=int, default=5, help="measure the first N quantizations (of 5)")
     parser.add_argument("--batches", type=int, default=16, help="batches of 32 STS-B sentences per round")
     parser.add_argument("--out-dir", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--stem", default="openvino_int8_fix", help="the results files' name, without .json/.md")
@@ -206,7 +216,7 @@ def main(argv=None) -> int:
     bert = BertModel.from_pretrained(resolve_source("all-MiniLM-L6-v2"), add_pooling_layer=False).eval()
     runners = {"all-MiniLM-L6-v2 pytorch-fp32": torch_runner(bert)}
     for label, result in models.items():
-        for name in ("every MatMul int8 (sentence-transformers)", "export (float_matmuls in float)"):
+        for name in list(result["files"])[:2]:
             runners[f"{label}: {name}"] = openvino_runner(result["files"][name], args.threads)
         result["files"] = {name: path.name for name, path in result["files"].items()}
     speeds = speed(runners, list(feeds(tokenizer, sentences[:32 * args.batches])), args.rounds)
@@ -239,7 +249,8 @@ def markdown(report: dict) -> str:
              "sentence-transformers' settings (preset MIXED, model type TRANSFORMER with its SmoothQuant, fast bias "
              "correction, no overflow fix), calibrated on the first 300 sentences of GLUE SST-2 train; the variants "
              "differ only in the MatMuls left in float.", "",
-             "| model | MatMuls in float | mean | worst | 1st percentile | worst sentence |", "|---|---|---:|---:|---:|---|"]
+             "| model | MatMuls in float | mean | worst | 1st percentile | worst sentence |",
+             "|---|---|---:|---:|---:|---|"]
     for label, result in report["models"].items():
         for name, row in result["cosine"].items():
             lines.append(f"| {label} | {name} | {row['mean']:.4f} | {row['worst']:.4f} | {row['p1']:.4f} | "

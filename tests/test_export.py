@@ -424,9 +424,11 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
     assert "int8 weights (NNCF weight compression)" in (tmp_path / "staged" / "README.md").read_text()
 
 
-def test_static_openvino_int8_leaves_attention_products_and_the_first_feed_forward_output_in_float(tmp_path):
+def test_static_openvino_int8_leaves_attention_products_and_the_first_feed_forward_output_in_float(tmp_path,
+                                                                                                  monkeypatch):
     """Static int8 quantizes every projection except the first feed-forward output, and neither attention product
-    (scores, probabilities·V); with keep_float=False (sentence-transformers' settings) all of them are quantized."""
+    (scores, probabilities·V), with SmoothQuant's alpha SMOOTH_QUANT_ALPHA; with keep_float=False
+    (sentence-transformers' settings) all of them are quantized, with NNCF's alpha."""
     openvino = pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
     pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
     from sharedbert import export
@@ -457,3 +459,15 @@ def test_static_openvino_int8_leaves_attention_products_and_the_first_feed_forwa
     feeds = export.calibration_feeds(SharedBertTokenizer.from_pretrained(folder), list(CHECK_SENTENCES), 128)
     export.quantize_openvino(tmp_path / "out" / "model.onnx", tmp_path / "all.xml", feeds, 16, keep_float=False)
     assert quantized_matmuls(tmp_path / "all.xml")[0] == every
+
+    import nncf
+
+    calls = []
+    real_quantize = nncf.quantize
+    monkeypatch.setattr(nncf, "quantize", lambda *a, **k: calls.append(k) or real_quantize(*a, **k))
+    for keep_float in (True, False):
+        export.quantize_openvino(tmp_path / "out" / "model.onnx", tmp_path / "again.xml", feeds, 4, keep_float)
+    alphas = [call["advanced_parameters"].smooth_quant_alphas.matmul for call in calls]
+    assert alphas == [export.quantization.SMOOTH_QUANT_ALPHA, nncf.AdvancedSmoothQuantParameters().matmul]
+    assert alphas[0] < alphas[1] and sorted(calls[0]["ignored_scope"].names) == sorted(kept)
+    assert "ignored_scope" not in calls[1]
