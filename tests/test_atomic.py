@@ -305,7 +305,7 @@ def test_st_finetune_leaves_no_half_saved_model_and_no_results_when_killed(tmp_p
         (Path(output_dir) / "model.safetensors").write_text("the new model")
         return {"dev_before": 0.5, "dev_after": 0.6, "seconds": 1.0, "train_pairs": 10, "steps": 2}
 
-    monkeypatch.setattr(embeddings, "finetune_sts", finetune)
+    monkeypatch.setattr(sentence_embeddings, "finetune_sts", finetune)
     command = ["some-model", "--output-dir", str(output), "--threads", "1"]
     with pytest.raises(KeyboardInterrupt):
         script.main([*command, "--steps", "1"])

@@ -14,7 +14,7 @@ import torch
 
 import sharedbert
 from sharedbert.remote_code import RemoteCodeRefused, check_remote_code, remote_code_of
-from tests.conftest import tiny_config
+from conftest import tiny_config
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a", "it", "was", "."]
 
