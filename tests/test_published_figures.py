@@ -66,6 +66,7 @@ CACHE = "benchmarks/results/generation_cache.json"
 SEQ_1800 = "experiments/seq2seq/results/recipe-1800.json"
 SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
 REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
+CHARLM = "experiments/charlm/results/summary.json"
 COPY = "experiments/cross-attention-copy/results.json"
 
 
@@ -205,6 +206,11 @@ def bert_base_reductions() -> tuple[float, float]:
     return reduction(shared.qkv_per_layer, standard.qkv_per_layer), reduction(shared.model, standard.model)
 
 
+def charlm(arm: str, setting: str = "clm-cpu") -> dict:
+    """One arm of the character-level study's summary at one setting."""
+    return results(CHARLM)[setting]["arms"][arm]
+
+
 def bert_base_projection_shares(*types: str) -> list[float]:
     """Each type's attention projections per layer as a percentage of standard attention's, at bert-base dims."""
     from sharedbert import SharedBertConfig
@@ -219,6 +225,12 @@ def bert_base_projection_shares(*types: str) -> list[float]:
 
 README = "README.md"
 FIGURES = [
+    # README.md, Results: the character-level study (its summary, written by experiments/charlm/report.py)
+    Figure(README, phrase("transformers' GPT-2 {} (nanoGPT: about 1.88), SharedBert standard {}, the paper's shared "
+                          "attention {}, {} ± {} nats behind standard and {} ± {} at equal parameters"), CHARLM,
+           lambda: [charlm("gpt2")["mean"], charlm("standard")["mean"], charlm("shared")["mean"],
+                    charlm("shared")["paired"]["mean"], charlm("shared")["paired"]["standard_error"],
+                    charlm("shared-matched")["paired"]["mean"], charlm("shared-matched")["paired"]["standard_error"]]),
     # README.md, the feature list: the directed types' parameter budget
     Figure(README, phrase("at {}% and {}% of standard attention's projections at bert-base dims (the paper's form: "
                           "{}%); `shared_kv` gives the query its own projection ({}%)"), "",
@@ -428,6 +440,8 @@ SETTINGS = [
     r"healed for 20 minutes",  # the healing budget of the model fine-tuned (its report's method)
     r"on 8,000 SST-2 sentences",  # the transfer study's fine-tuning set (its method)
     r"Replication at 25M tokens",
+    r"nanoGPT: about 1\.88",  # nanoGPT's published figure for its CPU recipe, quoted beside ours
+    r"CPU recipe, 5 seeds",
 ]
 
 
