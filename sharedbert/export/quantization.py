@@ -144,16 +144,16 @@ def float_matmuls(model) -> list[str]:
 
     * attention's own products, the scores Q·Kᵀ and probabilities·V (the MatMuls without a weight). NNCF quantizes
       both of their inputs per tensor. Shared attention feeds one tensor S to the query, key and value; its channel
-      ranges spread (largest/median 3.5-4.9 per layer, and 11-32 of 384 channels under a twentieth of the largest,
-      in a 300-step heal of all-MiniLM-L6-v2; standard attention's Q, K and V 1.6-3.1 and none), and the value's
-      channels are then multiplied by dv in the output projection, so the error of the small ones is magnified;
+      ranges spread far more than standard attention's Q, K and V, with some channels under a twentieth of the
+      largest, and the value's channels are then multiplied by dv in the output projection, so the error of the small
+      ones is magnified;
     * the first feed-forward block's output projection (the first MatMul whose weight narrows its input). Its GELU
-      input holds BERT's massive activation (channel 856 reaches 25 on [CLS], about 20x the median channel), which
-      SmoothQuant moves into the weight's columns; the per-row int8 weight then loses 10-20% of every other token's
-      output there. BERT bears that error; the shared conversions do not (worst sentence 0.88-0.90 from it alone).
+      input holds BERT's massive activation (channel 856, many times the median channel's range), which
+      SmoothQuant moves into the weight's column; each row's int8 scale is then set by it and the row's other columns
+      lose their precision. BERT bears that error; the shared conversions do not.
 
-    Measured over STS-B dev (benchmarks/results/openvino_int8_fix.md): worst sentence cosine 0.979-0.988 where
-    quantizing these too gave 0.88-0.90. These are small: with two thirds of a layer's projections removed, attention
+    Both, and the figures (every STS-B dev sentence, conversions of all-MiniLM-L6-v2 unhealed and healed): the worst
+    sentence cosine to fp32 with and without them in float, benchmarks/results/openvino_int8_fix.md. Attention's
     products at sentence lengths and one of 24 projections cost little of int8's speed."""
     kept, first_narrowing = [], None
     for op in model.get_ordered_ops():
