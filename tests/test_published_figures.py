@@ -302,6 +302,14 @@ FIGURES = [
     Figure(README, phrase("{} seeds: GLUE-style {} ± {} standard, {} ± {} shared"), REPLICATION_25M,
            lambda: [glue_average("standard")["n"], glue_average("standard")["mean"], glue_average("standard")["se"],
                     glue_average("shared")["mean"], glue_average("shared")["se"]]),
+    # docs/model.md: choosing an attention type
+    Figure("docs/model.md", phrase("STS-B is {} with `shared`, {} with `symmetric` and {} with `pairwise`, against "
+                                   "the original's {}"), CALIBRATION,
+           lambda: [calibrated("shared"), calibrated("symmetric"), calibrated("pairwise"), calibrated("original", 0)]),
+    Figure("docs/model.md", phrase("`shared` ends {} ± {} nats behind `standard` ({}) and `pairwise` {} ± {} behind"),
+           CHARLM, lambda: [charlm("shared")["paired"]["mean"], charlm("shared")["paired"]["standard_error"],
+                            charlm("standard")["mean"], charlm("pairwise")["paired"]["mean"],
+                            charlm("pairwise")["paired"]["standard_error"]]),
     # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
     Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
            lambda: list(bert_base_reductions())),
