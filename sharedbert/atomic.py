@@ -35,14 +35,20 @@ __all__ = ["atomic_directory", "atomic_write_bytes", "atomic_write_text", "file_
 
 
 @contextlib.contextmanager
-def file_lock(path):
-    """An exclusive advisory lock (flock) on the file `path` (created if missing), held for the block."""
+def file_lock(path, blocking: bool = True):
+    """An exclusive advisory lock (flock) on the file `path` (created if missing), held for the block; the lock dies
+    with the process, even a killed one. Yields True; with `blocking=False`, yields False at once instead of waiting
+    when another process holds it (how several processes share out a study's cells)."""
     import fcntl
 
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import json
 import math
@@ -537,17 +536,11 @@ def identity(cell: Cell, data: CharData) -> dict:
 @contextlib.contextmanager
 def claim(work_dir: Path, name: str):
     """An exclusive, non-blocking lock on the cell (released when the process ends, even killed): True if ours."""
+    from sharedbert.atomic import file_lock
+
     work_dir.mkdir(parents=True, exist_ok=True)
-    with open(work_dir / f"{name}.lock", "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(work_dir / f"{name}.lock", blocking=False) as ours:
+        yield ours
 
 
 def run_cell(cell: Cell, data: CharData, results_dir: Path, work_dir: Path, force: bool = False,

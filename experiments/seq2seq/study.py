@@ -456,20 +456,12 @@ def merge_result(output: Path, recipe: Recipe, key: str, value) -> None:
 def claim(output: Path, key: str):
     """Yield whether this process holds the cell `key`: a non-blocking flock on a file of its own, so any number of
     processes started with the same arguments share out the cells, and a killed process's cells are free again."""
-    import fcntl
+    from sharedbert.atomic import file_lock
 
     claims = output.parent / "claims"
     claims.mkdir(exist_ok=True)
-    with open(claims / (key.replace("/", "-") + ".lock"), "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(claims / (key.replace("/", "-") + ".lock"), blocking=False) as ours:
+        yield ours
 
 
 def _mean_sd(values) -> str:
