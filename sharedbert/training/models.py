@@ -190,8 +190,9 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
         saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
         # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
         new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
-        model = from_pretrained(AutoModelForSequenceClassification, model_name_or_path, trust_remote_code,
-                                ignore_mismatched_sizes=new_head, **head)
+        # The folder was checked above (model_type_of, check_remote_code): load it as it is.
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(model_name_or_path), trust_remote_code=trust_remote_code, ignore_mismatched_sizes=new_head, **head)
         conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
         if conflicts:
             fixed = {k: getattr(model.config, k) for k in conflicts}
