@@ -19,10 +19,10 @@ MACHINE_PATH = re.compile(
 # Mentions that are not where this machine keeps something, each with why it may stay.
 ALLOWED = {
     # Fixtures of the tests that check a model card or Hub staging strips a user's paths: they must hold one.
-    ("tests/test_hub.py", "/home/alice/"),
+    ("tests/hub/test_hub.py", "/home/alice/"),
     # Example commands with a throwaway output folder the reader picks.
     ("benchmarks/README.md", "/tmp/matrix"),
-    ("tests/transformers_test_suite.py", "/tmp/x"),
+    ("tests/model/transformers_test_suite.py", "/tmp/x"),
 }
 
 def committed_text_files() -> dict[str, str]:

@@ -18,7 +18,7 @@ is assembled beside it (its other files hard-linked, not copied) and swapped in 
 the previous `onnx/` and `openvino/` or both new ones, never one of each.
 
 Files, under the names sentence-transformers' backend loader looks for (its `backend/load.py` and `backend/utils.py`;
-`tests/test_export.py` checks them against the installed package):
+`tests/export/test_export.py` checks them against the installed package):
 
 * `model.onnx`: fp32 ONNX;
 * `model_qint8_avx512_vnni.onnx`, `model_qint8_avx512.onnx`, `model_quint8_avx2.onnx`, `model_qint8_arm64.onnx`:

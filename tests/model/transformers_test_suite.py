@@ -19,7 +19,7 @@ from pathlib import Path
 
 import transformers
 
-VENDOR = Path(os.environ.get("SHAREDBERT_VENDOR_DIR") or Path(__file__).resolve().parents[1] / "vendor")
+VENDOR = Path(os.environ.get("SHAREDBERT_VENDOR_DIR") or Path(__file__).resolve().parents[2] / "vendor")
 
 # sha256 of each transformers sdist the suite may run, as pip downloads it from PyPI. To move to a new version, run
 # `pip download --no-deps --no-binary :all: transformers==X -d /tmp/x && sha256sum /tmp/x/*.tar.gz` and add it.
@@ -51,7 +51,7 @@ def verify_sdist(archive: Path, version: str) -> str:
     actual, expected = digest.hexdigest(), SDIST_SHA256[version]
     if actual != expected:
         raise SdistHashMismatch(
-            f"{archive.name}: sha256 {actual} is not the pinned {expected} (tests/transformers_test_suite.py "
+            f"{archive.name}: sha256 {actual} is not the pinned {expected} (tests/model/transformers_test_suite.py "
             "SDIST_SHA256). Refusing to run tests from an unverified sdist; if transformers re-published it, check "
             "the new file and update the pin."
         )
@@ -64,7 +64,7 @@ def transformers_tests_root() -> Path:
     if version not in SDIST_SHA256:
         raise SuiteUnavailable(
             f"no pinned sha256 for the transformers {version} sdist: add it to SDIST_SHA256 in "
-            "tests/transformers_test_suite.py"
+            "tests/model/transformers_test_suite.py"
         )
     root = VENDOR / f"transformers-{version}"
     if _verified_copy(root, version):
@@ -174,7 +174,7 @@ def import_test_modules_or_skip():
 
 
 if __name__ == "__main__":
-    # `python tests/transformers_test_suite.py`: fetch ahead of the test run (the Makefile's set-up does this).
+    # `python tests/model/transformers_test_suite.py`: fetch ahead of the test run (the Makefile's set-up does this).
     # A hash mismatch always fails; a failed download fails only under CI=true (offline set-up may go on).
     try:
         print(f"transformers test mixins: {transformers_tests_root()}")

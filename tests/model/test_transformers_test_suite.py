@@ -64,13 +64,13 @@ def test_a_copy_extracted_without_the_hash_check_is_not_trusted(sdist_unreachabl
 
 @pytest.mark.parametrize("ci", [False, True])
 def test_the_compatibility_module_skips_or_fails_the_run(sdist_unreachable, ci):
-    """End to end: pytest on tests/test_modeling_transformers_mixin.py, with the sdist unreachable."""
+    """End to end: pytest on tests/model/test_modeling_transformers_mixin.py, with the sdist unreachable."""
     env = {key: value for key, value in os.environ.items() if key != "CI"}
     if ci:
         env["CI"] = "true"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "tests/test_modeling_transformers_mixin.py"],
+         "tests/model/test_modeling_transformers_mixin.py"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     output = run.stdout + run.stderr

@@ -205,7 +205,7 @@ class _SharedBertDecoderMixinTest(ModelTesterMixin):
     all_model_classes = (SharedBertLMHeadModel,)
     # transformers' GenerationTesterMixin lives in its repository's tests/generation/test_utils.py, which the sdist
     # does not ship (transformers_test_suite.py writes an empty stand-in): inheriting it would run nothing.
-    # Generation is tested in tests/test_generation.py instead, against transformers' own BertLMHeadModel.
+    # Generation is tested in tests/model/test_generation.py instead, against transformers' own BertLMHeadModel.
     all_generative_model_classes = ()
     config_overrides: dict = {}
 
@@ -261,7 +261,7 @@ class Seq2SeqModelTester(SharedBertModelTester):
 class _SharedBertSeq2SeqMixinTest(ModelTesterMixin):
     all_model_classes = (SharedBertForConditionalGeneration,)
     # As for the decoder classes: transformers' GenerationTesterMixin is not in the sdist; generation is tested in
-    # tests/test_seq2seq.py.
+    # tests/model/test_seq2seq.py.
     all_generative_model_classes = ()
     is_encoder_decoder = True
     config_overrides: dict = {}
@@ -281,7 +281,7 @@ class _SharedBertSeq2SeqMixinTest(ModelTesterMixin):
 class Seq2SeqSharingNothingTest(_SharedBertSeq2SeqMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "standard"}
     # Two embedding tables: resize_token_embeddings is refused by design, as EncoderDecoderModel refuses it
-    # (tests/test_seq2seq.py checks the refusal).
+    # (tests/model/test_seq2seq.py checks the refusal).
     test_resize_embeddings = False
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "sharedbert"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "sharedbert"
 HUB_CODE_FILES = ("configuration_sharedbert", "modeling_sharedbert", "tokenization_sharedbert")
 
 ALLOWED_TOP_LEVEL_PACKAGES = ("torch", "transformers")

@@ -13,7 +13,7 @@ pytest.importorskip("onnxruntime", reason='the onnx extra is not installed (pip 
 pytest.importorskip("openvino", reason='the openvino extra is not installed (pip install "sharedbert[openvino]")')
 pytest.importorskip("nncf", reason='the openvino extra is not installed (pip install "sharedbert[openvino]")')
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "deploy_matrix.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "deploy_matrix.py"
 
 
 def test_quick_matrix_writes_every_cell(tmp_path, glue_dir):
