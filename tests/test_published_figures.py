@@ -302,6 +302,15 @@ FIGURES = [
     Figure(README, phrase("{} seeds: GLUE-style {} ± {} standard, {} ± {} shared"), REPLICATION_25M,
            lambda: [glue_average("standard")["n"], glue_average("standard")["mean"], glue_average("standard")["se"],
                     glue_average("shared")["mean"], glue_average("shared")["se"]]),
+    # experiments/charlm/README.md: the MLM table, one row per arm (losses by seed, mean ± SE, paired d)
+    *[Figure("experiments/charlm/README.md",
+             phrase(f"| {label} | {{}} / {{}} / {{}} / {{}} / {{}} | {{}} ± {{}} | {{}} ± {{}} |"), CHARLM,
+             lambda arm=arm: [*charlm(arm, "mlm-cpu")["losses"], charlm(arm, "mlm-cpu")["mean"],
+                              charlm(arm, "mlm-cpu")["standard_error"], charlm(arm, "mlm-cpu")["paired"]["mean"],
+                              charlm(arm, "mlm-cpu")["paired"]["standard_error"]])
+      for arm, label in (("bert", "`bert` (transformers' `BertForMaskedLM`)"), ("shared", "`shared`"),
+                         ("shared-matched", "`shared-matched`"), ("symmetric", "`symmetric`"),
+                         ("pairwise", "`pairwise`"))],
     # docs/model.md: choosing an attention type
     Figure("docs/model.md", phrase("STS-B is {} with `shared`, {} with `symmetric` and {} with `pairwise`, against "
                                    "the original's {}"), CALIBRATION,
