@@ -22,8 +22,9 @@ This file is shipped to the Hub with the model: it imports only transformers and
 defining classes and constants.
 """
 
-from transformers.configuration_utils import PreTrainedConfig, strict
-from transformers.utils.type_validators import activation_fn_key, interval, positive_int_field, probability
+# `Literal` is typing's, as transformers' own configs use it (this file imports only transformers and torch).
+from transformers.configuration_utils import Literal, PreTrainedConfig, strict
+from transformers.utils.type_validators import activation_fn_key, interval, positive_int_field
 
 
 ATTENTION_TYPES = (
@@ -157,9 +158,10 @@ class SharedBertConfig(PreTrainedConfig):
     model_type = "sharedbert"
     _auto_class = "AutoConfig"
 
-    # Types are checked by transformers' strict dataclass validation (on construction and on every assignment),
-    # ranges by its field validators, choices and the rules between fields by the `validate_*` methods (on
-    # construction, when a model is built from the config and when it is saved).
+    # transformers' strict dataclass checks each field as it is set (on construction, on assignment and for keyword
+    # overrides): its type (a choice is a `Literal`, whose error lists the allowed values) and its range (the field
+    # validators). The `validate_*` methods check the rules between fields: on construction, when a model is built
+    # from the config and when it is saved.
     vocab_size: int = positive_int_field(default=30522)
     hidden_size: int = positive_int_field(default=768)
     num_hidden_layers: int = positive_int_field(default=12)
@@ -172,35 +174,35 @@ class SharedBertConfig(PreTrainedConfig):
     type_vocab_size: int = positive_int_field(default=2)
     initializer_range: float = interval(min=0.0, max=1.0, exclude_min=True)(default=0.02)
     layer_norm_eps: float = interval(min=0.0, max=1.0, exclude_min=True)(default=1e-12)
-    layer_norm_position: str = "post"
+    layer_norm_position: Literal[LAYER_NORM_POSITIONS] = "post"
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     classifier_dropout: float | int | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
-    cross_attention_type: str | None = None
+    cross_attention_type: Literal[CROSS_ATTENTION_TYPES] | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = False
     share_encoder_decoder_layers: bool = False
     share_encoder_decoder_embeddings: bool = False
-    decoder_vocab_size: int | None = None
+    decoder_vocab_size: int | None = positive_int_field(default=None)
     scale_embedding: bool = False
     decoder_start_token_id: int | None = None
-    attention_type: str = DEFAULT_ATTENTION_TYPE
-    attention_rank: int | None = None
-    layer_sharing: str = "none"
-    num_unique_layers: int | None = None
-    sharing_order: str = "sequence"
+    attention_type: Literal[ATTENTION_TYPES] = DEFAULT_ATTENTION_TYPE
+    attention_rank: int | None = positive_int_field(default=None)
+    layer_sharing: Literal[LAYER_SHARING_MODES] = "none"
+    num_unique_layers: int | None = positive_int_field(default=None)
+    sharing_order: Literal[SHARING_ORDERS] = "sequence"
     tie_word_embeddings: bool = True
     converted_from: str | None = None
     sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs):
         _reject_misspelled_fields(kwargs)
-        if self.num_unique_layers is None and isinstance(self.num_hidden_layers, int):
+        if self.num_unique_layers is None:
             self.num_unique_layers = self.num_hidden_layers if self.layer_sharing == "none" else 1
-        if self.attention_rank is None and isinstance(self.hidden_size, int) and self.uses_attention_rank:
+        if self.attention_rank is None and self.uses_attention_rank:
             self.attention_rank = self.effective_attention_rank
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
         super().__post_init__(**kwargs)
@@ -210,79 +212,64 @@ class SharedBertConfig(PreTrainedConfig):
         return bool(self.add_cross_attention or self.is_encoder_decoder)
 
     def to_dict(self):
-        # A model with cross-attention always records its type: the default may change, the saved model must not.
+        # A saved config records the cross-attention type and the rank it resolved to, even when set to None after
+        # construction: the defaults may change, a saved model must not.
         output = super().to_dict()
         if self.has_cross_attention:
             output["cross_attention_type"] = self.effective_cross_attention_type
-        # Likewise the rank: the default rule may change, the saved model must not.
         if self.uses_attention_rank:
             output["attention_rank"] = self.effective_attention_rank
         return output
 
     @classmethod
     def from_dict(cls, config_dict, **kwargs):
-        """`PreTrainedConfig.from_dict`, checked again after the keyword overrides (`from_pretrained(path,
-        attention_type=...)`), which transformers sets as plain attributes after `__post_init__` ran. A leftover
-        keyword within two edits of a field (`atention_type`) is a typo, not an extra argument."""
-        return_unused_kwargs = kwargs.pop("return_unused_kwargs", False)
-        has_cross_attention = config_dict.get("add_cross_attention") or config_dict.get("is_encoder_decoder")
-        if has_cross_attention and config_dict.get("cross_attention_type") is None:
-            # Saved before configs recorded the type, when cross-attention always followed `attention_type`.
+        """`PreTrainedConfig.from_dict`, plus what it cannot know. A config.json with cross-attention and no
+        `cross_attention_type` was saved when cross-attention followed `attention_type` (before the configs recorded
+        it), and loads that way. A keyword override that is no field but within two edits of one
+        (`from_pretrained(path, atention_type=...)`) is a typo, not an unused argument."""
+        if (config_dict.get("add_cross_attention") or config_dict.get("is_encoder_decoder")) and config_dict.get(
+            "cross_attention_type"
+        ) is None:
             config_dict = {**config_dict, "cross_attention_type": config_dict.get("attention_type", "shared")}
+        return_unused_kwargs = kwargs.pop("return_unused_kwargs", False)
         config, unused_kwargs = super().from_dict(config_dict, return_unused_kwargs=True, **kwargs)
         _reject_misspelled_fields(unused_kwargs)
-        config.validate()
         return (config, unused_kwargs) if return_unused_kwargs else config
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
-        """`PreTrainedConfig.from_pretrained` whose errors name the checkpoint they come from."""
+        """`PreTrainedConfig.from_pretrained` whose refusal of a bad or misspelled field is a ValueError naming the
+        checkpoint: transformers' names the field only, not which of several folders holds it (needed by
+        tests/model/test_loading_errors.py::test_invalid_config_json_names_the_field_and_folder and
+        ::test_misspelled_field_suggests_the_right_one)."""
         try:
             return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
         except Exception as error:
-            # A bad value: ours (ValueError), or one transformers' strict validation caught (caused by one). A missing
-            # or unreachable file stays the OSError it is.
-            bad_value = isinstance(error, ValueError) or isinstance(error.__cause__, (ValueError, TypeError))
-            if isinstance(error, OSError) or not bad_value:
+            # Ours are ValueErrors; strict validation's carry the ValueError or TypeError as their cause. A missing
+            # or unreadable file stays the OSError it is.
+            if isinstance(error, OSError) or not isinstance(error, ValueError) and not isinstance(
+                error.__cause__, (ValueError, TypeError)
+            ):
                 raise
-            raise ValueError(
-                f"Cannot load the SharedBert config of {pretrained_model_name_or_path} (its config.json and any "
-                f"keyword overrides): {error}"
-            ) from error
-
-    def validate_choices(self):
-        for name, allowed, optional in (("attention_type", ATTENTION_TYPES, False),
-                                        ("cross_attention_type", CROSS_ATTENTION_TYPES, True),
-                                        ("layer_sharing", LAYER_SHARING_MODES, False),
-                                        ("layer_norm_position", LAYER_NORM_POSITIONS, False),
-                                        ("sharing_order", SHARING_ORDERS, False)):
-            value = getattr(self, name)
-            if value not in allowed and not (optional and value is None):
-                raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
-
-    def validate_optional_sizes(self):
-        for name in ("num_unique_layers", "decoder_vocab_size", "attention_rank"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
-        if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
-            raise ValueError(f"`classifier_dropout` must be a probability in [0, 1) or None, got "
-                             f"{self.classifier_dropout!r}.")
+            raise ValueError(f"Cannot load the SharedBert config of {pretrained_model_name_or_path}: {error}") from error
 
     def validate_attention_rank(self):
         if self.attention_rank is not None and self.attention_rank > self.hidden_size:
             raise ValueError(
-                f"`attention_rank` ({self.attention_rank}) cannot exceed `hidden_size` ({self.hidden_size}): a rank-r "
-                f"term of a {self.hidden_size}-wide query has r ≤ {self.hidden_size}; leave it None for "
-                f"hidden_size // {DEFAULT_RANK_DIVISOR} ({self.hidden_size // DEFAULT_RANK_DIVISOR or 1})."
+                f"`attention_rank` ({self.attention_rank}) cannot exceed `hidden_size` ({self.hidden_size}); leave it "
+                f"None for hidden_size // {DEFAULT_RANK_DIVISOR} ({max(1, self.hidden_size // DEFAULT_RANK_DIVISOR)})."
             )
+
+    def validate_classifier_dropout(self):
+        # Not an `interval` field like the other probabilities: None (use hidden_dropout_prob) must pass too.
+        if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
+            raise ValueError(f"`classifier_dropout` must be in [0, 1) or None, got {self.classifier_dropout!r}.")
 
     def validate_heads(self):
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"`hidden_size` ({self.hidden_size}) must be divisible by `num_attention_heads` "
-                f"({self.num_attention_heads}); pick a head count that divides it, e.g. "
-                f"{[h for h in (1, 2, 4, 8, 12, 16) if self.hidden_size % h == 0]}."
+                f"({self.num_attention_heads}), e.g. {[h for h in (1, 2, 4, 8, 12, 16) if self.hidden_size % h == 0]}."
             )
 
     def validate_layer_sharing(self):
@@ -349,10 +336,7 @@ class SharedBertConfig(PreTrainedConfig):
     @property
     def uses_attention_rank(self) -> bool:
         """Whether self- or cross-attention is of a type that reads `attention_rank`."""
-        # Read before validation too (`__post_init__`): an unknown type must reach `validate_choices`, not fail here.
-        cross = None
-        if self.has_cross_attention:
-            cross = self.cross_attention_type or DEFAULT_CROSS_ATTENTION_TYPES.get(self.attention_type)
+        cross = self.effective_cross_attention_type if self.has_cross_attention else None
         return self.attention_type in RANKED_ATTENTION_TYPES or cross in RANKED_ATTENTION_TYPES
 
     @property
@@ -400,13 +384,13 @@ def _reject_misspelled_fields(extra_kwargs):
 
 
 def _edit_distance(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, char_a in enumerate(a, 1):
-        current = [i]
-        for j, char_b in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
-        previous = current
-    return previous[-1]
+    """Levenshtein distance (difflib is not used: the Hub files import only torch and transformers)."""
+    row = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        diagonal, row[0] = row[0], i
+        for j, other in enumerate(b, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (char != other))
+    return row[-1]
 
 
 __all__ = ["SharedBertConfig"]
