@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import shutil
@@ -68,58 +69,63 @@ def check_output_dir(output_dir, overwrite: bool) -> Path:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-# This project's choices where they differ from TrainingArguments' defaults; a caller's fields override them.
+# This project's choices where they differ from TrainingArguments' defaults (their one owner): the jobs' arguments
+# (training.arguments.JobTrainingArguments) take them as their fields' defaults, and `training_arguments` for a caller
+# without a job's arguments; a caller's fields override them.
 DEFAULTS = dict(
     per_device_train_batch_size=32,
     per_device_eval_batch_size=64,
-    learning_rate=5e-5,
-    num_train_epochs=3.0,
     warmup_steps=0.06,  # a float in [0, 1) is a fraction of the total steps (transformers 5 has no warmup_ratio)
     weight_decay=0.01,
-    seed=42,
     save_strategy="no",  # KeepBestCallback keeps the best weights; the caller saves them
-    logging_strategy="steps",
-    report_to="none",
     disable_tqdm=False,
-    dataloader_num_workers=0,
     # Every parameter takes part in every forward pass (shared layers included), so DDP need not search for unused
     # ones.
     ddp_find_unused_parameters=False,
 )
 
 
-def training_arguments(output_dir, *, num_train_examples: int | None = None, evaluations: int = 4,
+def training_arguments(output_dir, *, num_train_examples: int | None = None, evaluations: int | None = None,
                        group_by_length: bool = True, precision: str = "fp32", arguments_class=TrainingArguments,
-                       **fields) -> TrainingArguments:
-    """TrainingArguments with this project's `DEFAULTS` and any of its `fields` (TrainingArguments' own names), for a
-    run of `num_train_epochs` over `num_train_examples` (or `max_steps`) that evaluates at most `evaluations` times:
-    every ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller); it logs the
-    loss about 10 times unless `logging_steps` says otherwise, and draws data with the training seed. `precision` is a
+                       arguments: TrainingArguments | None = None, **fields) -> TrainingArguments:
+    """The TrainingArguments a run's Trainer takes: a job's `arguments` (a TrainingArguments subclass instance, such
+    as `finetuning.FinetuneArguments`), or else `arguments_class` (TrainingArguments, or a subclass such as
+    Seq2SeqTrainingArguments) with this project's `DEFAULTS`; either with any of `fields` (TrainingArguments' own
+    names) on top. Finished for a run of `num_train_epochs` over `num_train_examples` (or `max_steps`) that
+    evaluates at most `evaluations` times (default: the arguments' `evaluations`, else 4): every
+    ceil(steps / evaluations) steps and at the last step (0: only at the end, done by the caller); it logs the loss
+    about 10 times unless `logging_steps` says otherwise, and draws data with the training seed. `precision` is a
     resolved choice of `precision.resolve_precision`: "bf16" trains under bf16 autocast with fp32 master weights
-    (Trainer's `bf16`, CPU autocast through accelerate), "fp32" without. `arguments_class`: TrainingArguments, or a
-    subclass such as Seq2SeqTrainingArguments (whose own fields then go in `fields`)."""
+    (Trainer's `bf16`, CPU autocast through accelerate), "fp32" without."""
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be resolved to 'bf16' or 'fp32' first (resolve_precision), got "
                          f"{precision!r}.")
-    values = {**DEFAULTS, **fields}
-    total_steps = values.get("max_steps", -1)
+    if arguments is None:
+        fields = {**DEFAULTS, **fields}
+        logging_steps = fields.pop("logging_steps", None)
+        arguments = arguments_class(output_dir=str(output_dir), **fields)
+    else:
+        logging_steps = fields.pop("logging_steps", arguments.logging_steps)
+        arguments = dataclasses.replace(arguments, **fields) if fields else arguments
+    if evaluations is None:
+        evaluations = getattr(arguments, "evaluations", 4)
+    total_steps = arguments.max_steps
     if total_steps <= 0 and num_train_examples is not None:
-        per_step = (values["per_device_train_batch_size"] * world_size()
-                    * values.get("gradient_accumulation_steps", 1))
-        total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * values["num_train_epochs"]))
+        per_step = arguments.per_device_train_batch_size * world_size() * arguments.gradient_accumulation_steps
+        total_steps = max(1, math.ceil(math.ceil(num_train_examples / per_step) * arguments.num_train_epochs))
     # Rounded up so the last of the `evaluations` lands on the final step (the Trainer evaluates there when the step
     # count is not a multiple of eval_steps); rounding down gave one evaluation too many.
     eval_steps = max(1, math.ceil(total_steps / evaluations)) if evaluations > 0 and total_steps > 0 else None
-    values["logging_steps"] = values.get("logging_steps") or max(1, min(50, (total_steps or 200) // 10))
-    values.setdefault("data_seed", values["seed"])
-    return arguments_class(
+    return dataclasses.replace(
+        arguments,
         output_dir=str(output_dir),
         eval_strategy="steps" if eval_steps else "no",
         eval_steps=eval_steps,
+        logging_steps=logging_steps or max(1, min(50, (total_steps or 200) // 10)),
+        data_seed=arguments.data_seed if arguments.data_seed is not None else arguments.seed,
         train_sampling_strategy="group_by_length" if group_by_length else "random",
         use_cpu=not torch.cuda.is_available(),
         bf16=precision == "bf16",
-        **values,
     )
 
 
