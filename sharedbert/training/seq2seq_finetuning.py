@@ -13,20 +13,89 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
 
 from ..params import count_model_parameters
 from .checkpointing import RunCheckpoints, is_main_process
 from .data.pairs import read_pairs
-from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
+from ..configuration_sharedbert import CROSS_ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
+from .arguments import DataArguments, JobTrainingArguments, ModelArguments
 from ..remote_code import from_pretrained
 from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
 from ..precision import describe_precision, resolve_precision
 from .trainer import KeepBestCallback, ResumableTrainer, check_output_dir, output_folder, save_run, training_arguments
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Seq2SeqModelArguments(ModelArguments):
+    """The model part of seq2seq fine-tuning: `ModelArguments` and what a warm-started model shares."""
+
+    share_encoder_decoder_layers: bool = field(default=False, metadata={
+        "help": "Seq2seq warm start: the decoder runs the encoder's layers (T5 / BERTShare)."})
+    share_encoder_decoder_embeddings: bool = field(default=False, metadata={
+        "help": "Seq2seq warm start: one embedding table for encoder, decoder and output (tied three ways)."})
+    cross_attention_type: str | None = field(default=None, metadata={
+        "help": "Seq2seq warm start: cross-attention's type (default: the package's default for the attention type).",
+        "choices": CROSS_ATTENTION_TYPES})
+
+
+@dataclass
+class Seq2SeqDataArguments(DataArguments):
+    """The data part of seq2seq fine-tuning: `DataArguments`' files and their source and target columns."""
+
+    source_column: str | None = field(default=None, metadata={
+        "help": "Seq2seq: the source column of --train-file / --validation-file."})
+    target_column: str | None = field(default=None, metadata={
+        "help": "Seq2seq: the target column; naming it fine-tunes a seq2seq model (a seq2seq checkpoint, or one "
+        "warm-started from --model's encoder) and scores chrF and BLEU."})
+
+
+@dataclass
+class Seq2SeqFinetuneArguments(Seq2SeqModelArguments, Seq2SeqDataArguments, JobTrainingArguments,
+                               Seq2SeqTrainingArguments):
+    """Every option of seq2seq fine-tuning (`finetune` with `source_column` and `target_column`; `sharedbert finetune
+    --target-column ...`): a model part and a data part on transformers' `Seq2SeqTrainingArguments` (through
+    `JobTrainingArguments`, the package's defaults and checkpoint options). `generation_max_length` (default:
+    `max_length`) and `generation_num_beams` (default 1: greedy) are Seq2SeqTrainingArguments' own."""
+
+    no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches.", "group": "training"})
+    save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
+
+    training_flags: ClassVar[dict] = {
+        **JobTrainingArguments.training_flags,
+        "output_dir": {**JobTrainingArguments.training_flags["output_dir"],
+                       "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-NAME, "
+                       "NAME the training file's)."},
+        "generation_max_length": {"help": "Seq2seq: the longest output generated when evaluating (default: "
+                                  "--max-length).", "group": "training"},
+        "generation_num_beams": {"help": "Seq2seq: beams when evaluating (default 1: greedy).", "group": "training"},
+    }
+    signature_training_fields: ClassVar[tuple] = (*JobTrainingArguments.signature_training_fields,
+                                                  "generation_max_length", "generation_num_beams")
+    # A seq2seq signature written while one class held the classifier's options too has them at these values.
+    former_signature: ClassVar[dict] = {"regression": False, "layerwise_lr_decay": 1.0,
+                                        "freeze_attention_fraction": 0.0, "pull_to_start": 0.0,
+                                        "distill_weight": 0.5, "distill_temperature": 2.0}
+
+    def __post_init__(self):
+        self.check_data()
+        if not (self.source_column and self.target_column and self.train_file):
+            raise ValueError("Seq2seq fine-tuning needs --source-column and --target-column together, with "
+                             "--train-file and --validation-file holding those columns.")
+        if self.generation_num_beams is None:
+            self.generation_num_beams = 1  # greedy, whatever a starting checkpoint's generation config says
+        if self.generation_num_beams < 1:
+            raise ValueError(f"--generation-num-beams must be at least 1, got {self.generation_num_beams}.")
+        super().__post_init__()
+
+    def resolved_output_dir(self) -> Path:
+        return Path(self.output_dir) if self.output_dir else Path("runs") / f"finetune-{Path(self.train_file).stem}"
 
 
 class Seq2SeqFinetuneTrainer(ResumableTrainer, Seq2SeqTrainer):
@@ -97,9 +166,8 @@ def chrf_and_bleu(tokenizer):
     return compute
 
 
-def finetune_seq2seq(args) -> dict:
-    """`finetune` for source/target pairs (`args` a `FinetuneArguments` with `target_column` set). Returns the
-    eval_results.json contents."""
+def finetune_seq2seq(args: Seq2SeqFinetuneArguments) -> dict:
+    """`finetune` for source/target pairs. Returns the eval_results.json contents."""
     started = time.time()
     train_pairs = read_pairs(args.train_file, args.source_column, args.target_column)
     eval_pairs = read_pairs(args.validation_file, args.source_column, args.target_column)
@@ -127,14 +195,8 @@ def finetune_seq2seq(args) -> dict:
     keep_best = KeepBestCallback("chrf")
     with output_folder(output_dir if args.save and is_main_process() else None) as workdir:
         training = training_arguments(
-            workdir, num_train_examples=len(train_pairs), evaluations=args.evaluations,
-            group_by_length=not args.no_group_by_length, precision=precision,
-            arguments_class=Seq2SeqTrainingArguments,
-            per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate,
-            num_train_epochs=args.epochs, max_steps=args.max_steps, warmup_steps=args.warmup,
-            weight_decay=args.weight_decay, seed=args.seed, logging_steps=args.logging_steps,
-            predict_with_generate=True, generation_max_length=max_generated,
-            generation_num_beams=args.generation_num_beams,
+            workdir, num_train_examples=len(train_pairs), arguments=args, group_by_length=not args.no_group_by_length,
+            precision=precision, predict_with_generate=True, generation_max_length=max_generated,
         )
         trainer = Seq2SeqFinetuneTrainer(
             model=model, args=training, train_dataset=_tokenized(train_pairs, tokenizer, args.max_length),
@@ -176,4 +238,5 @@ def finetune_seq2seq(args) -> dict:
     return result
 
 
-__all__ = ["chrf_and_bleu", "finetune_seq2seq", "is_seq2seq_checkpoint", "load_seq2seq"]
+__all__ = ["Seq2SeqDataArguments", "Seq2SeqFinetuneArguments", "Seq2SeqModelArguments", "chrf_and_bleu",
+           "finetune_seq2seq", "is_seq2seq_checkpoint", "load_seq2seq"]

@@ -128,12 +128,11 @@ def test_finetune_warm_starts_a_fully_shared_model_scores_it_and_generate_writes
 
 @pytest.mark.parametrize("no_convert", [False, True])
 def test_a_bert_converted_on_the_fly_is_warned_about_with_the_fixes(tiny_bert, pairs, caplog, no_convert):
-    from sharedbert.training.finetuning import FinetuneArguments
-    from sharedbert.training.seq2seq_finetuning import load_seq2seq
+    from sharedbert.training.seq2seq_finetuning import Seq2SeqFinetuneArguments, load_seq2seq
 
-    args = FinetuneArguments(model=str(tiny_bert), train_file=str(pairs / "train.jsonl"),
-                             validation_file=str(pairs / "dev.csv"), source_column="src", target_column="tgt",
-                             no_convert=no_convert)
+    args = Seq2SeqFinetuneArguments(model=str(tiny_bert), train_file=str(pairs / "train.jsonl"),
+                                    validation_file=str(pairs / "dev.csv"), source_column="src", target_column="tgt",
+                                    no_convert=no_convert)
     warned = not no_convert
     with caplog.at_level("WARNING", logger="sharedbert.training.seq2seq_finetuning"):
         model, _ = load_seq2seq(args, AutoTokenizer.from_pretrained(tiny_bert))
