@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 from transformers import DataCollatorForLanguageModeling, set_seed
 
@@ -37,9 +38,10 @@ from ..modeling_sharedbert import SharedBertForMaskedLM
 from ..params import count_model_parameters
 from ..presets import PRESETS, config_values
 from . import data as data_module
-from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
+from .arguments import JobTrainingArguments, training_flag, renamed
+from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .models import default_base_model, load_tokenizer
-from ..precision import describe_precision, precision_option, resolve_precision
+from ..precision import describe_precision, resolve_precision
 from ..remote_code import trust_remote_code_option
 from .trainer import (
     BatchSeededCollator,
@@ -60,24 +62,30 @@ def _option(default, help: str, **metadata):
 
 
 @dataclass
-class PretrainArguments:
-    """Every option of `pretrain` / `sharedbert pretrain`, with its default and help."""
+class PretrainDataArguments:
+    """The data part of pretraining: the corpus (one of files or a dataset) and how it becomes examples."""
 
-    # --- the corpus (one of)
     corpus: list[str] | None = _option(None, "Text files, folders or glob patterns.")
     dataset: str | None = _option(None, "A datasets name (Hub id or local loader), e.g. wikitext.")
     dataset_config: str | None = _option(None, "The dataset's configuration, e.g. wikitext-2-raw-v1.")
     dataset_split: str = _option("train", "With --dataset: the split.")
     text_column: str = _option("text", "With --dataset: the text column.")
-    # --- examples
     block_size: int = _option(128, "Tokens per example.")
     line_by_line: bool = _option(False, "One example per non-empty line, not packed.")
     documents: str = _option("file", "Where a new document starts when packing: each file, or also each blank line.",
                              choices=("file", "blank-line"))
     mlm_probability: float = _option(0.15, "Share of tokens masked.")
-    # --- the model
+    eval_fraction: float = _option(0.02, "Share of the examples held out to measure loss and perplexity (at most "
+                                   "1,000 examples).")
+
+
+@dataclass
+class PretrainModelArguments:
+    """The model part of pretraining: the architecture and the tokenizer."""
+
     config: str = _option("bert-mini", f"Preset ({', '.join(PRESETS)}) or a config JSON file.")
-    attention_type: str | None = _option(None, "Default: the config's, else shared.", choices=ATTENTION_TYPES)
+    attention_type: str | None = _option(None, f"Default: the config's, else {DEFAULT_ATTENTION_TYPE}.",
+                                         choices=ATTENTION_TYPES)
     layer_sharing: str | None = _option(None, "Cross-layer sharing (default: the config's, else none).",
                                         choices=LAYER_SHARING_MODES)
     num_unique_layers: int | None = _option(None, "Distinct layer sets with layer sharing (default 1).")
@@ -90,25 +98,30 @@ class PretrainArguments:
     train_vocab: int | None = _option(None, "Train a new WordPiece vocabulary of N entries.", metavar="N")
     tokenizer: str | None = _option(None, "Reuse this tokenizer (default: all-MiniLM-L6-v2's, bert-base-uncased).")
     trust_remote_code: bool = trust_remote_code_option()
-    # --- training
-    output_dir: str = _option("runs/pretrain", "Where the model, tokenizer and pretrain_results.json go.")
-    overwrite: bool = _option(False, "Replace a non-empty --output-dir.")
+
+
+@dataclass
+class PretrainArguments(PretrainModelArguments, PretrainDataArguments, JobTrainingArguments):
+    """Every option of `pretrain` / `sharedbert pretrain`, with its default and help: a model part and a data part on
+    transformers' `TrainingArguments` (through `JobTrainingArguments`: the package's defaults, checkpoint options),
+    which the Trainer takes once `trainer.training_arguments` has finished it for the run."""
+
+    # Pretraining's own defaults for TrainingArguments' and JobTrainingArguments' fields.
+    output_dir: str | None = _option("runs/pretrain", "Where the model, tokenizer and pretrain_results.json go.")
     max_steps: int = _option(1000, "Optimizer steps.")
-    batch_size: int = _option(32, "Examples per process per step.")
     learning_rate: float = _option(5e-4, "Peak learning rate.")
-    warmup: float = _option(0.1, "Warm-up as a fraction of the steps.")
-    weight_decay: float = _option(0.01, "AdamW weight decay.")
-    eval_fraction: float = _option(0.02, "Share of the examples held out to measure loss and perplexity (at most "
-                                   "1,000 examples).")
-    evaluations: int = _option(0, "Evaluations of the held-out loss during training (0: only at the end).")
-    seed: int = _option(42, "Initialisation, held-out split, batch order and masking.")
-    precision: str = precision_option()
-    logging_steps: int | None = _option(None, "Log the loss every N steps (default: about 10 times per run).")
-    # --- checkpoints
-    checkpoint_dir: str | None = checkpoint_option("checkpoint_dir")
-    checkpoint_minutes: float | None = checkpoint_option("checkpoint_minutes")
-    checkpoint_steps: int | None = checkpoint_option("checkpoint_steps")
-    no_resume: bool = checkpoint_option("no_resume")
+    warmup_steps: float = _option(0.1, "Warm-up as a fraction of the steps.")
+    evaluations: int = _option(0, "Evaluations of the held-out loss during training (0: only at the end).",
+                               group="training")
+
+    training_flags: ClassVar[dict] = {
+        **{name: flag for name, flag in JobTrainingArguments.training_flags.items() if name != "num_train_epochs"},
+        "output_dir": training_flag("Where the model, tokenizer and pretrain_results.json go."),
+        "max_steps": training_flag("Optimizer steps."),
+        "seed": training_flag("Initialisation, held-out split, batch order and masking."),
+    }
+    signature_training_fields: ClassVar[tuple] = tuple(
+        name for name in JobTrainingArguments.signature_training_fields if name != "num_train_epochs")
 
     def __post_init__(self):
         if (self.corpus is None) == (self.dataset is None):
@@ -121,18 +134,7 @@ class PretrainArguments:
             raise ValueError(f"--eval-fraction must be in [0, 0.5), got {self.eval_fraction}.")
         if self.max_steps < 1:
             raise ValueError(f"--max-steps must be positive, got {self.max_steps}.")
-        resolve_precision(self.precision)  # names the allowed values
-
-    def signature(self) -> dict:
-        """The settings that shape the trajectory: a checkpoint resumes only under the same ones."""
-        return {key: value for key, value in asdict(self).items() if key not in _NOT_IN_SIGNATURE}
-
-
-# Options that do not change what is trained (where things go, how often to checkpoint). `precision` neither: it
-# changes the arithmetic, not what is trained, and a checkpoint may be resumed on a machine that resolves "auto"
-# otherwise (see `pretrain`).
-_NOT_IN_SIGNATURE = {"output_dir", "overwrite", "logging_steps", "checkpoint_dir", "checkpoint_minutes",
-                     "checkpoint_steps", "no_resume", "precision", "trust_remote_code"}
+        super().__post_init__()
 
 
 def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
@@ -146,6 +148,7 @@ def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
     `precision` ("auto", "bf16", "fp32") is resolved on the machine that runs (`precision.resolve_precision`) and may
     differ from the checkpoint's when a run is resumed elsewhere: the weights and AdamW state are fp32 either way, so
     training continues, in the new precision (said in the log and in the results' `resumed_from_precision`)."""
+    fields = renamed(fields)
     args = replace(arguments, **fields) if arguments is not None else PretrainArguments(**fields)
     started = time.time()
     if is_main_process():
@@ -170,9 +173,7 @@ def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
     with output_folder(args.output_dir if is_main_process() else None) as workdir:
         training = training_arguments(
             workdir, evaluations=args.evaluations if eval_set is not None else 0, group_by_length=args.line_by_line,
-            precision=precision, per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate,
-            max_steps=args.max_steps, warmup_steps=args.warmup, weight_decay=args.weight_decay, seed=args.seed,
-            logging_steps=args.logging_steps,
+            precision=precision, arguments=args,
         )
         timer = StepTimer()
         trainer = ResumableTrainer(model=model, args=training, train_dataset=train_set, eval_dataset=eval_set,
@@ -273,7 +274,7 @@ def _result(args: PretrainArguments, trainer, tokenizer, train_set, eval_set, ti
     # Real tokens per optimizer step: packed blocks are all block_size long (no padding); lines are not.
     tokens_per_example = (args.block_size if not args.line_by_line
                           else sum(len(ids) for ids in train_set["input_ids"]) / len(train_set))
-    tokens_per_step = tokens_per_example * args.batch_size * trainer.args.world_size
+    tokens_per_step = tokens_per_example * args.per_device_train_batch_size * trainer.args.world_size
     steps = timer.summary()
     eval_loss = measured["eval_loss"]
     return {
@@ -295,7 +296,7 @@ def _result(args: PretrainArguments, trainer, tokenizer, train_set, eval_set, ti
         "train_examples": len(train_set),
         "eval_examples": len(eval_set) if eval_set is not None else 0,
         "steps": trainer.state.global_step,
-        "batch_size": args.batch_size * trainer.args.world_size,
+        "batch_size": args.per_device_train_batch_size * trainer.args.world_size,
         "learning_rate": args.learning_rate,
         "train_loss": measured["train_loss"],
         "eval_loss": eval_loss,
@@ -311,4 +312,4 @@ def _result(args: PretrainArguments, trainer, tokenizer, train_set, eval_set, ti
     }
 
 
-__all__ = ["PretrainArguments", "pretrain"]
+__all__ = ["PretrainArguments", "PretrainDataArguments", "PretrainModelArguments", "pretrain"]

@@ -1,0 +1,155 @@
+"""The jobs' arguments, built on transformers' TrainingArguments: each class's own fields stay few, the command line
+keeps every flag it had (under TrainingArguments' names too), and a run's signature is the one the arguments wrote
+before they were built so, so an old checkpoint still resumes."""
+
+import argparse
+import dataclasses
+import json
+
+import pytest
+from transformers import Seq2SeqTrainingArguments, TrainingArguments
+
+from sharedbert.cli import main as cli
+from sharedbert.cli.common import add_arguments_from, arguments_from, flag_names
+from sharedbert.training.arguments import JobTrainingArguments, renamed
+from sharedbert.training.finetuning import FinetuneArguments
+from sharedbert.training.pretraining import PretrainArguments
+from sharedbert.training.seq2seq_finetuning import Seq2SeqFinetuneArguments
+from sharedbert.training.trainer import DEFAULTS, training_arguments
+
+# Signatures as the arguments wrote them before they were built on TrainingArguments (one FinetuneArguments for
+# classifiers and seq2seq; epochs / batch_size / warmup as fields of its own), at the defaults.
+CLASSIFIER_SIGNATURE = {
+    "model": None, "tokenizer": None, "no_convert": False, "attention_type": None, "layer_sharing": None,
+    "num_unique_layers": None, "sharing_order": None, "fit_method": None, "task": "sst2", "data_dir": None,
+    "dataset": None, "train_file": None, "validation_file": None, "text_columns": None, "label_column": None,
+    "regression": False, "source_column": None, "target_column": None, "share_encoder_decoder_layers": False,
+    "share_encoder_decoder_embeddings": False, "cross_attention_type": None, "generation_max_length": None,
+    "generation_num_beams": 1, "max_length": 128, "cache_dir": None, "max_train_samples": None,
+    "max_eval_samples": None, "epochs": 3.0, "max_steps": -1, "batch_size": 32, "learning_rate": 5e-05,
+    "warmup": 0.06, "weight_decay": 0.01, "evaluations": 4, "no_group_by_length": False, "seed": 42,
+    "layerwise_lr_decay": 1.0, "freeze_attention_fraction": 0.0, "pull_to_start": 0.0, "distill_from": None,
+    "distill_weight": 0.5, "distill_temperature": 2.0,
+}
+SEQ2SEQ_SIGNATURE = {**CLASSIFIER_SIGNATURE, "task": None, "train_file": "t.jsonl", "validation_file": "v.jsonl",
+                     "source_column": "s", "target_column": "t"}
+PRETRAIN_SIGNATURE = {
+    "corpus": ["x"], "dataset": None, "dataset_config": None, "dataset_split": "train", "text_column": "text",
+    "block_size": 128, "line_by_line": False, "documents": "file", "mlm_probability": 0.15, "config": "bert-mini",
+    "attention_type": None, "layer_sharing": None, "num_unique_layers": None, "sharing_order": None,
+    "no_tie_embeddings": False, "dense_prediction": False, "train_vocab": None, "tokenizer": None, "max_steps": 1000,
+    "batch_size": 32, "learning_rate": 0.0005, "warmup": 0.1, "weight_decay": 0.01, "eval_fraction": 0.02,
+    "evaluations": 0, "seed": 42,
+}
+SEQ2SEQ_FILES = dict(train_file="t.jsonl", validation_file="v.jsonl", source_column="s", target_column="t")
+
+
+def differences(saved: dict, now: dict) -> dict:
+    """What `checkpointing.resume_point` would refuse: keys whose values differ after a JSON round trip (a key one
+    side lacks counts as None)."""
+    now = json.loads(json.dumps(now, default=str))
+    return {key: (saved.get(key), now.get(key)) for key in set(saved) | set(now) if saved.get(key) != now.get(key)}
+
+
+def parse(arguments_class, argv):
+    parser = argparse.ArgumentParser()
+    add_arguments_from(parser, arguments_class)
+    return arguments_from(parser.parse_args(argv), arguments_class)
+
+
+@pytest.mark.parametrize("saved, build", [
+    (CLASSIFIER_SIGNATURE, lambda **o: FinetuneArguments(task="sst2", **o)),
+    (SEQ2SEQ_SIGNATURE, lambda **o: Seq2SeqFinetuneArguments(**SEQ2SEQ_FILES, **o)),
+    (PRETRAIN_SIGNATURE, lambda **o: PretrainArguments(corpus=["x"], **o)),
+])
+def test_a_signature_written_before_the_arguments_were_built_on_training_arguments_still_matches(saved, build):
+    assert differences(saved, build().signature()) == {}
+    changed = {**saved, "batch_size": 16, "warmup": 0.2, "seed": 7}
+    assert differences(changed, build(**renamed(dict(batch_size=16, warmup=0.2, seed=7))).signature()) == {}
+    # A setting that changed is still named, under the name the checkpoint stored it by.
+    assert differences(saved, build(per_device_train_batch_size=16).signature()) == {"batch_size": (32, 16)}
+    # Where a run goes, and how it logs, checkpoints or computes, is no part of it.
+    assert differences(saved, build(output_dir="elsewhere", logging_steps=3, checkpoint_steps=5, overwrite=True,
+                                    precision="fp32").signature()) == {}
+
+
+def test_old_flags_and_transformers_names_set_the_same_fields():
+    old = parse(FinetuneArguments, ["--epochs", "2", "--batch-size", "8", "--warmup", "0.1", "--batch_size", "8"])
+    new = parse(FinetuneArguments, ["--num-train-epochs", "2", "--per-device-train-batch-size", "8",
+                                    "--warmup_steps", "0.1"])
+    for args in (old, new):
+        assert (args.num_train_epochs, args.per_device_train_batch_size, args.warmup_steps) == (2.0, 8, 0.1)
+    assert renamed(dict(epochs=2, batch_size=8, warmup=0.1, seed=1)) == dict(
+        num_train_epochs=2, per_device_train_batch_size=8, warmup_steps=0.1, seed=1)
+    pretrain = parse(PretrainArguments, ["--corpus", "x", "--batch-size", "4", "--max-steps", "5"])
+    assert (pretrain.per_device_train_batch_size, pretrain.max_steps, pretrain.learning_rate) == (4, 5, 5e-4)
+    with pytest.raises(SystemExit):
+        parse(PretrainArguments, ["--corpus", "x", "--epochs", "2"])  # pretraining counts steps, as before
+
+
+@pytest.mark.parametrize("arguments_class, argv, required", [
+    (FinetuneArguments, [], {}),
+    (Seq2SeqFinetuneArguments, ["--train-file", "t.jsonl", "--validation-file", "v.jsonl", "--source-column", "s",
+                                "--target-column", "t"], SEQ2SEQ_FILES),
+    (PretrainArguments, ["--corpus", "x"], {"corpus": ["x"]}),
+])
+def test_every_flag_has_its_dataclass_default_and_only_named_training_arguments_are_flags(arguments_class, argv,
+                                                                                          required):
+    built = parse(arguments_class, argv)
+    expected = arguments_class(**required)
+    flags = flag_names(arguments_class)
+    for name in flags:
+        assert getattr(built, name) == getattr(expected, name), name
+    transformers_fields = {field.name for field in dataclasses.fields(Seq2SeqTrainingArguments)}
+    assert flags & transformers_fields == set(arguments_class.training_flags)
+    assert "gradient_accumulation_steps" not in flags and "per_device_train_batch_size" in flags
+
+
+def test_the_package_defaults_have_one_owner_and_any_training_argument_can_be_set_from_python(tmp_path):
+    fields = {field.name: field.default for field in dataclasses.fields(JobTrainingArguments)}
+    assert {name: fields[name] for name in DEFAULTS} == DEFAULTS
+    plain = training_arguments(tmp_path, num_train_examples=64)
+    job = training_arguments(tmp_path, num_train_examples=64, arguments=FinetuneArguments(task="sst2"))
+    for name in (*DEFAULTS, "learning_rate", "num_train_epochs", "eval_steps", "logging_steps", "data_seed"):
+        assert getattr(plain, name) == getattr(job, name), name
+    # A TrainingArguments field the job has no flag for reaches the Trainer, and counts in the run's length.
+    accumulated = training_arguments(tmp_path, num_train_examples=64, arguments=FinetuneArguments(
+        task="sst2", gradient_accumulation_steps=2, lr_scheduler_type="cosine", num_train_epochs=1, evaluations=1))
+    assert accumulated.eval_steps == 1 and accumulated.lr_scheduler_type == "cosine"
+    assert isinstance(job, TrainingArguments) and job.output_dir == str(tmp_path)
+
+
+def test_no_arguments_class_declares_more_than_15_fields_of_its_own():
+    from sharedbert.training import arguments, finetuning, pretraining, seq2seq_finetuning
+
+    def parts(cls):
+        return {base for base in cls.__mro__ if dataclasses.is_dataclass(base)
+                and base.__module__.startswith("sharedbert.")}
+
+    for job in (FinetuneArguments, Seq2SeqFinetuneArguments, PretrainArguments):
+        for part in parts(job):
+            inherited = {f.name for base in part.__mro__[1:] if dataclasses.is_dataclass(base)
+                         for f in dataclasses.fields(base)}
+            own = [f.name for f in dataclasses.fields(part) if f.name not in inherited]
+            assert len(own) <= 15, (part.__name__, own)
+    assert arguments and finetuning and pretraining and seq2seq_finetuning
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--target-column", "t", "--source-column", "s", "--layerwise-lr-decay", "0.8"], "--layerwise-lr-decay"),
+    (["--task", "sst2", "--share-encoder-decoder-layers"], "--share-encoder-decoder-layers"),
+    (["--task", "sst2", "--generation-num-beams", "2"], "--generation-num-beams"),
+])
+def test_a_flag_of_the_other_job_is_refused_by_name(argv, flag, tmp_path, capsys):
+    assert cli(["finetune", *argv, "--output-dir", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert flag in error and "not used when fine-tuning" in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_seq2seq_arguments_need_both_columns_and_default_to_greedy():
+    assert Seq2SeqFinetuneArguments(**SEQ2SEQ_FILES).generation_num_beams == 1
+    with pytest.raises(ValueError, match="--source-column and --target-column together"):
+        Seq2SeqFinetuneArguments(train_file="t.jsonl", validation_file="v.jsonl", target_column="t")
+    with pytest.raises(ValueError, match="--generation-num-beams"):
+        Seq2SeqFinetuneArguments(**SEQ2SEQ_FILES, generation_num_beams=0)
