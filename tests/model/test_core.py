@@ -64,6 +64,17 @@ def test_unknown_attention_type_error_lists_allowed_values():
         assert allowed in str(error.value)
 
 
+@pytest.mark.parametrize("field, value", [("attention_type", "linear"), ("sharing_order", "random"),
+                                          ("layer_norm_position", "middle"), ("num_unique_layers", 0),
+                                          ("attention_rank", -1), ("decoder_vocab_size", 2.5)])
+def test_a_choice_or_size_is_refused_as_it_is_set_not_only_when_a_model_is_built(field, value):
+    """The choice fields are Literals and the optional sizes transformers' positive_int_field: strict validation
+    checks them on every assignment, as it checks the types."""
+    config = tiny_config()
+    with pytest.raises(INVALID_CONFIG, match=field):
+        setattr(config, field, value)
+
+
 @pytest.mark.parametrize(
     "order, expected",
     [
