@@ -4,8 +4,8 @@
   progress bars on, warm-up as a fraction, evaluation a few times per run).
 * `StepTimer`: wall-clock seconds between consecutive optimizer steps (steady-state throughput, start-up excluded).
 * `KeepBestCallback`: remembers the weights of the best evaluation in memory and restores them at the end, so the
-  saved model is the best one without writing Trainer checkpoints (which would pickle optimizer state and arguments).
-* `ResumableTrainer`: a Trainer whose checkpoints are `checkpointing`'s (no pickle), resumed exactly after a kill or
+  saved model is the best one without keeping a checkpoint per evaluation.
+* `ResumableTrainer`: a Trainer whose own checkpoints are written atomically and resumed exactly after a kill or
   Ctrl-C; `EpochSeededSampler` and `BatchSeededCollator` keep the random streams exact across a restart.
 * `atomic_write_json`, `check_output_dir` and `output_folder`: outputs appear complete or not at all.
 """
@@ -22,25 +22,27 @@ import time
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINING_ARGS_NAME
 from transformers.utils import logging
 
 from ..atomic import atomic_directory, atomic_write_text, recover_directory
 from .checkpointing import (
     CHECKPOINT_PREFIX,
+    OPTIMIZER_FILE,
+    RNG_FILE,
     RUN_STATE_FILE,
+    optimizer_from_files,
     read_run_state,
-    restore_optimizer,
-    restore_rng,
     restore_weights,
-    rng_to_files,
     world_size,
-    writing_checkpoint,
 )
 
 logger = logging.get_logger(__name__)
 
 BEST_MODEL_FILE = "best_model.safetensors"  # in a checkpoint: the weights of the best evaluation so far (KeepBest)
+RNG_STATE_FILE = "rng_state.pth"  # Trainer's name for a one-process run's generator states
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -209,7 +211,7 @@ class InOrderPredictions:
     evaluation: `_get_eval_sampler` returns a shuffled `LengthGroupedSampler`, so `predict(...).predictions` come out
     in another order than the dataset's. Metrics the Trainer computes from its own `label_ids` are unaffected, but any
     caller that pairs the predictions with the dataset (a predictions file, references for BLEU/chrF) pairs them
-    with the wrong rows."""
+    with the wrong rows. Needed by tests/training/test_training.py::test_evaluate_writes_predictions_in_the_datasets_order."""
 
     def _get_eval_sampler(self, eval_dataset):
         if eval_dataset is None or not hasattr(eval_dataset, "__len__"):
@@ -222,14 +224,14 @@ class PredictingTrainer(InOrderPredictions, Trainer):
 
 
 class ResumableTrainer(InOrderPredictions, Trainer):
-    """A `Trainer` whose checkpoints are `checkpointing`'s: safetensors and JSON, never pickle, never half-written.
+    """A `Trainer` whose checkpoints appear complete or not at all, and resume exactly after a kill or Ctrl-C.
 
-    Each checkpoint is `checkpoint_dir/checkpoint-STEP` (`checkpointing.writing_checkpoint`) with, besides the weights,
-    optimizer, scheduler and every process's RNG state, the tokenizer, the `KeepBestCallback` record (its weights in
-    `best_model.safetensors`), the caller's `run_signature` and Trainer's own `trainer_state.json`; older checkpoints
-    are then deleted. `train(resume_from_checkpoint=...)` restores all of it, so a run killed at any moment and
-    restarted from its last checkpoint follows the same trajectory as one never stopped. Trainer's own checkpoint
-    methods are overridden because its format would `torch.save` the optimizer, RNG states and arguments (pickle).
+    A checkpoint is Trainer's own: `checkpoint_dir/checkpoint-STEP` with the weights as safetensors, `optimizer.pt`,
+    `scheduler.pt`, `rng_state.pth` (read back with `torch.load(..., weights_only=True)`, which runs no code) and
+    `trainer_state.json`, plus the tokenizer, `run_state.json` (the caller's `run_signature`, the precision, the
+    `KeepBestCallback` record) and that record's weights in `best_model.safetensors`. It is written into a temporary
+    sibling renamed into place, and older checkpoints are then deleted. Checkpoints of earlier sharedbert versions
+    (optimizer and RNG state in safetensors and JSON) resume too: `train` first adds Trainer's files to them.
 
     Losses are averaged per batch: our models' losses are means, not token sums, so Trainer must not rescale them by
     the number of processes as it does for models that accept `num_items_in_batch` (BERT's heads declare that they
@@ -244,84 +246,128 @@ class ResumableTrainer(InOrderPredictions, Trainer):
     def _keep_best(self) -> KeepBestCallback | None:
         return next((cb for cb in self.callback_handler.callbacks if isinstance(cb, KeepBestCallback)), None)
 
-    def _save_checkpoint(self, model, trial) -> None:
-        """Trainer calls this to write a checkpoint: `checkpointing.writing_checkpoint` writes it, plus the tokenizer
-        (a vocabulary trained by this run is needed to resume it), the best evaluation's weights and Trainer's own
-        state; older checkpoints are then deleted."""
-        from safetensors.torch import save_file
+    def checkpoint_record(self) -> dict:
+        """What `run_state.json` records beside Trainer's own state (a subclass may add to it)."""
+        keep_best = self._keep_best()
+        has_best = keep_best is not None and keep_best.best_state is not None
+        return {
+            "run_signature": self.run_signature,
+            # Not in the signature: fp32 master weights and AdamW state are the same in either precision, so a
+            # checkpoint may be resumed in the other one (e.g. on a machine without native bf16).
+            "precision": "bf16" if self.args.bf16 else "fp32",
+            "keep_best": {"value": keep_best.best_value, "metrics": keep_best.best_metrics,
+                          "step": keep_best.best_step} if has_best else None,
+        }
 
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint not in (None, False, True) and self.args.should_save:
+            add_trainer_files(resume_from_checkpoint)
+        self.accelerator.wait_for_everyone()
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """Trainer writes `output_dir/checkpoint-STEP` file by file where the next run looks for it, so a kill during
+        a save leaves a half-written checkpoint that is then resumed. The same files are written here into a temporary
+        sibling renamed into place (`atomic.atomic_directory`), with the tokenizer, `run_state.json` and the best
+        evaluation's weights; older checkpoints are then deleted. Every process's RNG state is gathered to the one
+        that writes. Needed by tests/training/test_resume.py::test_pretrain_killed_at_a_random_moment_resumes_to_the_
+        same_result (it kills the run at a random moment after a checkpoint folder appears, then resumes it)."""
         if self.checkpoint_dir is None:
             raise ValueError("ResumableTrainer needs checkpoint_dir to save checkpoints.")
-        rng_states = [rng_to_files()]
+        rng_states = [_rng_state()]
         if self.args.world_size > 1:
             import torch.distributed as dist
 
             rng_states = [None] * self.args.world_size
-            dist.all_gather_object(rng_states, rng_to_files())
+            dist.all_gather_object(rng_states, _rng_state())
         if self.args.should_save:
             final = self.checkpoint_dir / f"{CHECKPOINT_PREFIX}{self.state.global_step}"
             keep_best = self._keep_best()
-            has_best = keep_best is not None and keep_best.best_state is not None
-            progress = {
-                "run_signature": self.run_signature,
-                # Not in the signature: fp32 master weights and AdamW state are the same in either precision, so a
-                # checkpoint may be resumed in the other one (e.g. on a machine without native bf16).
-                "precision": "bf16" if self.args.bf16 else "fp32",
-                "keep_best": {"value": keep_best.best_value, "metrics": keep_best.best_metrics,
-                              "step": keep_best.best_step} if has_best else None,
-            }
-            unwrapped = self.accelerator.unwrap_model(self.model)
-            with writing_checkpoint(final, unwrapped, self.optimizer, self.lr_scheduler, progress, RUN_STATE_FILE,
-                                    rng_states) as tmp:
-                if self.processing_class is not None:
-                    self.processing_class.save_pretrained(str(tmp))
-                if has_best:
-                    save_file({k: v.contiguous() for k, v in keep_best.best_state.items()},
-                              str(tmp / BEST_MODEL_FILE))
+            with atomic_directory(final) as tmp:
+                self.save_model(str(tmp), _internal_call=True)  # safetensors weights, config and tokenizer
+                (tmp / TRAINING_ARGS_NAME).unlink(missing_ok=True)  # a pickle of the arguments, never read back
+                self._save_optimizer_and_scheduler(str(tmp))
+                for rank, state in enumerate(rng_states):
+                    torch.save(state, tmp / (RNG_STATE_FILE if len(rng_states) == 1 else f"rng_state_{rank}.pth"))
                 self.state.save_to_json(str(tmp / "trainer_state.json"))
+                (tmp / RUN_STATE_FILE).write_text(json.dumps(self.checkpoint_record(), indent=1), encoding="utf-8")
+                if keep_best is not None and keep_best.best_state is not None:
+                    save_file({k: v.contiguous() for k, v in keep_best.best_state.items()}, str(tmp / BEST_MODEL_FILE))
             for older in self.checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*"):
                 if older.name != final.name and older.is_dir():
                     shutil.rmtree(older, ignore_errors=True)
         self.accelerator.wait_for_everyone()
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None) -> None:
-        from safetensors.torch import load_file
-
+        """Trainer loads the weights non-strictly (missing or unexpected names only warn), so a checkpoint of another
+        architecture would resume half-loaded; here they load strictly or fail naming the fix. The `KeepBestCallback`
+        record is restored too. Needed by tests/training/test_heal.py::test_resume_continues_exactly_like_an_
+        uninterrupted_run (a checkpoint of another attention type is refused)."""
         folder = Path(resume_from_checkpoint)
-        run_state = read_run_state(folder)
         restore_weights(folder, self.accelerator.unwrap_model(model or self.model))
         keep_best = self._keep_best()
-        if keep_best is not None and run_state.get("keep_best"):
-            best = run_state["keep_best"]
+        best = read_run_state(folder).get("keep_best")
+        if keep_best is not None and best:
             keep_best.best_value, keep_best.best_metrics = best["value"], best["metrics"]
             keep_best.best_step = best["step"]
             keep_best.best_state = load_file(str(folder / BEST_MODEL_FILE))
 
     def _get_train_sampler(self, train_dataset=None):
+        """transformers' shuffling samplers draw from the global generator when the data loader is iterated, which a
+        resumed run does before Trainer puts the checkpoint's generator state back, so the order changed; wrapped in
+        `EpochSeededSampler` it depends on (seed, epoch) alone. Needed by tests/training/test_resume.py::
+        test_finetune_killed_at_a_random_moment_resumes_to_the_same_result."""
         sampler = super()._get_train_sampler(train_dataset)
         if sampler is None or isinstance(sampler, torch.utils.data.SequentialSampler):
             return sampler
         return EpochSeededSampler(sampler, self.args.data_seed if self.args.data_seed is not None else self.args.seed)
 
-    def _load_optimizer_and_scheduler(self, checkpoint) -> None:
-        if checkpoint is not None:
-            restore_optimizer(checkpoint, read_run_state(checkpoint), self.optimizer, self.lr_scheduler)
 
-    def _load_rng_state(self, checkpoint) -> None:
-        """Trainer calls this where the random streams must resume: before the data iterator of a new epoch is
-        created, or mid-epoch once the skipped batches are behind (and the next one fetched). That is exact as long
-        as drawing batches takes nothing from the global generator, which `EpochSeededSampler` and
-        `BatchSeededCollator` ensure (accelerate collates one batch ahead, so masks drawn from the global stream
-        would come out in another order after a restart)."""
-        if checkpoint is None:
-            return
-        if not restore_rng(checkpoint, read_run_state(checkpoint), self.args.process_index):
-            logger.warning("Checkpoint %s has no RNG state for process %d (saved with fewer processes): random "
-                           "streams restart, so the run is no longer bit-reproducible.", checkpoint,
-                           self.args.process_index)
+def _rng_state() -> dict:
+    """This process's generator states as Trainer's `rng_state.pth` holds them."""
+    import random
 
-    def _load_scaler(self, checkpoint) -> None:
-        return  # no mixed-precision scaler state is kept (CPU / bf16 training needs none)
+    import numpy as np
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.random.get_rng_state()
+    return state
+
+
+def add_trainer_files(folder) -> None:
+    """Give a checkpoint written by an earlier sharedbert (optimizer and RNG state in safetensors and JSON, see
+    `checkpointing`) Trainer's `optimizer.pt`, `scheduler.pt` and `rng_state.pth`, so Trainer resumes it as it
+    resumes its own. A checkpoint that has them is left alone."""
+    import io
+
+    import numpy as np
+
+    from ..atomic import atomic_write_bytes
+
+    folder = Path(folder)
+    if not (folder / OPTIMIZER_FILE).is_file() or (folder / OPTIMIZER_NAME).is_file():
+        return
+    state = read_run_state(folder)
+
+    def write(name, obj):
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        atomic_write_bytes(folder / name, buffer.getvalue())
+
+    rng_tensors, metas = load_file(str(folder / RNG_FILE)), state["rng"]
+    for rank, meta in enumerate(metas):
+        version, internal, gauss = meta["python"]
+        kind, keys, position, has_gauss, cached_gaussian = meta["numpy"]
+        write(RNG_STATE_FILE if len(metas) == 1 else f"rng_state_{rank}.pth", {
+            "python": (version, tuple(internal), gauss),
+            "numpy": (kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached_gaussian),
+            "cpu": rng_tensors[f"{rank}.torch"]})
+    write(SCHEDULER_NAME, state["scheduler"])
+    # The optimizer last: its file is what marks the checkpoint as done.
+    write(OPTIMIZER_NAME, optimizer_from_files(load_file(str(folder / OPTIMIZER_FILE)), state["optimizer"]))
+    logger.info("Checkpoint %s of an earlier sharedbert version: added Trainer's optimizer, scheduler and RNG files.",
+                folder)
 
 
 class EpochSeededSampler(torch.utils.data.Sampler):
@@ -348,7 +394,9 @@ class EpochSeededSampler(torch.utils.data.Sampler):
 class BatchSeededCollator:
     """Runs a collator that draws random numbers (MLM masking) with torch's generator seeded from `seed` and the
     batch's own token ids, leaving the global stream untouched. The masks are then a function of the batch alone, the
-    same whenever it is collated; see `ResumableTrainer._load_rng_state`."""
+    same whenever it is collated. (Trainer puts a checkpoint's generator states back only once the skipped batches are
+    behind and the next one fetched, and accelerate collates one batch ahead, so masks drawn from the global stream
+    would come out in another order after a restart.)"""
 
     def __init__(self, collate, seed: int):
         self.collate, self.seed = collate, seed
