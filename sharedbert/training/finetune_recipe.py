@@ -1,7 +1,8 @@
 """What fine-tuning can do beyond the plain recipe, for a converted model whose attention was refitted: layer-wise
 learning-rate decay, a first stretch with the attention projections frozen, a pull toward the starting weights
-(L2-SP, Li et al. 2018) and distillation from a fine-tuned teacher (Hinton et al. 2015). `FinetuneTrainer` applies
-whichever `FinetuneArguments` turn on; with none, it is the package's `ResumableTrainer`.
+(L2-SP, Li et al. 2018) and distillation from a fine-tuned teacher (Hinton et al. 2015; `distillation`'s
+`LogitDistillation`, in the `DistillationTrainer` healing runs on too). `FinetuneTrainer` applies whichever
+`FinetuneArguments` turn on; with none, it is the package's `ResumableTrainer`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,9 @@ from __future__ import annotations
 import logging
 import re
 
-import torch
 from transformers import TrainerCallback
 
-from .trainer import ResumableTrainer
+from .distillation import DistillationTrainer, LogitDistillation
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class FreezeAttentionCallback(TrainerCallback):
         self._set(self.until_step)
 
 
-class FinetuneTrainer(ResumableTrainer):
+class FinetuneTrainer(DistillationTrainer):
     """`ResumableTrainer` with the recipe options for converted models (all off by default):
 
     * `layerwise_lr_decay` < 1: depth d of L + 1 trains at lr·decay^(L + 1 − d) (`parameter_depths`);
@@ -90,12 +90,10 @@ class FinetuneTrainer(ResumableTrainer):
 
     def __init__(self, *args, layerwise_lr_decay: float = 1.0, pull_to_start: float = 0.0, teacher=None,
                  distill_weight: float = 0.0, distill_temperature: float = 2.0, **kwargs):
-        super().__init__(*args, **kwargs)
+        distillation = LogitDistillation(teacher, distill_temperature) if teacher is not None else None
+        super().__init__(*args, distillation=distillation, distill_weight=distill_weight, **kwargs)
         self.layerwise_lr_decay = layerwise_lr_decay
         self.pull_to_start = pull_to_start
-        self.teacher = teacher.eval() if teacher is not None else None
-        self.distill_weight = distill_weight
-        self.distill_temperature = distill_temperature
         # The starting weights, taken before `train` can load a checkpoint: a resumed run pulls toward the same ones.
         self.start_weights = (
             {name: p.detach().clone() for name, p in self.model.named_parameters() if not name.startswith(
@@ -124,16 +122,6 @@ class FinetuneTrainer(ResumableTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
-        if self.teacher is not None and self.distill_weight > 0:
-            with torch.no_grad():
-                teacher_logits = self.teacher(**{k: v for k, v in inputs.items() if k != "labels"}).logits
-            temperature = self.distill_temperature
-            distillation = torch.nn.functional.kl_div(
-                torch.log_softmax(outputs.logits.float() / temperature, dim=-1),
-                torch.log_softmax(teacher_logits.float() / temperature, dim=-1),
-                reduction="batchmean", log_target=True,
-            ) * temperature**2
-            loss = (1 - self.distill_weight) * loss + self.distill_weight * distillation
         if self.start_weights:
             unwrapped = self.accelerator.unwrap_model(model)
             pull = sum((p - self.start_weights[name]).pow(2).sum()

@@ -157,6 +157,35 @@ def test_the_pull_adds_half_alpha_times_the_squared_distance_from_the_start(tiny
     assert float(difference) == pytest.approx(0.5 * 3.0 * 8.0, rel=1e-4)
 
 
+def test_distillation_mixes_the_task_loss_with_the_teachers_kl_at_its_weight(tiny_shared_dir, tmp_path):
+    """Fine-tuning's distillation is `DistillationTrainer`'s: (1 − w)·cross-entropy + w·T²·KL(teacher ‖ student); at
+    w = 1 evaluation still gets the student's outputs (its predictions)."""
+    from transformers import TrainingArguments
+
+    from sharedbert import SharedBertForSequenceClassification
+    from sharedbert.training.finetune_recipe import FinetuneTrainer
+
+    model = SharedBertForSequenceClassification.from_pretrained(tiny_shared_dir, num_labels=2).eval()
+    teacher = SharedBertForSequenceClassification.from_pretrained(tiny_shared_dir, num_labels=2).eval()
+    with torch.no_grad():
+        teacher.classifier.weight.normal_(0, 1.0)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    inputs = {"input_ids": torch.tensor([[101, 2204, 102], [101, 2205, 102]]), "labels": torch.tensor([1, 0])}
+    with torch.no_grad():
+        cross_entropy = float(FinetuneTrainer(model=model, args=args).compute_loss(model, dict(inputs)))
+        student = torch.log_softmax(model(input_ids=inputs["input_ids"]).logits / 2.0, dim=-1)
+        target = torch.softmax(teacher(input_ids=inputs["input_ids"]).logits / 2.0, dim=-1)
+        kl = float((target * (target.log() - student)).sum(-1).mean()) * 4.0
+        assert kl > 1e-4
+        for weight in (0.0, 0.3, 1.0):
+            trainer = FinetuneTrainer(model=model, args=args, teacher=teacher, distill_weight=weight,
+                                      distill_temperature=2.0)
+            loss = float(trainer.compute_loss(model, dict(inputs)))
+            assert loss == pytest.approx((1 - weight) * cross_entropy + weight * kl, rel=1e-5)
+        _, outputs = trainer.compute_loss(model, dict(inputs), return_outputs=True)
+    assert outputs.logits.shape == (2, 2)
+
+
 def test_distillation_follows_the_teacher_and_refuses_another_task(task_files, tiny_shared_dir, tmp_path):
     teacher = run(task_files, tiny_shared_dir, tmp_path, "teacher", learning_rate=1e-3)
     plain = run(task_files, tiny_shared_dir, tmp_path, "plain", learning_rate=1e-3, seed=2)
