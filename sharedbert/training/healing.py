@@ -5,10 +5,14 @@ text; the student learns to reproduce, layer by layer, the teacher's hidden stat
 the direction of the mean-pooled final embedding (what a sentence-embedding model is used for). Everything outside the
 attention projections starts as an exact copy, so the student starts close and a few minutes of CPU go a long way.
 
-Healing runs its own loop (no Trainer: two models, one loss) with `checkpointing`'s checkpoints: one folder, `latest/`,
-whose state file `trainer_state.json` records the step, the elapsed training seconds, the data positions, the corpus
-fingerprint and the settings (`heal_config`). `heal(..., resume=True)` continues from it exactly, and refuses one made
-on other text or with other settings. Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
+Healing is a `distillation.DistillationTrainer` whose term is `distillation.Distiller`: one step's batch is one item
+of `HealingBatches` (short pieces, or long ones on the steps `HealConfig.is_long_step` draws), the learning rate a
+`LambdaLR` given to the Trainer, and `HealingCallback` stops at the budget (steps or training minutes, or
+`stop_after_steps` for this call), writes snapshots and shows progress. Checkpoints are the Trainer's
+(`checkpoint_dir/checkpoint-STEP`, see `trainer.ResumableTrainer`); their `run_state.json` records the corpus
+fingerprint and the settings (`heal_config`), and the Trainer's log the training seconds of every step. `heal(...,
+resume=True)` continues from the newest exactly, and refuses one made on other text or with other settings. Ctrl-C
+(SIGINT) finishes the current step, saves a checkpoint and returns.
 """
 
 from __future__ import annotations
@@ -17,30 +21,28 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from transformers import TrainerCallback, TrainingArguments
+from transformers.trainer_callback import PrinterCallback
 
 from ..atomic import atomic_directory
-from ..sentence_embeddings import pooling_of
-from .checkpointing import (
-    read_state,
-    restore_optimizer,
-    restore_rng,
-    restore_weights,
-    sigint_stops,
-    writing_checkpoint,
-)
+from .checkpointing import CHECKPOINT_PREFIX, CheckpointCallback, read_run_state, resume_point
+from .distillation import DistillationTrainer, Distiller
 from ..hub.card import HealingSummary, write_conversion_card
 from .data import TextInMemory, TextPieces
 from ..precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_NAME = "latest"
-STATE_FILE = "trainer_state.json"
+# The one folder of a healing run written by sharedbert before healing ran on Trainer; it is refused, not resumed.
+LEGACY_CHECKPOINT = "latest"
+# A time budget alone: the step count it reaches is unknown, so the Trainer is given this many and stopped by the clock.
+UNBOUNDED_STEPS = 10**9
 
 
 def _option(default, help: str, **metadata):
@@ -145,102 +147,171 @@ class HealResult:
     precision: str  # what `config.precision` resolved to on this machine ("auto" differs between CPUs)
 
 
-# ------------------------------------------------------------------------------------------------------------ loss
-class _Recorder:
-    """Collects the outputs of the given modules in call order (a module reused across depths records each call)."""
+# ------------------------------------------------------------------------------------------------------------ data
+class HealingBatches(torch.utils.data.Dataset):
+    """Item `step` is the list of texts optimizer step `step` reads: `batch_size` short pieces, or on the steps
+    `HealConfig.is_long_step` draws `resolved_long_batch_size()` long pieces (the same text cut another way), each
+    stream read on from where its last batch stopped. A function of the step alone, so a resumed run, which skips the
+    steps done, reads what an uninterrupted one would."""
 
-    def __init__(self, modules):
-        self.outputs = []
-        self.handles = [m.register_forward_hook(self._hook) for m in modules]
+    def __init__(self, corpus, config: HealConfig, steps: int):
+        self.config, self.steps = config, steps
+        self.pieces = TextPieces(corpus, config.min_words, config.max_words, config.seed)
+        self.long_pieces = (TextPieces(corpus, config.long_min_words, config.long_max_words, config.seed + 1)
+                            if config.long_fraction > 0 else None)
+        self.long_batch_size = config.resolved_long_batch_size()
+        self._long_steps_before = [0]  # [s]: how many of steps 0..s-1 were long (grown as steps are read)
 
-    def _hook(self, module, args, output):
-        self.outputs.append(output[0] if isinstance(output, tuple) else output)
+    def __len__(self) -> int:
+        return self.steps
 
-    def pop(self):
-        out, self.outputs = self.outputs, []
-        return out
+    def positions(self, step: int) -> tuple[int, int]:
+        """(short, long) pieces read before `step`."""
+        while len(self._long_steps_before) <= step:
+            done = len(self._long_steps_before) - 1
+            is_long = self.long_pieces is not None and self.config.is_long_step(done)
+            self._long_steps_before.append(self._long_steps_before[-1] + is_long)
+        long_steps = self._long_steps_before[step]
+        return (step - long_steps) * self.config.batch_size, long_steps * self.long_batch_size
 
-    def remove(self):
-        for handle in self.handles:
-            handle.remove()
-
-
-def _relative_mse(student, teacher, mask):
-    """Σ‖s − t‖² / Σ‖t‖² over real tokens: every layer counts alike whatever its scale."""
-    mask = mask.unsqueeze(-1).to(student.dtype)
-    return ((student - teacher).pow(2) * mask).sum() / (teacher.pow(2) * mask).sum().clamp_min(1e-12)
-
-
-def _similarity_gap(student, teacher):
-    """Mean squared difference of the in-batch cosine-similarity matrices (zero for a batch of one)."""
-    student, teacher = (torch.nn.functional.normalize(x.float(), dim=-1) for x in (student, teacher))
-    return (student @ student.T - teacher @ teacher.T).pow(2).mean()
-
-
-class Distiller:
-    """Computes the distillation loss of a student encoder against a teacher encoder on one tokenised batch."""
-
-    def __init__(self, student, teacher, config: HealConfig, pooling=None):
-        self.student = getattr(student, "base_model", student)
-        self.teacher = getattr(teacher, "base_model", teacher)
-        self.config = config
-        # The sentence-transformers Pooling the model is used with (mean pooling unless the caller passes another).
-        self.pooling = pooling if pooling is not None else pooling_of(hidden_size=self.teacher.config.hidden_size)
-        self.student_attention = _Recorder(self.student.encoder.attention)
-        self.teacher_attention = _Recorder([layer.attention for layer in self.teacher.encoder.layer])
-
-    def loss(self, batch) -> tuple[torch.Tensor, dict]:
-        mask = batch["attention_mask"]
-        with torch.no_grad():
-            teacher_out = self.teacher(**batch, output_hidden_states=True)
-        teacher_att = self.teacher_attention.pop()
-        student_out = self.student(**batch, output_hidden_states=True)
-        student_att = self.student_attention.pop()
-        t_hidden, s_hidden = teacher_out.hidden_states[1:], student_out.hidden_states[1:]
-        if len(t_hidden) != len(s_hidden) or len(teacher_att) != len(student_att):
-            raise ValueError(
-                f"Teacher and student differ in depth ({len(t_hidden)} vs {len(s_hidden)} layers): heal a model "
-                "converted from this teacher."
-            )
-        parts = {}
-        parts["hidden"] = sum(_relative_mse(s, t, mask) for s, t in zip(s_hidden, t_hidden)) / len(t_hidden)
-        parts["attention"] = sum(_relative_mse(s, t, mask) for s, t in zip(student_att, teacher_att)) / len(teacher_att)
-        t_pooled = self.pool(teacher_out.last_hidden_state, mask)
-        s_pooled = self.pool(student_out.last_hidden_state, mask)
-        cosine = torch.nn.functional.cosine_similarity(s_pooled, t_pooled, dim=-1)
-        self.last_cosines = cosine.detach()  # per sequence, for reports (build_minilm.length_agreement)
-        parts["embedding"] = (1 - cosine).mean()
-        parts["similarity"] = _similarity_gap(s_pooled, t_pooled)
-        c = self.config
-        total = (c.hidden_weight * parts["hidden"] + c.attention_weight * parts["attention"]
-                 + c.embedding_weight * parts["embedding"] + c.similarity_weight * parts["similarity"])
-        return total, {k: float(v.detach()) for k, v in parts.items()}
-
-    def pool(self, token_embeddings, attention_mask):
-        return self.pooling({"token_embeddings": token_embeddings, "attention_mask": attention_mask})[
-            "sentence_embedding"]
-
-    def close(self):
-        self.student_attention.remove()
-        self.teacher_attention.remove()
+    def __getitem__(self, step: int) -> list[str]:
+        position, long_position = self.positions(step)
+        if self.long_pieces is not None and self.config.is_long_step(step):
+            return self.long_pieces.batch(long_position, self.long_batch_size)
+        return self.pieces.batch(position, self.config.batch_size)
 
 
-# ------------------------------------------------------------------------------------------------------------ heal
-def _position_limit(*models) -> int:
-    """The longest input every model takes: the smallest position table."""
-    return min(m.config.max_position_embeddings for m in models)
+class TokenizeTexts:
+    """The Trainer's collator: one item (a step's texts) into the encoder's inputs, cut at `max_length` tokens."""
+
+    def __init__(self, tokenizer, max_length: int):
+        self.tokenizer, self.max_length = tokenizer, max_length
+
+    def __call__(self, items: list[list[str]]) -> dict:
+        (texts,) = items
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-def _lr_lambda(config: HealConfig):
+# ------------------------------------------------------------------------------------------------------------ loop
+class HealingClock:
+    """Training seconds: each optimizer step's, summed (start-up, skipping and checkpoints not counted)."""
+
+    def __init__(self, elapsed: float = 0.0):
+        self.elapsed = elapsed
+
+
+def _lr_lambda(config: HealConfig, clock: HealingClock):
+    """Linear warm-up, then linear decay to 0 over the step budget; with a time budget alone, decay by the share of
+    it used (`clock`), the step count it will reach being unknown."""
+    budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else None
+
     def factor(step):
         if step < config.warmup_steps:
             return (step + 1) / (config.warmup_steps + 1)
         if config.decay and config.max_steps is not None:
             remaining = config.max_steps - step
             return max(0.0, remaining / max(1, config.max_steps - config.warmup_steps))
+        if config.decay and budget_seconds is not None:
+            return max(0.0, 1.0 - clock.elapsed / budget_seconds)
         return 1.0
 
     return factor
+
+
+class HealingCallback(TrainerCallback):
+    """Times every step (`clock`), calls `on_step(step, loss)`, stops at the budget (steps or training minutes) or
+    after `stop_after_steps` of this call (`interrupted`), asks for a checkpoint when training stops, writes the
+    `snapshot_minutes` model folders and shows a progress bar."""
+
+    def __init__(self, trainer, config: HealConfig, clock: HealingClock, stop_after_steps, on_step):
+        self.trainer, self.config, self.clock = trainer, config, clock
+        self.budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else math.inf
+        self.stop_after_steps, self.on_step = stop_after_steps, on_step
+        self.interrupted, self.session_end, self.bar, self._started = False, math.inf, None, 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.stop_after_steps is not None:
+            self.session_end = state.global_step + self.stop_after_steps
+        if self.config.progress:
+            from tqdm.auto import tqdm
+
+            if self.config.max_steps is not None:
+                self.bar = tqdm(total=self.config.max_steps, initial=state.global_step, desc="healing", unit="step")
+            else:
+                self.bar = tqdm(total=round(self.budget_seconds), initial=round(self.clock.elapsed), desc="healing",
+                                unit="s")
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.clock.elapsed += time.perf_counter() - self._started
+        step, loss = state.global_step, self.trainer.last_loss
+        if self.on_step is not None:
+            self.on_step(step, loss)
+        finished = step >= state.max_steps or self.clock.elapsed >= self.budget_seconds
+        if not finished and step >= self.session_end:
+            self.interrupted = True
+        if finished or self.interrupted:
+            control.should_training_stop = control.should_save = True
+        self._snapshots(step, loss)
+        if self.bar is not None:
+            parts = self.trainer.distillation.parts
+            self.bar.update(1 if self.config.max_steps is not None else round(self.clock.elapsed) - self.bar.n)
+            self.bar.set_postfix(loss=f"{loss:.4f}", hid=f"{parts['hidden']:.4f}", cos=f"{parts['embedding']:.4f}",
+                                 sim=f"{parts['similarity']:.5f}")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+
+    def _snapshots(self, step: int, loss: float) -> None:
+        """Full model folders at the training minutes `HealConfig.snapshot_minutes` names (for a healing curve); a
+        folder already there (written before a resume) is kept."""
+        for minute in self.config.snapshot_minutes:
+            folder = Path(self.trainer.checkpoint_dir) / f"minute-{minute:g}"
+            if self.clock.elapsed >= minute * 60 and not folder.exists():
+                with atomic_directory(folder) as tmp:
+                    self.trainer.model.save_pretrained(tmp)
+                    self.trainer.processing_class.save_pretrained(tmp)
+                    (tmp / "heal_progress.json").write_text(json.dumps(
+                        {"step": step, "elapsed_seconds": self.clock.elapsed, "loss": loss}))
+
+
+class HealingTrainer(DistillationTrainer):
+    """The `DistillationTrainer` of a healing run: the student runs without dropout (it should match the
+    deterministic teacher; the tiny budget leaves no room for noise), every step's loss is logged with the training
+    seconds so far, and each checkpoint records the corpus and the settings."""
+
+    def __init__(self, *args, clock: HealingClock, record: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.clock, self.record, self.last_loss = clock, record, None
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        model.eval()  # Trainer's training_step has just called model.train()
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        self.last_loss = round(float((loss[0] if return_outputs else loss).detach()), 6)
+        return loss
+
+    def autocast_smart_context_manager(self, cache_enabled=True):
+        """bf16 autocast around the whole loss, teacher included (accelerate's covers only the student's forward)."""
+        return torch.autocast(self.args.device.type, dtype=torch.bfloat16, enabled=self.args.bf16,
+                              cache_enabled=cache_enabled)
+
+    def log(self, logs: dict, start_time=None) -> None:
+        if "loss" in logs:
+            logs["elapsed_seconds"] = self.clock.elapsed
+        super().log(logs, start_time)
+
+    def checkpoint_record(self) -> dict:
+        return {**super().checkpoint_record(), **self.record}
+
+
+# ------------------------------------------------------------------------------------------------------------ heal
+def _position_limit(*models) -> int:
+    """The longest input every model takes: the smallest position table."""
+    return min(m.config.max_position_embeddings for m in models)
 
 
 # Settings that change how a run is carried out, not what it computes: a resumed run may differ in these.
@@ -259,8 +330,74 @@ def changed_settings(saved: dict, config: HealConfig) -> list[str]:
 
 
 def has_checkpoint(checkpoint_dir) -> bool:
-    """Whether `checkpoint_dir` holds a resumable healing checkpoint (`heal(..., resume=True)` would continue it)."""
-    return (Path(checkpoint_dir) / CHECKPOINT_NAME / STATE_FILE).is_file()
+    """Whether `checkpoint_dir` holds a healing checkpoint (`heal(..., resume=True)` continues it, or refuses it
+    naming the reason)."""
+    folder = Path(checkpoint_dir)
+    return (folder / LEGACY_CHECKPOINT).is_dir() or any(folder.glob(f"{CHECKPOINT_PREFIX}*"))
+
+
+def _resume_point(checkpoint_dir: Path, corpus_fingerprint: str, config: HealConfig, resume: bool) -> Path | None:
+    """The checkpoint to continue (None: start afresh), after checking it was healed on this text with this recipe.
+    Without `resume`, the old checkpoints are deleted (the folder's other files are kept)."""
+    legacy = checkpoint_dir / LEGACY_CHECKPOINT
+    if not resume:
+        shutil.rmtree(legacy, ignore_errors=True)
+        for old in checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*"):
+            shutil.rmtree(old, ignore_errors=True)
+        return None
+    if legacy.is_dir():
+        raise ValueError(
+            f"{legacy} is a healing checkpoint written by an earlier sharedbert (before healing ran on Trainer), which "
+            "this version cannot continue. Finish it with the version that wrote it, or start afresh: delete that "
+            "folder (convert: --no-resume; build-minilm: a new --work-dir)."
+        )
+    latest = resume_point(checkpoint_dir, {}, resume=True)
+    if latest is None:
+        return None
+    record = read_run_state(latest)
+    if record.get("corpus") != corpus_fingerprint:
+        raise ValueError(
+            f"{latest} was trained on another corpus ({record.get('corpus')} vs {corpus_fingerprint}); use the same "
+            "--corpus to resume, or a new output folder to start afresh."
+        )
+    changed = changed_settings(record.get("heal_config", {}), config)
+    if changed:
+        raise ValueError(
+            f"{latest} was healed with other settings ({'; '.join(changed)}): resuming would mix two recipes. Resume "
+            "with the same options, or start afresh (convert: --no-resume; build-minilm: a new --work-dir)."
+        )
+    return latest
+
+
+def _saved_progress(checkpoint: Path | None) -> tuple[int, float]:
+    """(optimizer steps, training seconds) a checkpoint had reached ((0, 0.0) for none)."""
+    if checkpoint is None:
+        return 0, 0.0
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    elapsed = [entry["elapsed_seconds"] for entry in state["log_history"] if "elapsed_seconds" in entry]
+    return state["global_step"], elapsed[-1] if elapsed else 0.0
+
+
+def _optimizer(student, config: HealConfig):
+    """AdamW over the parameters healing trains (no decay on biases and norms), with `_lr_lambda`'s schedule."""
+    params = _trained_parameters(student, config)
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.learning_rate,
+    )
+
+
+def _training_arguments(checkpoint_dir: Path, config: HealConfig, steps: int, precision: str) -> TrainingArguments:
+    """One text batch per step in order; the loss logged every step; checkpoints asked for by the callbacks."""
+    return TrainingArguments(
+        output_dir=str(checkpoint_dir), max_steps=steps, per_device_train_batch_size=1,
+        train_sampling_strategy="sequential", learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+        max_grad_norm=1.0, seed=config.seed, logging_strategy="steps", logging_steps=1, save_strategy="no",
+        eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(), bf16=precision == "bf16",
+    )
 
 
 def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig, resume: bool = True, on_step=None,
@@ -272,9 +409,9 @@ def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig
         teacher: the original BERT (any head; its encoder is read, never changed).
         tokenizer: the teacher's tokenizer.
         corpus: text file(s) or folder(s), or a `TextInMemory`.
-        checkpoint_dir: where `latest/` (resumable state) and `minute-XX/` snapshots go.
+        checkpoint_dir: where the `checkpoint-STEP/` folders (resumable state) and `minute-XX/` snapshots go.
         config: budget and hyper-parameters.
-        resume: continue from `checkpoint_dir/latest` when it exists.
+        resume: continue from the newest checkpoint in `checkpoint_dir` when there is one (False: delete them).
         on_step: optional callback(step, loss) after every optimizer step.
         stop_after_steps: end this call after that many steps (checkpoint saved, budget and schedule unchanged), to
             heal in several sessions; `HealResult.interrupted` is then True.
@@ -283,172 +420,48 @@ def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig
     """
     if config.threads:
         torch.set_num_threads(config.threads)
-    run = _HealingRun(student, teacher, tokenizer, corpus, Path(checkpoint_dir), config)
-    if resume and has_checkpoint(checkpoint_dir):
-        run.restore()
+    checkpoint_dir = Path(checkpoint_dir)
+    batches = HealingBatches(corpus, config, config.max_steps or UNBOUNDED_STEPS)
+    resume_from = _resume_point(checkpoint_dir, batches.pieces.fingerprint, config, resume)
+    saved_steps, saved_seconds = _saved_progress(resume_from)
+    if config.max_minutes is not None and saved_seconds >= config.max_minutes * 60:
+        batches.steps = saved_steps  # the time budget is spent: load the checkpoint, train no further
+    steps = len(batches)
+    precision = resolve_precision(config.precision)
+    logger.info(describe_precision(config.precision))
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    clock = HealingClock(saved_seconds)
+    optimizer = _optimizer(student, config)
     distiller = Distiller(student, teacher, config, pooling=pooling)
+    checkpoints = CheckpointCallback(config.checkpoint_steps, config.checkpoint_minutes)
+    trainer = HealingTrainer(
+        model=student, args=_training_arguments(checkpoint_dir, config, steps, precision), train_dataset=batches,
+        data_collator=TokenizeTexts(tokenizer, min(config.max_length, _position_limit(student, teacher))),
+        processing_class=tokenizer, optimizers=(optimizer, torch.optim.lr_scheduler.LambdaLR(
+            optimizer, _lr_lambda(config, clock))),
+        callbacks=[checkpoints], checkpoint_dir=checkpoint_dir, distillation=distiller, clock=clock,
+        record={"corpus": batches.pieces.fingerprint, "heal_config": asdict(config)},
+    )
+    healing = HealingCallback(trainer, config, clock, stop_after_steps, on_step)
+    trainer.add_callback(healing)
+    trainer.remove_callback(PrinterCallback)  # disable_tqdm's: it would print every step's log
+    if resume_from is not None:
+        logger.info("Resuming from %s at step %d (%.1f training minutes).", resume_from, saved_steps,
+                    saved_seconds / 60)
     try:
-        return run.train(distiller, on_step, stop_after_steps)
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
     finally:
         distiller.close()
         for p in student.parameters():
             p.requires_grad_(True)
-
-
-class _HealingRun:
-    """One healing run: the data, the optimizer and the progress that `checkpointing` saves and restores."""
-
-    def __init__(self, student, teacher, tokenizer, corpus, checkpoint_dir: Path, config: HealConfig):
-        self.student, self.tokenizer, self.config = student, tokenizer, config
-        self.pieces = TextPieces(corpus, config.min_words, config.max_words, config.seed)
-        # The long pieces cut the same text another way (another seed), for the steps that heal the far positions.
-        self.long_pieces = (TextPieces(corpus, config.long_min_words, config.long_max_words, config.seed + 1)
-                            if config.long_fraction > 0 else None)
-        self.long_batch_size = config.resolved_long_batch_size()
-        self.max_length = min(config.max_length, _position_limit(student, teacher))
-        self.precision = resolve_precision(config.precision)
-        logger.info(describe_precision(config.precision))
-        self.checkpoint_dir, self.latest = checkpoint_dir, checkpoint_dir / CHECKPOINT_NAME
-        teacher.eval()
-        for p in teacher.parameters():
-            p.requires_grad_(False)
-        # Dropout off: the student should match the deterministic teacher; the tiny budget leaves no room for noise.
-        student.eval()
-        self.params = _trained_parameters(student, config)
-        decay = [p for p in self.params if p.ndim >= 2]
-        no_decay = [p for p in self.params if p.ndim < 2]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=config.learning_rate,
-        )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(config))
-        torch.manual_seed(config.seed)
-        random.seed(config.seed)
-        self.step, self.elapsed, self.position, self.long_position = 0, 0.0, 0, 0
-        self.losses, self.snapshots_done = [], []
-
-    def progress(self) -> dict:
-        """What a checkpoint records beside the optimizer, scheduler and RNG states."""
-        return dict(step=self.step, elapsed_seconds=self.elapsed, position=self.position,
-                    long_position=self.long_position, corpus=self.pieces.fingerprint, losses=self.losses,
-                    snapshots_done=self.snapshots_done, heal_config=asdict(self.config))
-
-    def save(self) -> None:
-        with writing_checkpoint(self.latest, self.student, self.optimizer, self.scheduler, self.progress(),
-                                STATE_FILE):
-            pass
-
-    def restore(self) -> None:
-        """Continue from `latest/`, refusing one made on other text or with other settings."""
-        state = read_state(self.latest, STATE_FILE)
-        if state["corpus"] != self.pieces.fingerprint:
-            raise ValueError(
-                f"{self.latest} was trained on another corpus ({state['corpus']} vs {self.pieces.fingerprint}); use "
-                "the same --corpus to resume, or a new output folder to start afresh."
-            )
-        changed = changed_settings(state.get("heal_config", {}), self.config)
-        if changed:
-            raise ValueError(
-                f"{self.latest} was healed with other settings ({'; '.join(changed)}): resuming would mix two "
-                "recipes. Resume with the same options, or start afresh (convert: --no-resume; build-minilm: a new "
-                "--work-dir)."
-            )
-        restore_weights(self.latest, self.student, "the student")
-        restore_optimizer(self.latest, state, self.optimizer, self.scheduler)
-        restore_rng(self.latest, state)
-        self.step, self.elapsed, self.position = state["step"], state["elapsed_seconds"], state["position"]
-        self.long_position = state.get("long_position", 0)  # absent in checkpoints written before long batches
-        self.losses, self.snapshots_done = state["losses"], state["snapshots_done"]
-        logger.info("Resumed from %s at step %d (%.1f training minutes).", self.latest, self.step, self.elapsed / 60)
-
-    def train(self, distiller, on_step, stop_after_steps) -> HealResult:
-        config = self.config
-        budget_seconds = config.max_minutes * 60 if config.max_minutes is not None else math.inf
-        budget_steps = config.max_steps if config.max_steps is not None else math.inf
-        session_end = self.step + stop_after_steps if stop_after_steps is not None else math.inf
-        last_checkpoint, flag = (self.step, self.elapsed), {"stop": False}
-        bar = self._progress_bar(budget_seconds)
-        try:
-            with sigint_stops(flag):
-                while self.step < budget_steps and self.elapsed < budget_seconds and not flag["stop"]:
-                    parts = self._train_step(distiller, budget_seconds)
-                    if on_step is not None:
-                        on_step(self.step, self.losses[-1])
-                    if self.step >= session_end and self.step < budget_steps and self.elapsed < budget_seconds:
-                        flag["stop"] = True
-                    if bar is not None:
-                        bar.update(1 if config.max_steps is not None else round(self.elapsed) - bar.n)
-                        bar.set_postfix(loss=f"{self.losses[-1]:.4f}", hid=f"{parts['hidden']:.4f}",
-                                        cos=f"{parts['embedding']:.4f}", sim=f"{parts['similarity']:.5f}")
-                    self._snapshots()
-                    due_time = self.elapsed - last_checkpoint[1] >= config.checkpoint_minutes * 60
-                    due_steps = (config.checkpoint_steps is not None
-                                 and self.step - last_checkpoint[0] >= config.checkpoint_steps)
-                    if due_time or due_steps:
-                        self.save()
-                        last_checkpoint = (self.step, self.elapsed)
-                self.save()
-        finally:
-            if bar is not None:
-                bar.close()
-        tail = self.losses[-10:]
-        return HealResult(steps=self.step, elapsed_seconds=self.elapsed,
-                          first_loss=self.losses[0] if self.losses else None,
-                          last_loss=sum(tail) / len(tail) if tail else None, interrupted=flag["stop"],
-                          losses=self.losses, precision=self.precision)
-
-    def _train_step(self, distiller, budget_seconds: float) -> dict:
-        """One optimizer step on the next batch (a long one on the steps `HealConfig.is_long_step` draws); returns
-        the loss's parts."""
-        config = self.config
-        started = time.perf_counter()
-        long_step = self.long_pieces is not None and config.is_long_step(self.step)
-        if long_step:
-            texts = self.long_pieces.batch(self.long_position, self.long_batch_size)
-        else:
-            texts = self.pieces.batch(self.position, config.batch_size)
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        batch = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            loss, parts = distiller.loss(batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
-        self.optimizer.step()
-        self.scheduler.step()
-        if config.decay and config.max_steps is None:
-            # A time budget: anneal by the share of it used (the step count it will reach is unknown). LambdaLR sets
-            # every lr afresh on each step, so this scaling does not compound.
-            for group in self.optimizer.param_groups:
-                group["lr"] *= max(0.0, 1.0 - self.elapsed / budget_seconds)
-        self.step += 1
-        if long_step:
-            self.long_position += self.long_batch_size
-        else:
-            self.position += config.batch_size
-        self.losses.append(round(float(loss.detach()), 6))
-        self.elapsed += time.perf_counter() - started
-        return parts
-
-    def _snapshots(self) -> None:
-        """Full model folders at the training minutes `HealConfig.snapshot_minutes` names (for a healing curve)."""
-        for minute in self.config.snapshot_minutes:
-            if minute not in self.snapshots_done and self.elapsed >= minute * 60:
-                with atomic_directory(self.checkpoint_dir / f"minute-{minute:g}") as tmp:
-                    self.student.save_pretrained(tmp)
-                    self.tokenizer.save_pretrained(tmp)
-                    (tmp / "heal_progress.json").write_text(json.dumps(
-                        {"step": self.step, "elapsed_seconds": self.elapsed, "loss": self.losses[-1]}))
-                self.snapshots_done.append(minute)
-
-    def _progress_bar(self, budget_seconds: float):
-        if not self.config.progress:
-            return None
-        from tqdm.auto import tqdm
-
-        if self.config.max_steps is not None:
-            return tqdm(total=self.config.max_steps, initial=self.step, desc="healing", unit="step")
-        return tqdm(total=round(budget_seconds), initial=round(self.elapsed), desc="healing", unit="s")
+    losses = [round(entry["loss"], 6) for entry in trainer.state.log_history if "loss" in entry]
+    tail = losses[-10:]
+    return HealResult(steps=trainer.state.global_step, elapsed_seconds=clock.elapsed,
+                      first_loss=losses[0] if losses else None, last_loss=sum(tail) / len(tail) if tail else None,
+                      interrupted=healing.interrupted or checkpoints.interrupted_at is not None, losses=losses,
+                      precision=precision)
 
 
 def _trained_parameters(student, config: HealConfig) -> list:

@@ -17,7 +17,7 @@ from sharedbert.convert import from_bert
 from sharedbert import sentence_embeddings
 from sharedbert.sentence_embeddings import encode, sts_spearman
 from sharedbert.training.data import TextInMemory, TextPieces
-from sharedbert.training.healing import HealConfig, heal
+from sharedbert.training.healing import HealConfig, HealingBatches, heal
 from sharedbert.training.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
@@ -111,7 +111,7 @@ def test_healing_lowers_the_distillation_loss(corpus, tmp_path):
     result = heal(student, teacher, tokenizer, corpus, tmp_path / "ck", small_config(max_steps=25), resume=False)
     assert result.steps == 25 and not result.interrupted
     assert sum(result.losses[-5:]) / 5 < 0.7 * sum(result.losses[:5]) / 5
-    assert (tmp_path / "ck" / "latest" / "trainer_state.json").is_file()
+    assert json.loads((tmp_path / "ck" / "checkpoint-25" / "trainer_state.json").read_text())["global_step"] == 25
     # The teacher is untouched.
     torch.testing.assert_close(teacher.encoder.layer[0].attention.self.query.weight,
                                make_teacher().encoder.layer[0].attention.self.query.weight)
@@ -121,7 +121,7 @@ def test_the_relational_term_compares_in_batch_similarities_and_is_weighted_in()
     """similarity_weight adds the squared gap between the student's and the teacher's in-batch cosine-similarity
     matrices: zero for an exact copy and for a batch of one, positive for a shared conversion, and it enters the
     total with its weight (the default 0 leaves the loss as it was)."""
-    from sharedbert.training.healing import Distiller
+    from sharedbert.training.distillation import Distiller
 
     teacher, tokenizer = make_teacher(), make_tokenizer()
     batch = tokenizer(["the man plays guitar .", "a dog runs in the park", "old red car"], padding=True,
@@ -155,10 +155,12 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     first = from_bert(teacher, attention_type="pairwise")
     part = heal(first, teacher, tokenizer, corpus, tmp_path / "b", config, resume=False, stop_after_steps=3)
     assert part.steps == 3 and part.interrupted
-    state = json.loads((tmp_path / "b" / "latest" / "trainer_state.json").read_text())
+    assert [p.name for p in (tmp_path / "b").glob("checkpoint-*")] == ["checkpoint-3"]
+    assert json.loads((tmp_path / "b" / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
+    # The data of a step is a function of the step: the short and long pieces read before it.
     long_steps = sum(config.is_long_step(step) for step in range(3))
-    assert state["step"] == 3 and state["position"] == (3 - long_steps) * config.batch_size
-    assert state["long_position"] == long_steps * config.resolved_long_batch_size()
+    assert HealingBatches(corpus, config, 8).positions(3) == (
+        (3 - long_steps) * config.batch_size, long_steps * config.resolved_long_batch_size())
     # A fresh process would start from a fresh conversion: resume must restore weights, optimizer, schedule, data.
     second = from_bert(teacher, attention_type="pairwise")
     rest = heal(second, teacher, tokenizer, corpus, tmp_path / "b", config, resume=True)
@@ -168,7 +170,7 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
 
     # A checkpoint of another attention type is refused, not loaded partially.
-    with pytest.raises(ValueError, match=r"does not match the student .*shared_proj.*--no-resume"):
+    with pytest.raises(ValueError, match=r"does not match the model .*shared_proj.*--no-resume"):
         heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "b", config,
              resume=True)
     # Nor is one healed by another recipe: a larger budget would restart the annealed learning rate mid-way.
@@ -180,6 +182,41 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     again = heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "b",
                  small_config(max_steps=8, threads=None, max_minutes=30.0, checkpoint_steps=2), resume=True)
     assert again.steps == 8 and again.losses == pytest.approx(full.losses, rel=1e-4)
+
+
+def test_a_time_budget_stops_on_the_clock_anneals_over_it_and_is_not_exceeded_on_resume(corpus, tmp_path):
+    """With minutes alone, training stops once the steps' own seconds reach the budget, the learning rate falls with
+    the share of it used, and resuming a spent budget loads the checkpoint and trains no further."""
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    config = small_config(max_steps=None, max_minutes=0.01, warmup_steps=0)
+    student = from_bert(teacher, attention_type="shared")
+    result = heal(student, teacher, tokenizer, corpus, tmp_path / "ck", config, resume=False)
+    assert result.steps > 1 and not result.interrupted and 0.6 <= result.elapsed_seconds < 30
+    log = json.loads((tmp_path / "ck" / f"checkpoint-{result.steps}" / "trainer_state.json").read_text())["log_history"]
+    rates = [entry["learning_rate"] for entry in log if "learning_rate" in entry]
+    assert rates == sorted(rates, reverse=True) and rates[-1] < 0.5 * config.learning_rate
+    again = heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck", config)
+    assert again.steps == result.steps and again.losses == result.losses
+
+
+def test_a_checkpoint_of_the_old_healing_loop_is_refused_by_name_not_restarted(corpus, tmp_path):
+    """Healing checkpoints written before healing ran on Trainer (one `latest/` folder) cannot be continued: the run
+    names the folder and what to do instead of starting afresh over it; resume=False (--no-resume) replaces it."""
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    legacy = tmp_path / "ck" / "latest"
+    legacy.mkdir(parents=True)
+    (legacy / "trainer_state.json").write_text(json.dumps({"step": 3}))
+    from sharedbert.training.healing import has_checkpoint
+
+    assert has_checkpoint(tmp_path / "ck")  # so `convert` treats it as a resumption, and heal refuses it
+    with pytest.raises(ValueError, match=r"latest is a healing checkpoint written by an earlier sharedbert.*"
+                                         r"--no-resume"):
+        heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck",
+             small_config(max_steps=2))
+    assert (legacy / "trainer_state.json").is_file()
+    result = heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck",
+                  small_config(max_steps=2), resume=False)
+    assert result.steps == 2 and not legacy.exists()
 
 
 # Healing in a process of its own, as a user runs it, that sends itself Ctrl-C after step 2. In a child, because a
@@ -216,8 +253,8 @@ def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
     assert child.returncode == 0, stderr[-3000:]
     result = json.loads(stdout.strip().splitlines()[-1])
     assert result["interrupted"] and result["steps"] in (2, 3)  # the step in flight finishes
-    state = json.loads((tmp_path / "ck" / "latest" / "trainer_state.json").read_text())
-    assert state["step"] == result["steps"]
+    state = json.loads((tmp_path / "ck" / f"checkpoint-{result['steps']}" / "trainer_state.json").read_text())
+    assert state["global_step"] == result["steps"]
     assert result["handler_put_back"]  # the handler found on entry is in place again
 
 
@@ -324,13 +361,13 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert code == 0
     printed = capsys.readouterr().err  # the library's log, which the command shows on stderr
     assert "attention set 1:" in printed and "Healed 3 steps" in printed
-    state = json.loads((tmp_path / "out-checkpoints" / "latest" / "trainer_state.json").read_text())
+    state = json.loads((tmp_path / "out-checkpoints" / "checkpoint-3" / "run_state.json").read_text())
     assert {k: state["heal_config"][k] for k in ("max_length", "long_fraction", "precision")} == {
         "max_length": 24, "long_fraction": 0.0, "precision": "fp32"}  # the healing options reach the run
     model = AutoModel.from_pretrained(out)
     assert model.config.attention_type == "shared" and model.config.converted_from == str(tmp_path / "bert")
     assert "base_model: " + str(tmp_path / "bert") in (out / "README.md").read_text()
-    assert (out / "tokenizer.json").is_file() and (tmp_path / "out-checkpoints" / "latest").is_dir()
+    assert (out / "tokenizer.json").is_file() and (tmp_path / "out-checkpoints" / "checkpoint-3").is_dir()
     # Without --corpus, healing reads the shared raw text (build-minilm's default too): another corpus than the
     # checkpoint's, which is refused; without the shared data, the missing default is named with its variable.
     capsys.readouterr()

@@ -420,17 +420,8 @@ def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, c
     _run(_heal_args(tiny_bert, corpus, reference))
     rng = random.Random(KILL_SEED + 2)
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    process = _start(_heal_args(tiny_bert, corpus, output))
-    deadline = time.monotonic() + 240
-    target = rng.choice(range(5, 60, 5))
-    while not ((checkpoints / "latest" / "trainer_state.json").is_file() and json.loads(
-            (checkpoints / "latest" / "trainer_state.json").read_text())["step"] >= target):
-        assert process.poll() is None and time.monotonic() < deadline, "the run ended before the kill"
-        time.sleep(0.02)
-    time.sleep(rng.uniform(0.0, 0.1))
-    process.kill()
-    process.communicate()
-    assert process.returncode == -signal.SIGKILL, f"kill seed {KILL_SEED}: the run finished before the kill"
+    _kill_after_checkpoint(_heal_args(tiny_bert, corpus, output), checkpoints, rng.choice(range(5, 60, 5)),
+                           delay=rng.uniform(0.0, 0.1))
     assert not output.exists()
 
     _run(_heal_args(tiny_bert, corpus, output))
@@ -448,7 +439,7 @@ def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, c
 
 def test_a_failure_names_the_kill_seed_and_how_to_replay_it(tmp_path):
     """Any failing test of a module with a KILL_SEED, not only the asserts that mention it, reports the seed."""
-    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
+    (tmp_path / "conftest.py").write_text((Path(__file__).parents[1] / "conftest.py").read_text())
     (tmp_path / "test_kill.py").write_text("KILL_SEED = 4321\n\n\ndef test_weights_differ():\n    assert 1 == 2\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "test_kill.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
