@@ -1,22 +1,6 @@
-"""SharedBert configuration.
-
-A BERT configuration plus the three weight-sharing choices this model family compares:
-
-* ``attention_type``: how queries, keys and values are projected inside self-attention
-  (``"shared"``: one projection ``S = X·Ws + b`` and per-channel vectors, arXiv 2412.00359;
-  ``"standard"``: BERT's separate Wq, Wk, Wv; ``"symmetric"``: K = Q; ``"pairwise"``: K = Q with a
-  per-head bilinear matrix, Courtois et al. 2024; ``"shared_kv"``: its own Wq, one shared projection for K and V,
-  Kayyam et al.'s K = V; ``"shared_head_query"`` and ``"shared_lowrank_query"``: the paper's one projection with a
-  per-head matrix or a rank-``attention_rank`` term on the query, so that scores are not symmetric, issue 42).
-* ``layer_sharing`` / ``num_unique_layers`` / ``sharing_order``: cross-layer sharing (ALBERT's all /
-  attention-only / FFN-only; Takase & Kiyono 2021's sequence / cycle / cycle_rev orders).
-* ``tie_word_embeddings``: the masked-LM decoder reuses the word-embedding matrix (Press & Wolf 2017).
-* ``is_decoder`` / ``add_cross_attention``: a left-to-right decoder (causal self-attention), optionally with a
-  cross-attention sublayer after self-attention in every layer, as in BERT's `BertLMHeadModel`;
-  ``cross_attention_type`` chooses how cross-attention projects (default: `DEFAULT_CROSS_ATTENTION_TYPES`).
-* ``is_encoder_decoder`` and the ``share_encoder_decoder_*`` / ``decoder_vocab_size`` / ``scale_embedding`` fields:
-  the sequence-to-sequence model `SharedBertForConditionalGeneration` (T5 / BERTShare layer sharing, Vaswani et al.
-  §3.4's three-way tied embeddings and √d_model scaling, Rothe et al. 2020's BERT2BERT warm start).
+"""SharedBert configuration: BERT's fields plus the weight-sharing choices this model family compares (how
+attention projects, cross-layer sharing, tied embeddings) and the decoder and sequence-to-sequence fields, each
+described in `SharedBertConfig`'s docstring and in docs/model.md.
 
 This file is shipped to the Hub with the model: it imports only transformers and runs nothing at import time beyond
 defining classes and constants.
@@ -90,8 +74,12 @@ class SharedBertConfig(PreTrainedConfig):
 
     Args:
         attention_type (`str`, defaults to `"shared"`):
-            `"shared"`, `"standard"`, `"symmetric"`, `"pairwise"`, `"shared_kv"`, `"shared_head_query"` or
-            `"shared_lowrank_query"` (see the module docstring and docs/model.md).
+            How self-attention projects queries, keys and values. `"shared"`: one projection S = X·Ws + b and
+            per-channel vectors (arXiv 2412.00359); `"standard"`: BERT's Wq, Wk, Wv; `"symmetric"`: K = Q;
+            `"pairwise"`: K = Q with a per-head bilinear matrix (Courtois et al. 2024); `"shared_kv"`: its own Wq, one
+            shared projection for K and V (Kayyam et al.); `"shared_head_query"` and `"shared_lowrank_query"`: the
+            paper's one projection with a per-head matrix or a rank-`attention_rank` term on the query, so that
+            scores have a direction.
         attention_rank (`int`, *optional*):
             The rank r of `"shared_lowrank_query"`'s query term (X·A + a)·B. None (the default): hidden_size // 12,
             which keeps its projections at about 39% of standard attention's. Recorded in config.json when the type
@@ -114,14 +102,9 @@ class SharedBertConfig(PreTrainedConfig):
             Requires `is_decoder=True`. It projects queries, keys and values as `cross_attention_type` says (see the
             modeling module's docstring) and is shared across depth like the self-attention.
         cross_attention_type (`str`, *optional*):
-            How cross-attention projects its queries, keys and values: one of the `attention_type` values, e.g.
-            `"shared_kv"` (queries from their own projection of the decoder states; keys and values from one shared
-            projection of the encoder states, K = S_H⊙dk, V = S_H⊙dv). None (the default) takes
-            `DEFAULT_CROSS_ATTENTION_TYPES[attention_type]`: `"standard"` for every type. A config with
-            cross-attention records the type it resolved to when saved, so one saved while shared attention's default
-            was `"shared_kv"` keeps it. `"shared"` (one Ws on both sides) makes every score a symmetric form of a
-            decoder and an encoder state and learns to copy from the source slowly; it is kept for comparison
-            (docs/generation.md). A config.json with cross-attention and no `cross_attention_type` was saved when
+            How cross-attention projects: one of the `attention_type` values (docs/generation.md). None (the default)
+            takes `DEFAULT_CROSS_ATTENTION_TYPES[attention_type]`, `"standard"` for every type. A saved config records
+            the type it resolved to; a config.json with cross-attention and no type (or null) was saved when
             cross-attention followed `attention_type`, and loads that way.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its keys and values (`past_key_values`) for fast generation. Encoders ignore it.
