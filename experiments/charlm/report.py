@@ -10,6 +10,10 @@ seed both have; its mean ± standard error) and the verdict by the rule declared
     with lo = mean(d) - 2 SE and hi = mean(d) + 2 SE and the margin m = 0.02 nats,
     "on par"  if -m <= lo and hi <= m;  "trails" if lo > m;  "ahead" if hi < -m;  otherwise "left open"
     (also "left open" with fewer than two paired seeds, where SE is undefined).
+
+And how `shared`'s gap to `standard` changes along the declared causal-LM series (width at head size 32, heads at
+width 256), on seeds 1-3 of every setting: between settings A and B, D = g(B) - g(A), SE(D) = sqrt(SE(A)^2 + SE(B)^2),
+"grows" if D - 2 SE(D) > m, "shrinks" if D + 2 SE(D) < -m, "stays" if both lie in [-m, m], else "left open".
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ HERE = Path(__file__).resolve().parent
 CELLS_DIR = HERE / "results" / "cells"
 MARGIN = 0.02  # nats: a difference smaller than this is of no practical consequence at this scale
 BASELINE = "standard"
+TREND_ARM = "shared"
+TREND_SEEDS = (1, 2, 3)
+# The declared series: (name, settings in order). Width 128 with 4 heads is the CPU recipe itself.
+SERIES = (
+    ("width at head size 32", ("clm-cpu", "clm-cpu-w256-h8", "clm-cpu-w384-h12")),
+    ("heads at width 256", ("clm-cpu-w256-h2", "clm-cpu-w256-h4", "clm-cpu-w256-h8")),
+)
 
 
 def mean_and_standard_error(values: list[float]) -> tuple[float, float | None]:
@@ -45,6 +56,58 @@ def verdict(mean: float, standard_error: float | None, margin: float = MARGIN) -
     if high < -margin:
         return "ahead"
     return "left open"
+
+
+def trend_verdict(change: float, standard_error: float | None, margin: float = MARGIN) -> str:
+    if standard_error is None:
+        return "left open"
+    low, high = change - 2 * standard_error, change + 2 * standard_error
+    if low > margin:
+        return "grows"
+    if high < -margin:
+        return "shrinks"
+    if -margin <= low and high <= margin:
+        return "stays"
+    return "left open"
+
+
+def gap(summary: dict, setting: str) -> dict | None:
+    """`shared`'s paired gap to `standard` at `setting` over TREND_SEEDS (only seeds both arms have), with the gap as a
+    share of standard's distance below the unigram model; None where the setting has no such pair yet."""
+    arms = summary.get(setting, {}).get("arms", {})
+    if BASELINE not in arms or TREND_ARM not in arms:
+        return None
+    losses = {arm: dict(zip(arms[arm]["seeds"], arms[arm]["losses"])) for arm in (BASELINE, TREND_ARM)}
+    seeds = [seed for seed in TREND_SEEDS if all(seed in by_seed for by_seed in losses.values())]
+    if not seeds:
+        return None
+    differences = [losses[TREND_ARM][seed] - losses[BASELINE][seed] for seed in seeds]
+    mean, standard_error = mean_and_standard_error(differences)
+    standard_mean = statistics.fmean(losses[BASELINE][seed] for seed in seeds)
+    below_unigram = summary[setting]["unigram_validation_loss"] - standard_mean
+    return {"setting": setting, "seeds": seeds, "standard": standard_mean, "mean": mean,
+            "standard_error": standard_error, "share_of_learning": mean / below_unigram}
+
+
+def scaling(summary: dict) -> list[dict]:
+    """Each declared series: the gap at each setting that has cells, and a verdict per step and first to last."""
+    series_rows = []
+    for name, settings in SERIES:
+        gaps = [g for g in (gap(summary, setting) for setting in settings)]
+        present = [g for g in gaps if g is not None]
+        steps = []
+        pairs = list(zip(present, present[1:]))
+        if len(present) > 2:
+            pairs.append((present[0], present[-1]))
+        for first, second in pairs:
+            change = second["mean"] - first["mean"]
+            errors = (first["standard_error"], second["standard_error"])
+            error = None if None in errors else math.sqrt(errors[0] ** 2 + errors[1] ** 2)
+            steps.append({"from": first["setting"], "to": second["setting"], "change": change,
+                          "standard_error": error, "verdict": trend_verdict(change, error)})
+        series_rows.append({"series": name, "settings": list(settings), "gaps": present, "steps": steps,
+                            "complete": len(present) == len(settings)})
+    return series_rows
 
 
 def load_cells(cells_dir: Path) -> list[dict]:
@@ -103,7 +166,26 @@ def markdown(summary: dict) -> str:
                 f"| {_plus_minus(paired['mean'], paired['standard_error']) + ' (' + str(len(paired['seeds'])) + ')' if paired else ''} "
                 f"| {paired['verdict'] if paired else ''} |")
         lines += ["", f"![learning curves](curves-{name}.png)", ""]
+    lines += scaling_markdown(scaling(summary))
     return "\n".join(lines)
+
+
+def scaling_markdown(series_rows: list[dict]) -> list[str]:
+    lines = ["## How `shared`'s gap changes with width and heads (causal LM, seeds 1-3)", "",
+             "g: `shared`'s paired difference to `standard`; its share of `standard`'s distance below the unigram "
+             "model beside it. Verdicts by the declared rule (unpaired across settings, margin "
+             f"{MARGIN} nats, 2 SE).", ""]
+    for row in series_rows:
+        lines += [f"### {row['series']}" + ("" if row["complete"] else " (incomplete)"), "",
+                  "| setting | seeds | `standard` | g | share |", "|---|---|---|---|---|"]
+        lines += [f"| {g['setting']} | {', '.join(map(str, g['seeds']))} | {g['standard']:.3f} "
+                  f"| {_plus_minus(g['mean'], g['standard_error'])} | {100 * g['share_of_learning']:.1f}% |"
+                  for g in row["gaps"]]
+        lines += ["", "| from | to | change in g | verdict |", "|---|---|---|---|"]
+        lines += [f"| {step['from']} | {step['to']} | {_plus_minus(step['change'], step['standard_error'])} "
+                  f"| {step['verdict']} |" for step in row["steps"]]
+        lines.append("")
+    return lines
 
 
 def curve_png(name: str, cells: list[dict]) -> bytes:
@@ -148,7 +230,8 @@ def main(argv=None) -> int:
     if not cells:
         raise SystemExit(f"No cell files in {args.cells}: run study.py first.")
     summary = summarise(cells)
-    atomic_write_text(args.output_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(args.output_dir / "summary.json",
+                      json.dumps({**summary, "scaling": scaling(summary)}, indent=1) + "\n")
     text = markdown(summary)
     atomic_write_text(args.output_dir / "summary.md", text + "\n")
     if not args.no_plots:

@@ -237,3 +237,32 @@ def test_the_report_pairs_seeds_and_applies_the_declared_rule(tmp_path):
     text = (tmp_path / "summary.md").read_text()
     assert "| `behind` | 1, 2, 3 |" in text and "trails" in text
     assert (tmp_path / "curves-clm-cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_report_judges_how_the_gap_changes_along_a_series_by_the_declared_rule(tmp_path):
+    # Width series: gaps of 0.10, 0.20 and 0.20 (tight) -> grows, stays, and grows first to last; seeds 4 and 5 of the
+    # CPU recipe are left out of the gap, and a setting without `shared` cells is skipped (the series is incomplete).
+    gaps = {"clm-cpu": [0.10, 0.11, 0.09, 5.0, 5.0], "clm-cpu-w256-h8": [0.20, 0.21, 0.19],
+            "clm-cpu-w384-h12": [0.20, 0.205, 0.195]}
+    cells = []
+    for setting, ds in gaps.items():
+        for seed, d in enumerate(ds, start=1):
+            cells += [_cell("standard", seed, 2.0, setting), _cell("shared", seed, 2.0 + d, setting)]
+    cells += [_cell("standard", seed, 2.0, "clm-cpu-w256-h2") for seed in (1, 2, 3)]
+    summary = report.summarise(cells)
+    width, heads = report.scaling(summary)
+    assert width["complete"] and not heads["complete"]
+    assert [g["mean"] for g in width["gaps"]] == pytest.approx([0.10, 0.20, 0.20])
+    assert width["gaps"][0]["seeds"] == [1, 2, 3]
+    assert width["gaps"][0]["share_of_learning"] == pytest.approx(0.10 / (3.35 - 2.0))
+    assert [(s["from"], s["to"], s["verdict"]) for s in width["steps"]] == [
+        ("clm-cpu", "clm-cpu-w256-h8", "grows"), ("clm-cpu-w256-h8", "clm-cpu-w384-h12", "stays"),
+        ("clm-cpu", "clm-cpu-w384-h12", "grows")]
+    first = width["steps"][0]
+    assert first["change"] == pytest.approx(0.10)
+    assert first["standard_error"] == pytest.approx(math.sqrt(2) * 0.01 / math.sqrt(3))
+    assert heads["gaps"] == [g for g in heads["gaps"] if g["setting"] == "clm-cpu-w256-h8"] and heads["steps"] == []
+    assert report.trend_verdict(-0.1, 0.01) == "shrinks" and report.trend_verdict(0.01, 0.0082) == "left open"
+    assert report.trend_verdict(0.1, None) == "left open"
+    text = "\n".join(report.scaling_markdown([width, heads]))
+    assert "### heads at width 256 (incomplete)" in text and "| clm-cpu | clm-cpu-w256-h8 | 0.100 ± 0.008 | grows |" in text
