@@ -390,11 +390,13 @@ def _optimizer(student, config: HealConfig):
 
 
 def _training_arguments(checkpoint_dir: Path, config: HealConfig, steps: int, precision: str) -> TrainingArguments:
-    """One text batch per step in order; the loss logged every step; checkpoints asked for by the callbacks."""
+    """One text batch per step in order; the loss logged every step; a checkpoint every `checkpoint_steps` (Trainer's
+    `save_steps`; the minutes, Ctrl-C and the end of the budget ask for one through the callbacks)."""
     return TrainingArguments(
         output_dir=str(checkpoint_dir), max_steps=steps, per_device_train_batch_size=1,
         train_sampling_strategy="sequential", learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-        max_grad_norm=1.0, seed=config.seed, logging_strategy="steps", logging_steps=1, save_strategy="no",
+        max_grad_norm=1.0, seed=config.seed, logging_strategy="steps", logging_steps=1,
+        save_strategy="steps" if config.checkpoint_steps else "no", save_steps=config.checkpoint_steps or 500,
         eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(), bf16=precision == "bf16",
     )
@@ -435,7 +437,7 @@ def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig
     clock = HealingClock(saved_seconds)
     optimizer = _optimizer(student, config)
     distiller = Distiller(student, teacher, config, pooling=pooling)
-    checkpoints = CheckpointCallback(config.checkpoint_steps, config.checkpoint_minutes)
+    checkpoints = CheckpointCallback(every_minutes=config.checkpoint_minutes)
     trainer = HealingTrainer(
         model=student, args=_training_arguments(checkpoint_dir, config, steps, precision), train_dataset=batches,
         data_collator=TokenizeTexts(tokenizer, min(config.max_length, _position_limit(student, teacher))),
