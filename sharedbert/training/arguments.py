@@ -36,7 +36,11 @@ def renamed(options: dict) -> dict:
 
 
 def training_flag(help: str, *aliases: str) -> dict:
-    return {"help": help, "aliases": list(aliases), "group": "training"}
+    """A `training_flags` entry: the flag's help and its former names (the first also names its value in --help)."""
+    flag = {"help": help, "aliases": list(aliases), "group": "training"}
+    if aliases:
+        flag["metavar"] = aliases[0].lstrip("-").replace("-", "_").upper()
+    return flag
 
 
 def _package_default(name: str, help: str):
@@ -62,10 +66,9 @@ class JobTrainingArguments(TrainingArguments):
     disable_tqdm: bool = _package_default("disable_tqdm", "Hide the progress bar.")
     ddp_find_unused_parameters: bool = _package_default("ddp_find_unused_parameters", "DDP's search for unused "
                                                         "parameters (none: every parameter takes part in every step).")
-    # None: about 10 times per run / the job's own folder, worked out when the run starts (training_arguments).
+    # None: about 10 times per run, worked out when the run starts (training_arguments).
     logging_steps: float | None = field(default=None, metadata={"help": "Log the loss every N steps (default: about "
                                                                         "10 times per run)."})
-    output_dir: str | None = field(default=None, metadata={"help": "Where the results go."})
     # --- what the package's jobs add
     overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --output-dir.", "group": "training"})
     evaluations: int = field(default=4, metadata={
@@ -104,7 +107,8 @@ class JobTrainingArguments(TrainingArguments):
         resolve_precision(self.precision)  # names the allowed values
         if self.evaluations < 0:
             raise ValueError(f"--evaluations must be >= 0, got {self.evaluations}.")
-        # TrainingArguments' checks want numbers where None means "worked out when the run starts".
+        # TrainingArguments' checks want a number of logging steps, and replace a missing output_dir by its own
+        # default, where None means "worked out when the run starts" (the job's folder, about 10 logs per run).
         automatic = {name: getattr(self, name) is None for name in ("output_dir", "logging_steps")}
         if automatic["logging_steps"]:
             self.logging_steps = 1

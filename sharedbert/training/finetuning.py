@@ -339,7 +339,8 @@ def _save(args, run: _Run, trainer, keep_best, workdir: Path, result: dict) -> N
         "task": run.spec.name, "train_examples": len(run.train_set), "epochs": args.num_train_epochs,
         "max_steps": args.max_steps, "learning_rate": args.learning_rate,
         "batch_size": args.per_device_train_batch_size * trainer.args.world_size,
-        "max_length": run.max_length, "warmup_fraction": args.warmup_steps, "weight_decay": args.weight_decay, "seed": args.seed,
+        "max_length": run.max_length, "warmup_fraction": args.warmup_steps, "weight_decay": args.weight_decay,
+        "seed": args.seed,
         "optimizer": trainer.args.optim, "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
     })
     # A SharedBert fine-tuned further keeps its starting model's provenance (hub.metadata owns the file).
