@@ -12,7 +12,8 @@ from ..atomic import atomic_write_text
 from ..remote_code import RemoteCodeRefused, from_pretrained, trust_remote_code_option
 from . import data as data_module
 from .models import load_tokenizer
-from .trainer import PredictingTrainer, atomic_write_json, output_folder, training_arguments
+from .arguments import DataArguments
+from .trainer import DEFAULTS, PredictingTrainer, atomic_write_json, output_folder, training_arguments
 
 
 @dataclass
@@ -36,9 +37,10 @@ class EvaluateArguments:
     split: str = field(default="validation", metadata={
         "help": "Which GLUE file to use (validation = dev = dev.tsv; test writes predictions and computes no "
         "metrics).", "choices": ("validation", "dev", "test", "train")})
-    max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
+    max_length: int = field(default=DataArguments.max_length, metadata={
+        "help": "Truncate inputs to this many tokens, as fine-tuning does."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Only the first N examples."})
-    batch_size: int = field(default=64, metadata={"help": "Examples per batch."})
+    batch_size: int = field(default=DEFAULTS["per_device_eval_batch_size"], metadata={"help": "Examples per batch."})
     predictions_path: str | None = field(default=None, metadata={
         "help": "Write one prediction per example to this TSV (index, prediction).", "aliases": ["--predictions"]})
     results_path: str | None = field(default=None, metadata={"help": "Also write the results JSON here.",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..atomic import atomic_write_text
 from ..remote_code import from_pretrained, trust_remote_code_option
+from .arguments import DataArguments
 from .data.pairs import read_sources
 from .data.tasks import DataError
 
@@ -30,7 +31,8 @@ class GenerateArguments:
     source_column: str | None = field(default=None, metadata={"help": "With a table: the column to generate from."})
     num_beams: int = field(default=1, metadata={"help": "Beam search width (1: greedy)."})
     max_new_tokens: int = field(default=64, metadata={"help": "The longest output, in tokens."})
-    max_length: int = field(default=128, metadata={"help": "Truncate sources to this many tokens."})
+    max_length: int = field(default=DataArguments.max_length, metadata={
+        "help": "Truncate sources to this many tokens, as fine-tuning does."})
     batch_size: int = field(default=16, metadata={"help": "Sources per generation batch."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --output file."})
     trust_remote_code: bool = trust_remote_code_option()
