@@ -12,7 +12,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from sharedbert import SharedBertLMHeadModel
 from sharedbert.modeling_sharedbert import SharedBertForConditionalGeneration
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def cache_bytes(cache) -> int:
