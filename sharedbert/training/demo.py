@@ -55,13 +55,16 @@ SENTENCES = (
 
 
 @dataclass
-class DemoArguments:
-    """Every option of `run_demo` / `sharedbert demo`, with its default and help."""
+class DemoModelArguments:
+    """The demo's models: the BERT it starts from, and the SharedBert it fine-tunes (healed here, or given)."""
 
-    data_dir: str | None = field(default=None, metadata={"help": "GLUE root holding SST-2/train.tsv and "
-                                                                 "SST-2/dev.tsv."})
     model: str | None = field(default=None, metadata={"help": "BERT checkpoint to start from (default: "
                                                               "all-MiniLM-L6-v2)."})
+    attention_type: str = field(default=DEFAULT_ATTENTION_TYPE, metadata={"help": "SharedBert attention to convert to.",
+                                                            "choices": ATTENTION_TYPES})
+    fit_method: str | None = field(default=None, metadata={
+        "help": "How from_bert fits the shared attention to BERT's (default: from_bert's auto).",
+        "choices": FIT_METHODS})
     healed: str | None = field(default=None, metadata={
         "help": "A healed SharedBert folder to fine-tune, e.g. runs/build-minilm/healed (default: heal one here)."})
     heal_steps: int | None = field(default=200, metadata={
@@ -74,16 +77,26 @@ class DemoArguments:
     corpus: str | None = field(default=None, metadata={
         "help": "Raw text files or folders to calibrate and heal on (default: SST-2's training sentences, labels "
         "unused)."})
+
+    def __post_init__(self):
+        # A budget in steps gives the same model on a busy machine as on an idle one; minutes, when given, replace it.
+        if self.heal_minutes is not None:
+            self.heal_steps = None
+
+
+@dataclass
+class DemoArguments(DemoModelArguments):
+    """Every option of `run_demo` / `sharedbert demo`, with its default and help: the models (`DemoModelArguments`),
+    the data and fine-tuning budget both models get, and where the results go."""
+
+    data_dir: str | None = field(default=None, metadata={"help": "GLUE root holding SST-2/train.tsv and "
+                                                                 "SST-2/dev.tsv."})
     train_samples: int = field(default=8000, metadata={"help": "SST-2 training sentences (a random subset)."})
     max_length: int = field(default=64, metadata={"help": "Tokens per sentence."})
     epochs: float = field(default=1.0, metadata={"help": "Passes over the training sentences."})
     batch_size: int = field(default=32, metadata={"help": "Sentences per step."})
     learning_rate: float = field(default=1e-4, metadata={"help": "Peak learning rate (both models)."})
-    attention_type: str = field(default=DEFAULT_ATTENTION_TYPE, metadata={"help": "SharedBert attention to convert to.",
-                                                            "choices": ATTENTION_TYPES})
-    fit_method: str | None = field(default=None, metadata={
-        "help": "How from_bert fits the shared attention to BERT's (default: from_bert's auto).",
-        "choices": FIT_METHODS})
+    seed: int = field(default=42, metadata={"help": "Subset, head initialisation and batch order."})
     output_dir: str = field(default="runs/demo", metadata={"help": "Where the models and the staged folder go "
                                                                    "(replaced on each run)."})
     repo_id: str = field(default="your-name/sharedbert-minilm-sst2", metadata={
@@ -91,12 +104,6 @@ class DemoArguments:
     skip_baseline: bool = field(default=False, metadata={
         "help": "Do not fine-tune the unconverted BERT (not when the demo heals here: it converts the fine-tuned "
         "BERT)."})
-    seed: int = field(default=42, metadata={"help": "Subset, head initialisation and batch order."})
-
-    def __post_init__(self):
-        # A budget in steps gives the same model on a busy machine as on an idle one; minutes, when given, replace it.
-        if self.heal_minutes is not None:
-            self.heal_steps = None
 
 
 def _say(title: str) -> None:
@@ -362,5 +369,5 @@ def _bert_config(config):
     )
 
 
-__all__ = ["DemoArguments", "SENTENCES", "find_base_model", "find_data", "find_healed", "heal_here",
-           "measure_speed", "run_demo", "stage"]
+__all__ = ["DemoArguments", "DemoModelArguments", "SENTENCES", "find_base_model", "find_data", "find_healed",
+           "heal_here", "measure_speed", "run_demo", "stage"]
