@@ -65,7 +65,7 @@ from .configuration_sharedbert import SharedBertConfig, _reject_misspelled_field
 logger = logging.get_logger(__name__)
 
 class SharedBertEmbeddings(nn.Module):
-    """Word + position + token-type embeddings, LayerNorm and dropout, as in BERT, with input checks."""
+    """Word + position + token-type embeddings, LayerNorm and dropout, as in BERT."""
 
     def __init__(self, config: SharedBertConfig, vocab_size: int | None = None):
         super().__init__()
@@ -89,89 +89,30 @@ class SharedBertEmbeddings(nn.Module):
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        past_key_values_length: int = 0,
     ) -> torch.Tensor:
+        """`past_key_values_length`: the positions a decoder's cache holds; new tokens are numbered after them."""
+        if (input_ids is None) == (inputs_embeds is None):
+            # Both given, input_ids would silently win.
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
-            _check_ids("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
             inputs_embeds = self.word_embeddings(input_ids)
             if self.word_scale != 1.0:
                 inputs_embeds = inputs_embeds * self.word_scale
-        else:
-            _check_embeds(inputs_embeds, self.word_embeddings.weight)
-        seq_length = inputs_embeds.shape[1]
         if position_ids is None:
-            if seq_length > self.position_ids.shape[1]:
+            end = past_key_values_length + inputs_embeds.shape[1]
+            if end > self.position_ids.shape[1]:
+                # The commonest mistake with a BERT-family model; torch would only report mismatched tensor sizes.
                 raise ValueError(
-                    f"Sequence length {seq_length} exceeds max_position_embeddings={self.position_ids.shape[1]}: "
-                    "truncate the input (e.g. tokenizer(..., truncation=True, "
-                    f"max_length={self.position_ids.shape[1]}))."
+                    f"{past_key_values_length} cached and {inputs_embeds.shape[1]} new positions exceed "
+                    f"max_position_embeddings={self.position_ids.shape[1]}: truncate the input (tokenizer(..., "
+                    f"truncation=True, max_length={self.position_ids.shape[1]})) or generate fewer tokens."
                 )
-            position_ids = self.position_ids[:, :seq_length]
-        else:
-            _check_ids("position_ids", position_ids, self.position_embeddings.num_embeddings, "max_position_embeddings")
+            position_ids = self.position_ids[:, past_key_values_length:end]
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(position_ids)
-        else:
-            _check_ids("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size")
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))
-
-
-def _check_embeds(inputs_embeds: torch.Tensor, word_embeddings: torch.Tensor) -> None:
-    if inputs_embeds.shape[-1] != word_embeddings.shape[1]:
-        raise ValueError(
-            f"`inputs_embeds` has width {inputs_embeds.shape[-1]} but the model's hidden_size is "
-            f"{word_embeddings.shape[1]}."
-        )
-    # Narrower floats (fp16 inputs to an fp32 model) promote harmlessly; a wider or non-float dtype would fail
-    # inside LayerNorm with a mixed-dtype error.
-    if not inputs_embeds.is_floating_point() or (
-        torch.promote_types(inputs_embeds.dtype, word_embeddings.dtype) != word_embeddings.dtype
-    ):
-        raise TypeError(
-            f"`inputs_embeds` has dtype {inputs_embeds.dtype} but the model's weights are {word_embeddings.dtype}: "
-            "cast it with inputs_embeds.to(model.dtype)."
-        )
-
-
-def _check_input_shapes(input_shape, attention_mask, token_type_ids, position_ids, num_heads) -> None:
-    """Shape mismatches would otherwise broadcast silently (a 1-D mask applied to every row) or fail deep in torch."""
-    batch_size, seq_length = input_shape
-    if attention_mask is not None:
-        shape = tuple(attention_mask.shape)
-        # A 2-D padding mask, or an already prepared 4-D (batch, 1 or heads, query, key) mask.
-        fits = shape == (batch_size, seq_length) or (
-            len(shape) == 4
-            and shape[0] in (1, batch_size)
-            and shape[1] in (1, num_heads)
-            and shape[2:] == (seq_length, seq_length)
-        )
-        if not fits:
-            raise ValueError(
-                f"`attention_mask` has shape {shape} but the inputs have shape {(batch_size, seq_length)}: pass the "
-                "mask the tokenizer returned with these inputs (or a 4-D (batch, 1, seq, seq) mask)."
-            )
-    for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
-        if ids is not None and (ids.dim() != 2 or ids.shape[0] not in (1, batch_size) or ids.shape[1] != seq_length):
-            raise ValueError(
-                f"`{name}` has shape {tuple(ids.shape)} but the inputs have shape {(batch_size, seq_length)}: pass "
-                f"`{name}` of the same (batch, sequence) shape (or (1, sequence) to share it across the batch)."
-            )
-
-
-def _check_ids(name: str, ids: torch.Tensor, table_size: int, field: str) -> None:
-    """Out-of-range ids would fail deep inside `nn.Embedding` (or read garbage on some devices): say what is wrong."""
-    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
-        raise TypeError(f"`{name}` must be an integer tensor, got dtype {ids.dtype}.")
-    if ids.numel() == 0 or torch.compiler.is_compiling():
-        return
-    if ids.device.type != "cpu":
-        # Reading min/max back to the host would stall an accelerator at every forward; there, as in BERT, the
-        # embedding lookup's own device-side assertion reports an id out of range.
-        return
-    fix = f"the model's {field} is {table_size}. Use the tokenizer that matches the model, or resize the embeddings."
-    low, high = int(ids.min()), int(ids.max())  # host memory: no device synchronisation
-    if low < 0 or high >= table_size:
-        raise ValueError(f"`{name}` holds ids outside [0, {table_size}) (min {low}, max {high}); {fix}")
 
 
 def eager_attention_forward(
@@ -196,12 +137,13 @@ def eager_attention_forward(
 class SharedBertAttentionBase(nn.Module):
     """Multi-head scaled dot-product attention; subclasses decide how queries, keys and values are projected.
 
-    One class serves self- and cross-attention: `project_query` reads the states that attend (the decoder's in
-    cross-attention), `project_key_value` the states attended to (the encoder's), with the weights the type ties;
-    `project` does both from one input. Types whose value is their key scaled per channel (K = S, V = S⊙dv: "shared",
-    "shared_kv", "shared_head_query", "shared_lowrank_query") return the value None and `output_scale()` dv: attention runs with V = K, and since
-    P·(S⊙dv) = (P·S)⊙dv the output projection applies dv to its input channels. No value tensor is made, and a cache
-    holds S alone (`cache_update`)."""
+    One class serves self- and cross-attention. Each subclass defines `project_query(states)`, the per-head queries
+    (batch, heads, seq, head_dim) of the states that attend (the decoder's in cross-attention), and
+    `project_key_value(states)`, the per-head (key, value) of the states attended to (the encoder's), with the weights
+    the type ties; `project` does both from one input. Types whose value is their key scaled per channel (K = S,
+    V = S⊙dv: "shared", "shared_kv", "shared_head_query", "shared_lowrank_query") return the value None and
+    `output_scale()` dv: attention runs with V = K, and since P·(S⊙dv) = (P·S)⊙dv the output projection applies dv to
+    its input channels. No value tensor is made, and a cache holds S alone (`cache_update`)."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__()
@@ -212,14 +154,6 @@ class SharedBertAttentionBase(nn.Module):
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         # Causality is passed per call (`is_causal`): one stored module may serve an encoder and a decoder depth.
         self.is_causal = False
-
-    def project_query(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """Per-head queries (batch, heads, seq, head_dim)."""
-        raise NotImplementedError
-
-    def project_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per-head (key, value), each (batch, heads, seq, head_dim); value None: the value is the key."""
-        raise NotImplementedError
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Self-attention's per-head (query, key, value), all from `hidden_states`."""
@@ -865,82 +799,6 @@ def describe_incompatible_checkpoint(
     return "\n".join(lines)
 
 
-def _check_decoder_inputs(
-    config: SharedBertConfig,
-    is_decoder: bool,
-    has_cross_attention: bool,
-    input_shape,
-    attention_mask,
-    encoder_hidden_states,
-    encoder_attention_mask,
-    past_key_values,
-) -> int:
-    """Check what a decoder call receives beyond an encoder's inputs; return the number of cached positions."""
-    batch_size, seq_length = input_shape
-    if not is_decoder:
-        if encoder_hidden_states is not None or past_key_values is not None:
-            raise ValueError(
-                "This SharedBert is a bidirectional encoder: it takes no `encoder_hidden_states` or "
-                "`past_key_values`. Build a decoder with is_decoder=True (and add_cross_attention=True for encoder "
-                "states), e.g. SharedBertLMHeadModel."
-            )
-        return 0
-    if has_cross_attention and encoder_hidden_states is None:
-        raise ValueError(
-            "This decoder has cross-attention (add_cross_attention=True) but got no `encoder_hidden_states`: pass "
-            "the encoder's last_hidden_state (and its padding mask as `encoder_attention_mask`) at every call."
-        )
-    if not has_cross_attention and encoder_hidden_states is not None:
-        raise ValueError(
-            "Got `encoder_hidden_states` but this decoder has no cross-attention: build it with "
-            "add_cross_attention=True."
-        )
-    if encoder_hidden_states is not None:
-        shape = tuple(encoder_hidden_states.shape)
-        if len(shape) != 3 or shape[0] != batch_size or shape[2] != config.hidden_size:
-            raise ValueError(
-                f"`encoder_hidden_states` has shape {shape} but this decoder expects (batch={batch_size}, "
-                f"source_length, hidden_size={config.hidden_size}): pass the encoder's last_hidden_state for the "
-                "same batch (an encoder of another width needs a projection, as EncoderDecoderModel's "
-                "enc_to_dec_proj)."
-            )
-        if encoder_attention_mask is not None and (
-            encoder_attention_mask.dim() == 2 and tuple(encoder_attention_mask.shape) != shape[:2]
-        ):
-            raise ValueError(
-                f"`encoder_attention_mask` has shape {tuple(encoder_attention_mask.shape)} but the encoder states "
-                f"have (batch, source_length) = {shape[:2]}: pass the attention mask the encoder received."
-            )
-    past_length = 0
-    if past_key_values is not None:
-        caches = (
-            (past_key_values.self_attention_cache, past_key_values.cross_attention_cache)
-            if isinstance(past_key_values, EncoderDecoderCache)
-            else (past_key_values,)
-        )
-        for cache in caches:
-            cached_batch = next(
-                (layer.keys.shape[0] for layer in cache.layers if getattr(layer, "is_initialized", False)), None
-            )
-            if cached_batch is not None and cached_batch != batch_size:
-                raise ValueError(
-                    f"`past_key_values` holds a batch of {cached_batch} sequences but the inputs have {batch_size}: "
-                    "pass the cache returned for this batch (or None to start afresh)."
-                )
-        past_length = past_key_values.get_seq_length()
-    if attention_mask is not None and past_length:
-        shape = tuple(attention_mask.shape)
-        total = past_length + seq_length
-        fits = shape == (batch_size, total) or (len(shape) == 4 and shape[0] in (1, batch_size) and shape[2:] == (
-            seq_length, total))
-        if not fits:
-            raise ValueError(
-                f"`attention_mask` has shape {shape}; with {past_length} cached positions it must cover them and the "
-                f"new inputs: ({batch_size}, {total})."
-            )
-    return past_length
-
-
 class SharedBertStack(SharedBertPreTrainedModel):
     """The layers of an encoder or a decoder (as T5's `T5Stack`): each distinct sublayer stored once, run at every
     depth its index map names. Its hidden states and attention weights are recorded here (`capture_outputs`), so a
@@ -984,19 +842,62 @@ class SharedBertStack(SharedBertPreTrainedModel):
     @capture_outputs
     def forward(
         self,
-        hidden_states: torch.Tensor,
+        inputs_embeds: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
         attention: nn.ModuleList | None = None,
         feed_forward: nn.ModuleList | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """`hidden_states`: the embedded inputs; the masks are the 4-D masks `run_stack` builds. `attention` /
-        `feed_forward`: the sublayers lent by the encoder when this stack has none of its own."""
+        """`inputs_embeds`: the embedded inputs (the model that holds this stack holds its embeddings, as a seq2seq
+        model's decoder may read the encoder's). `attention_mask` / `encoder_attention_mask`: padding masks of the
+        inputs and of the encoder states. `attention` / `feed_forward`: the sublayers lent by the encoder when this
+        stack has none of its own."""
+        if self.crossattention is not None and encoder_hidden_states is None:
+            # Cross-attention without encoder states would silently attend to the decoder's own states.
+            raise ValueError(
+                "This decoder has cross-attention (add_cross_attention=True) but got no `encoder_hidden_states`: pass "
+                "the encoder's last_hidden_state (and its padding mask as `encoder_attention_mask`) at every call."
+            )
+        if self.crossattention is None and encoder_hidden_states is not None:
+            # They would be silently ignored: the output would not depend on the source.
+            kind = "decoder" if self.is_decoder else "bidirectional encoder"
+            raise ValueError(
+                f"Got `encoder_hidden_states` but this {kind} has no cross-attention: build a decoder with "
+                "is_decoder=True and add_cross_attention=True (e.g. SharedBertLMHeadModel)."
+            )
+        use_cache = bool(self.is_decoder and (self.config.use_cache if use_cache is None else use_cache))
+        if not self.is_decoder:
+            past_key_values = None  # an encoder attends to the whole input at once: it keeps no cache
+        past_length = 0 if past_key_values is None else past_key_values.get_seq_length()
+        batch_size, length = inputs_embeds.shape[0], past_length + inputs_embeds.shape[1]
+        source_length = None if encoder_hidden_states is None else encoder_hidden_states.shape[1]
+        for name, mask, positions in (
+            ("attention_mask", attention_mask, length),
+            ("encoder_attention_mask", encoder_attention_mask, source_length),
+        ):
+            # The mask functions read a padding mask of another shape without complaint (a 1-D mask, one for another
+            # batch, one that leaves out the cached positions): the output would be silently wrong.
+            if mask is not None and mask.dim() != 4 and tuple(mask.shape) != (batch_size, positions):
+                raise ValueError(
+                    f"`{name}` has shape {tuple(mask.shape)} but must be (batch, positions) = "
+                    f"{(batch_size, positions)}, cached positions included: pass the padding mask of these inputs."
+                )
+        if self.is_decoder and (use_cache or past_key_values is not None):
+            if past_key_values is None:
+                past_key_values = DynamicCache(config=self.config)
+            if self.crossattention is not None and not isinstance(past_key_values, EncoderDecoderCache):
+                # `generate` builds a DynamicCache for a decoder-only model; cross-attention needs the encoder half.
+                past_key_values = EncoderDecoderCache(past_key_values, DynamicCache(config=self.config))
+        attention_mask, encoder_attention_mask = self._create_attention_masks(
+            inputs_embeds, attention_mask, encoder_hidden_states, encoder_attention_mask, past_key_values
+        )
         attention = self.attention if attention is None else attention
         feed_forward = self.feed_forward if feed_forward is None else feed_forward
+        hidden_states = inputs_embeds
         for depth, (layer, attention_index, ffn_index) in enumerate(
             zip(self.layer, self.attention_layer_map, self.ffn_layer_map)
         ):
@@ -1015,7 +916,34 @@ class SharedBertStack(SharedBertPreTrainedModel):
             )
         if self.final_layer_norm is not None:
             hidden_states = self.final_layer_norm(hidden_states)
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, past_key_values=past_key_values)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states, past_key_values=past_key_values if use_cache else None
+        )
+
+    def _create_attention_masks(
+        self, inputs_embeds, attention_mask, encoder_hidden_states, encoder_attention_mask, past_key_values
+    ):
+        """The masks the attention backend takes (as `BertModel._create_attention_masks`): causal in a decoder,
+        bidirectional in an encoder and over the encoder states."""
+        if self.is_decoder:
+            attention_mask = create_causal_mask(
+                config=self.config,
+                inputs_embeds=inputs_embeds,
+                attention_mask=attention_mask,
+                past_key_values=past_key_values,
+            )
+        else:
+            attention_mask = create_bidirectional_mask(
+                config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
+            )
+        if encoder_attention_mask is not None:
+            encoder_attention_mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=inputs_embeds,
+                attention_mask=encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
+            )
+        return attention_mask, encoder_attention_mask
 
 
 class SharedBertModel(SharedBertPreTrainedModel):
@@ -1052,19 +980,22 @@ class SharedBertModel(SharedBertPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
-        outputs = run_stack(
-            self.config,
-            self.embeddings,
-            self.encoder,
+        embedding_output = self.embeddings(
             input_ids=input_ids,
-            attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
+            # An encoder keeps no cache (its stack ignores one): its positions start at 0.
+            past_key_values_length=past_key_values.get_seq_length() if self.encoder.is_decoder and past_key_values else 0,
+        )
+        outputs = self.encoder(
+            embedding_output,
+            attention_mask=attention_mask,
             encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask,
             past_key_values=past_key_values,
             use_cache=use_cache,
+            return_dict=True,
             **kwargs,
         )
         sequence_output = outputs.last_hidden_state
@@ -1077,113 +1008,6 @@ class SharedBertModel(SharedBertPreTrainedModel):
             attentions=outputs.attentions,
             cross_attentions=outputs.cross_attentions,
         )
-
-
-def run_stack(
-    config: SharedBertConfig,
-    embeddings: SharedBertEmbeddings,
-    stack: SharedBertStack,
-    input_ids=None,
-    attention_mask=None,
-    token_type_ids=None,
-    position_ids=None,
-    inputs_embeds=None,
-    encoder_hidden_states=None,
-    encoder_attention_mask=None,
-    past_key_values=None,
-    use_cache=None,
-    lent_sublayers: SharedBertStack | None = None,
-    **kwargs,
-) -> BaseModelOutputWithPastAndCrossAttentions:
-    """Embed, build the masks (and the cache of a decoder), run `stack`: the body of `SharedBertModel.forward`,
-    shared with the seq2seq model's decoder (`lent_sublayers`: the encoder whose self-attention and feed-forward a
-    layer-sharing decoder runs)."""
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
-    input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
-    if len(input_shape) != 2:
-        raise ValueError(
-            f"Expected inputs of shape (batch, sequence), got {tuple(input_shape)}; add a batch dimension "
-            "(e.g. input_ids.unsqueeze(0)) for a single sequence."
-        )
-    if 0 in input_shape:
-        # Refused rather than answered with empty tensors: attention backends cannot reshape a zero-size batch,
-        # and a loss averaged over nothing is NaN.
-        raise ValueError(
-            f"Got empty inputs of shape {tuple(input_shape)} (batch, sequence): every batch needs at least one "
-            "sequence of at least one token; skip empty batches before calling the model."
-        )
-    is_decoder = stack.is_decoder
-    has_cross_attention = stack.crossattention is not None
-    past_length = _check_decoder_inputs(
-        config,
-        is_decoder,
-        has_cross_attention,
-        tuple(input_shape),
-        attention_mask,
-        encoder_hidden_states,
-        encoder_attention_mask,
-        past_key_values,
-    )
-    # The mask of a cached call covers the cached positions too: it was checked above.
-    _check_input_shapes(
-        input_shape,
-        attention_mask if not past_length else None,
-        token_type_ids,
-        position_ids,
-        config.num_attention_heads,
-    )
-    use_cache = bool(is_decoder and (config.use_cache if use_cache is None else use_cache))
-    if is_decoder and (use_cache or past_key_values is not None):
-        if past_key_values is None:
-            past_key_values = DynamicCache(config=config)
-        if has_cross_attention and not isinstance(past_key_values, EncoderDecoderCache):
-            # `generate` builds a DynamicCache for a decoder-only model; cross-attention needs the encoder half too.
-            past_key_values = EncoderDecoderCache(past_key_values, DynamicCache(config=config))
-    if position_ids is None and past_length:
-        total = past_length + input_shape[1]
-        if total > config.max_position_embeddings:
-            raise ValueError(
-                f"{past_length} cached and {input_shape[1]} new positions exceed max_position_embeddings="
-                f"{config.max_position_embeddings}: generate fewer tokens (max_new_tokens) or shorten the prompt."
-            )
-        device = input_ids.device if input_ids is not None else inputs_embeds.device
-        position_ids = torch.arange(past_length, total, device=device).unsqueeze(0)
-    embedding_output = embeddings(
-        input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
-    )
-    if is_decoder:
-        attention_mask = create_causal_mask(
-            config=config,
-            inputs_embeds=embedding_output,
-            attention_mask=attention_mask,
-            past_key_values=past_key_values,
-        )
-    else:
-        attention_mask = create_bidirectional_mask(
-            config=config, inputs_embeds=embedding_output, attention_mask=attention_mask
-        )
-    if encoder_attention_mask is not None:
-        encoder_attention_mask = create_bidirectional_mask(
-            config=config,
-            inputs_embeds=embedding_output,
-            attention_mask=encoder_attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
-        )
-    outputs = stack(
-        embedding_output,
-        attention_mask,
-        encoder_hidden_states=encoder_hidden_states,
-        encoder_attention_mask=encoder_attention_mask,
-        past_key_values=past_key_values,
-        attention=None if lent_sublayers is None else lent_sublayers.attention,
-        feed_forward=None if lent_sublayers is None else lent_sublayers.feed_forward,
-        return_dict=True,
-        **kwargs,
-    )
-    if not use_cache:
-        outputs.past_key_values = None
-    return outputs
 
 
 def sparse_mlm_positions(model: nn.Module, sequence_output: torch.Tensor, labels: torch.Tensor | None):
@@ -1488,15 +1312,10 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """Labels shifted right behind `decoder_start_token_id` (-100 becomes the pad id): the teacher-forced
-        decoder inputs. Seq2SeqTrainer's data collator calls this."""
-        start = self.config.decoder_start_token_id
-        if start is None:
-            raise ValueError(
-                "`decoder_start_token_id` is not set: set model.config.decoder_start_token_id (and "
-                "model.generation_config.decoder_start_token_id), e.g. to the tokenizer's [CLS] id as BERT2BERT does."
-            )
+        decoder inputs (transformers' `shift_tokens_right` refuses a config without `decoder_start_token_id`).
+        Seq2SeqTrainer's data collator calls this."""
         pad = self.config.pad_token_id if self.config.pad_token_id is not None else 0
-        return shift_tokens_right(labels, pad, start)
+        return shift_tokens_right(labels, pad, self.config.decoder_start_token_id)
 
     @can_return_tuple
     def forward(
@@ -1532,18 +1351,22 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         # The decoder stack records its own hidden states and attentions, also where it runs the encoder's sublayers.
-        decoder_outputs = run_stack(
-            self.config,
-            self.get_decoder_input_embeddings(),
-            self.decoder,
+        decoder_embeds = self.get_decoder_input_embeddings()(
             input_ids=decoder_input_ids,
-            attention_mask=decoder_attention_mask,
             inputs_embeds=decoder_inputs_embeds,
+            past_key_values_length=0 if past_key_values is None else past_key_values.get_seq_length(),
+        )
+        lent = self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None
+        decoder_outputs = self.decoder(
+            decoder_embeds,
+            attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
             past_key_values=past_key_values,
             use_cache=use_cache,
-            lent_sublayers=self.sharedbert.encoder if self.config.share_encoder_decoder_layers else None,
+            attention=None if lent is None else lent.attention,
+            feed_forward=None if lent is None else lent.feed_forward,
+            return_dict=True,
             **kwargs,
         )
         logits = self.cls(slice_logits_to_keep(decoder_outputs.last_hidden_state, logits_to_keep))

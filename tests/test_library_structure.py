@@ -1,6 +1,6 @@
 """The library's shape, read from its source with `ast`: imports point one way (no module of `sharedbert/` outside
 `cli/` imports one that imports it back, nor does any part of it form a loop with another package of it), and no
-module or function outgrows what a reader takes in at once (`modeling_sharedbert.py` excepted)."""
+module or function outgrows what a reader takes in at once (the Hub model file is held to the function length only)."""
 
 import ast
 from pathlib import Path
@@ -11,6 +11,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "sharedbert"
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 MAX_PUBLIC_PARAMETERS = 10
+# The Hub model file is one file by transformers' convention and its forwards take transformers' arguments: of the
+# limits, only the length of its functions applies to it (the stack's loop is its own forward, as T5Stack's).
+HUB_MODEL_FILE = "modeling_sharedbert.py"
 # Files other work owns: each limit they break is listed with the file's owner, to be removed when it lands.
 NOT_YET: dict[str, str] = {}
 
@@ -112,18 +115,18 @@ def test_the_cycle_check_finds_a_cycle():
 def _sizes():
     """(where, what, size, limit) for every module, function and public function's parameters of the library."""
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "modeling_sharedbert.py":
-            continue
+        hub_file = path.name == HUB_MODEL_FILE
         where = path.relative_to(PACKAGE).as_posix()
         text = path.read_text(encoding="utf-8")
-        yield where, "lines", len(text.splitlines()), MAX_MODULE_LINES
+        if not hub_file:
+            yield where, "lines", len(text.splitlines()), MAX_MODULE_LINES
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 yield f"{where}::{node.name}", "lines", node.end_lineno - node.lineno + 1, MAX_FUNCTION_LINES
                 arguments = node.args
                 count = len(arguments.posonlyargs) + len(arguments.args) + len(arguments.kwonlyargs)
                 count -= bool(arguments.args) and arguments.args[0].arg in ("self", "cls")
-                if not node.name.startswith("_"):
+                if not node.name.startswith("_") and not hub_file:
                     yield f"{where}::{node.name}", "parameters", count, MAX_PUBLIC_PARAMETERS
 
 

@@ -1,10 +1,12 @@
-"""Bad inputs, tried for every attention type: each gives a clear error naming the argument (ValueError for a wrong
-value or shape, TypeError for a wrong dtype) or a correct result, never a crash deep in torch. Then numerics:
-all-padding rows, reduced precision and determinism.
+"""Bad inputs, tried for every attention type: each gives an error, never a silent result. Where torch or transformers
+would compute a wrong result without complaint (a padding mask of another shape, both ids and embeddings, a
+cross-attention decoder without encoder states) the model refuses with a message naming the argument; where torch
+already refuses (ids outside the vocabulary, float ids, tensors of mismatched sizes, empty inputs), as in
+transformers' BERT, its own error stands. Then numerics: all-padding rows, reduced precision and determinism.
 
 Decisions recorded here:
-* Empty inputs (batch 0 or sequence length 0) are refused with a ValueError: attention backends cannot reshape a
-  zero-size batch, a loss over zero items is NaN, and there is no [CLS] token to pool in an empty sequence.
+* Empty inputs (batch 0 or sequence length 0) fail in the attention's reshape, as in BERT: there is no [CLS] token to
+  pool in an empty sequence and a loss over zero items is NaN; skip empty batches before calling the model.
 * A row that is all padding is computed (its output is meaningless but finite) and does not change other rows.
 * Tolerances, measured on this CPU (hidden 64, 4x16 tokens, 3 seeds per attention type) with margin: bf16 autocast
   loss within 1e-3 of fp32 (seen <= 6e-5), gradient relative error < 5% (seen 0.4-0.5%); fp16 inference hidden
@@ -31,27 +33,13 @@ def ids(batch=3, length=7):
     return torch.randint(1, VOCAB, (batch, length))
 
 
-# Each case: keyword arguments for the model, the exception type, and words the message must contain.
+# Each case: keyword arguments for the model, the exception type, and words the message must contain (none where the
+# error is torch's own).
 BAD_INPUTS = {
-    "empty batch": (lambda: dict(input_ids=ids(0, 7)), ValueError, ["empty inputs", "(0, 7)"]),
-    "empty sequence": (lambda: dict(input_ids=ids(2, 0)), ValueError, ["empty inputs", "(2, 0)"]),
-    "empty sequence with mask": (
-        lambda: dict(input_ids=ids(2, 0), attention_mask=torch.ones(2, 0, dtype=torch.long)),
-        ValueError,
-        ["empty inputs"],
-    ),
+    # Refused by the model: each would otherwise give a result without complaint, or only a shape error from torch.
     "longer than max_position_embeddings": (
         lambda: dict(input_ids=ids(2, MAX_POSITIONS + 1)), ValueError, ["max_position_embeddings=64", "truncat"]
     ),
-    "id == vocab_size": (lambda: dict(input_ids=torch.full((2, 5), VOCAB)), ValueError, ["input_ids", "vocab_size"]),
-    "id far beyond vocab": (lambda: dict(input_ids=torch.full((2, 5), 10**9)), ValueError, ["input_ids"]),
-    "negative id": (
-        lambda: dict(input_ids=torch.tensor([[2, 3, -1, 4]])), ValueError, ["input_ids", "min -1"]
-    ),
-    "float ids": (lambda: dict(input_ids=ids().float()), TypeError, ["input_ids", "float32"]),
-    "bool ids": (lambda: dict(input_ids=ids() > 50), TypeError, ["input_ids", "bool"]),
-    "1-D ids": (lambda: dict(input_ids=ids()[0]), ValueError, ["(batch, sequence)", "unsqueeze"]),
-    "3-D ids": (lambda: dict(input_ids=ids().unsqueeze(0)), ValueError, ["(batch, sequence)"]),
     "ids and embeds": (
         lambda: dict(input_ids=ids(), inputs_embeds=torch.randn(3, 7, 32)), ValueError, ["exactly one"]
     ),
@@ -59,60 +47,43 @@ BAD_INPUTS = {
     "mask shorter": (
         lambda: dict(input_ids=ids(), attention_mask=torch.ones(3, 6, dtype=torch.long)),
         ValueError,
-        ["attention_mask", "(3, 6)"],
+        ["attention_mask", "(3, 6)", "(3, 7)"],
     ),
     "mask for another batch": (
         lambda: dict(input_ids=ids(), attention_mask=torch.ones(2, 7, dtype=torch.long)),
         ValueError,
-        ["attention_mask"],
+        ["attention_mask", "(2, 7)"],
     ),
     "1-D mask": (
         lambda: dict(input_ids=ids(), attention_mask=torch.ones(7, dtype=torch.long)), ValueError, ["attention_mask"]
     ),
     "3-D mask": (lambda: dict(input_ids=ids(), attention_mask=torch.ones(3, 7, 7)), ValueError, ["attention_mask"]),
+    # Refused by torch itself, as in BERT.
+    "empty batch": (lambda: dict(input_ids=ids(0, 7)), RuntimeError, []),
+    "empty sequence": (lambda: dict(input_ids=ids(2, 0)), RuntimeError, []),
+    "id == vocab_size": (lambda: dict(input_ids=torch.full((2, 5), VOCAB)), IndexError, []),
+    "negative id": (lambda: dict(input_ids=torch.tensor([[2, 3, -1, 4]])), IndexError, []),
+    "float ids": (lambda: dict(input_ids=ids().float()), RuntimeError, []),
+    "1-D ids": (lambda: dict(input_ids=ids()[0]), RuntimeError, []),
     "4-D mask of the wrong size": (
-        lambda: dict(input_ids=ids(), attention_mask=torch.ones(3, 1, 6, 7, dtype=torch.bool)),
-        ValueError,
-        ["attention_mask"],
+        lambda: dict(input_ids=ids(), attention_mask=torch.ones(3, 1, 6, 7, dtype=torch.bool)), RuntimeError, []
     ),
     "token type == type_vocab_size": (
-        lambda: dict(input_ids=ids(), token_type_ids=torch.full((3, 7), TYPES)),
-        ValueError,
-        ["token_type_ids", "type_vocab_size"],
-    ),
-    "negative token type": (
-        lambda: dict(input_ids=ids(), token_type_ids=torch.full((3, 7), -1)), ValueError, ["token_type_ids"]
-    ),
-    "float token types": (
-        lambda: dict(input_ids=ids(), token_type_ids=torch.zeros(3, 7)), TypeError, ["token_type_ids"]
+        lambda: dict(input_ids=ids(), token_type_ids=torch.full((3, 7), TYPES)), IndexError, []
     ),
     "token types of the wrong shape": (
-        lambda: dict(input_ids=ids(), token_type_ids=torch.zeros(3, 6, dtype=torch.long)),
-        ValueError,
-        ["token_type_ids", "(3, 6)"],
+        lambda: dict(input_ids=ids(), token_type_ids=torch.zeros(3, 6, dtype=torch.long)), RuntimeError, []
     ),
     "position id == max_position_embeddings": (
-        lambda: dict(input_ids=ids(1, 3), position_ids=torch.tensor([[0, 1, MAX_POSITIONS]])),
-        ValueError,
-        ["position_ids", "max_position_embeddings"],
+        lambda: dict(input_ids=ids(1, 3), position_ids=torch.tensor([[0, 1, MAX_POSITIONS]])), IndexError, []
     ),
-    "position ids of the wrong shape": (
-        lambda: dict(input_ids=ids(), position_ids=torch.arange(6)[None]), ValueError, ["position_ids", "(1, 6)"]
-    ),
-    "embeds of the wrong width": (
-        lambda: dict(inputs_embeds=torch.randn(3, 7, 31)), ValueError, ["inputs_embeds", "hidden_size"]
-    ),
-    "float64 embeds": (
-        lambda: dict(inputs_embeds=torch.randn(3, 7, 32, dtype=torch.float64)), TypeError, ["inputs_embeds"]
-    ),
-    "integer embeds": (
-        lambda: dict(inputs_embeds=torch.zeros(3, 7, 32, dtype=torch.long)), TypeError, ["inputs_embeds"]
-    ),
+    "embeds of the wrong width": (lambda: dict(inputs_embeds=torch.randn(3, 7, 31)), RuntimeError, []),
+    "float64 embeds": (lambda: dict(inputs_embeds=torch.randn(3, 7, 32, dtype=torch.float64)), RuntimeError, []),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_gives_a_clear_error(model, case):
+def test_bad_input_gives_an_error(model, case):
     make_inputs, error_type, words = BAD_INPUTS[case]
     with pytest.raises(error_type) as error:
         model(**make_inputs())
@@ -149,8 +120,8 @@ def test_heads_apply_the_same_checks():
     model = SharedBertForSequenceClassification(tiny_config())
     with pytest.raises(ValueError, match="attention_mask"):
         model(ids(), attention_mask=torch.ones(7, dtype=torch.long))
-    with pytest.raises(TypeError, match="input_ids"):
-        model(ids().float())
+    with pytest.raises(ValueError, match="exactly one"):
+        model(ids(), inputs_embeds=torch.randn(3, 7, 32))
 
 
 # -- all-padding rows ----------------------------------------------------------------------------------------------
@@ -259,10 +230,10 @@ def test_fixed_seed_gives_identical_results(attention_type):
     assert losses_a != losses_c
 
 
-def test_id_checks_never_read_an_accelerator_tensor_back_to_the_host():
-    """On a GPU, `int(ids.max())` would force a device-to-host synchronisation at every forward. Off the CPU the
-    range check is queued on the device instead. A meta tensor has no values at all, so any host read would raise:
-    a forward on the meta device proves the check never reads one."""
+def test_the_forward_never_reads_a_tensor_back_to_the_host():
+    """On a GPU, reading a value (`int(ids.max())`) would force a device-to-host synchronisation at every forward: the
+    model's checks read shapes only. A meta tensor has no values at all, so any host read would raise: a forward on
+    the meta device proves none happens. (Given a padding mask, transformers' mask functions read it themselves.)"""
     config = tiny_config()
     with torch.device("meta"):
         model = SharedBertModel(config)
