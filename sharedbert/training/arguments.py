@@ -120,21 +120,27 @@ class JobTrainingArguments(TrainingArguments):
     def signature(self) -> dict:
         """The settings that shape the trajectory: a checkpoint resumes only under the same ones. The job's own fields
         and `signature_training_fields`, by the names signatures have always stored them under (`RENAMED_OPTIONS`), so
-        a checkpoint written before the arguments were built on TrainingArguments still resumes."""
-        transformers_fields = {f.name for f in dataclasses.fields(self) if f.name in _TRANSFORMERS_FIELDS}
+        a checkpoint written before the arguments were built on TrainingArguments still resumes; and any of
+        `TRAJECTORY_FIELDS` a caller set away from transformers' default."""
         own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name not in transformers_fields and f.name not in self.not_in_signature}
+               if f.name not in _TRANSFORMERS_DEFAULTS and f.name not in self.not_in_signature}
         training = {_FORMER_NAMES.get(name, name): getattr(self, name) for name in self.signature_training_fields}
-        return {**self.former_signature, **own, **training}
+        changed = {name: getattr(self, name) for name in TRAJECTORY_FIELDS
+                   if getattr(self, name) != _TRANSFORMERS_DEFAULTS[name]}
+        return {**self.former_signature, **own, **training, **changed}
 
 
-def _transformers_field_names() -> frozenset:
+def _transformers_defaults() -> dict:
     from transformers import Seq2SeqTrainingArguments
 
-    return frozenset(f.name for f in dataclasses.fields(Seq2SeqTrainingArguments))
+    return {f.name: f.default for f in dataclasses.fields(Seq2SeqTrainingArguments)}
 
 
-_TRANSFORMERS_FIELDS = _transformers_field_names()
+_TRANSFORMERS_DEFAULTS = _transformers_defaults()
+# TrainingArguments fields no job sets or offers as a flag that still shape the trajectory when a caller sets them
+# from Python; a run's signature holds them only away from their default, so signatures written before match.
+TRAJECTORY_FIELDS = ("gradient_accumulation_steps", "lr_scheduler_type", "optim", "adam_beta1", "adam_beta2",
+                     "adam_epsilon", "max_grad_norm", "label_smoothing_factor", "data_seed")
 
 
 @dataclass
@@ -174,4 +180,5 @@ class DataArguments:
             raise ValueError("Give both --train-file and --validation-file.")
 
 
-__all__ = ["DataArguments", "JobTrainingArguments", "ModelArguments", "RENAMED_OPTIONS", "renamed", "training_flag"]
+__all__ = ["DataArguments", "JobTrainingArguments", "ModelArguments", "RENAMED_OPTIONS", "TRAJECTORY_FIELDS", "renamed",
+           "training_flag"]

@@ -68,6 +68,10 @@ def test_a_signature_written_before_the_arguments_were_built_on_training_argumen
     assert differences(changed, build(**renamed(dict(batch_size=16, warmup=0.2, seed=7))).signature()) == {}
     # A setting that changed is still named, under the name the checkpoint stored it by.
     assert differences(saved, build(per_device_train_batch_size=16).signature()) == {"batch_size": (32, 16)}
+    # A TrainingArguments field set from Python that shapes the trajectory is part of it once it leaves its default.
+    assert differences(saved, build(gradient_accumulation_steps=2, lr_scheduler_type="cosine").signature()) == {
+        "gradient_accumulation_steps": (None, 2), "lr_scheduler_type": (None, "cosine")}
+    assert differences(saved, build(lr_scheduler_type="linear").signature()) == {}
     # Where a run goes, and how it logs, checkpoints or computes, is no part of it.
     assert differences(saved, build(output_dir="elsewhere", logging_steps=3, checkpoint_steps=5, overwrite=True,
                                     precision="fp32").signature()) == {}
