@@ -55,11 +55,11 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.models.encoder_decoder.modeling_encoder_decoder import shift_tokens_right
 from transformers.processing_utils import Unpack
-from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, TransformersKwargs, cached_file, logging
+from transformers.utils import TransformersKwargs, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_sharedbert import SharedBertConfig, _reject_misspelled_fields
+from .configuration_sharedbert import SharedBertConfig
 
 
 logger = logging.get_logger(__name__)
@@ -635,142 +635,63 @@ class SharedBertPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, made strict. Only safetensors are read (unpickling can run code).
-        Encoder weights missing from, or unexpected in, the checkpoint are an error: they would otherwise be silently
-        random-initialised. A task head absent from a base checkpoint is the normal start of fine-tuning and stays
-        allowed, with transformers' usual notice. With `output_loading_info=True` the caller receives the missing,
-        unexpected and mismatched keys to judge for themselves, and nothing is refused."""
-        _reject_misspelled_fields(kwargs)
+        """`PreTrainedModel.from_pretrained` with the two refusals whose failure would otherwise be silent, each needed
+        by the test named beside it. With `output_loading_info=True` the caller receives the missing and unexpected
+        keys to judge, and the second refusal is left to them."""
+        # Safetensors only: without a model.safetensors transformers falls back to a folder's pytorch_model.bin and
+        # unpickles it, if with torch's restricted unpickler
+        # (test_loading_errors.py::test_model_classes_never_unpickle_a_folder_of_pickle_weights).
         if kwargs.setdefault("use_safetensors", True) is not True:
-            # transformers reads pytorch_model.bin with False, and falls back to it with None.
             raise ValueError(
                 f"use_safetensors={kwargs['use_safetensors']!r}: SharedBert loads safetensors weights only "
-                "(unpickling .bin/.pt files can run arbitrary code); drop the argument."
+                "(unpickling .bin/.pt files can run code); drop the argument."
             )
-        want_info = kwargs.pop("output_loading_info", False)
-        # transformers' own refusal of a shape mismatch names neither weight nor file: load, then refuse here. The
-        # caller's `ignore_mismatched_sizes=True` lets a task head or an embedding table (a new num_labels or
-        # vocabulary) start afresh, never a transformer layer: a layer of another shape is another architecture.
-        sizes_may_differ = kwargs.pop("ignore_mismatched_sizes", False)
-        try:
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path,
-                *model_args,
-                output_loading_info=True,
-                ignore_mismatched_sizes=True,
-                **kwargs,
-            )
-        except OSError as error:
-            if ".safetensors" in str(error) and "no file named" in str(error).lower():
-                raise OSError(
-                    f"No safetensors weights in {pretrained_model_name_or_path}. SharedBert refuses pickle weights "
-                    "(.bin/.pt: unpickling can run arbitrary code); convert them once with a trusted script "
-                    "(torch.load, then save_pretrained) or point to a folder with model.safetensors."
-                ) from error
-            raise
-        except Exception as error:
-            if "safetensor" in type(error).__name__.lower() or "header" in str(error).lower():
-                raise OSError(
-                    f"The weights file {_weights_file(pretrained_model_name_or_path, kwargs)} is corrupt or "
-                    f"truncated ({error}); re-download or re-save the model."
-                ) from error
-            raise
-        # Cross-attention absent from an encoder checkpoint is the normal start of a decoder (BERT2BERT warm start,
-        # EncoderDecoderModel.from_encoder_decoder_pretrained), as a task head absent from a base checkpoint is.
-        missing = sorted(
-            key
-            for key in info["missing_keys"]
-            if key.startswith(ENCODER_KEY_PREFIXES) and ".crossattention." not in key
+        if kwargs.get("output_loading_info"):
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        model, info = super().from_pretrained(
+            pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
         )
-        unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(ENCODER_KEY_PREFIXES))
-        if model.config.is_encoder_decoder and not isinstance(model, SharedBertForConditionalGeneration):
-            # The encoder of a sequence-to-sequence checkpoint loaded alone (AutoModel): the decoder side stays
-            # behind, as T5EncoderModel leaves T5's.
-            unexpected = [key for key in unexpected if not key.startswith(DECODER_KEY_PREFIXES)]
-        mismatched = sorted(
-            entry
-            for entry in info.get("mismatched_keys") or []
-            if not sizes_may_differ or entry[0].startswith(LAYER_KEY_PREFIXES)
-        )
-        # A caller who asks for the loading info inspects it: then nothing is silent and nothing is refused.
-        if (missing or unexpected or mismatched) and not want_info:
+        # Embedding or stack weights the checkpoint lacks would be random-initialised with only a logged report: a
+        # checkpoint of another attention type or sharing would load as noise
+        # (test_loading_errors.py::test_attention_type_override_names_both_types). A task head absent from a base
+        # checkpoint, and cross-attention absent from an encoder's, are the normal start of fine-tuning.
+        own = tuple(f"{name}." for name, module in model.named_modules()
+                    if isinstance(module, (SharedBertEmbeddings, SharedBertStack)))
+        missing = sorted(key for key in info["missing_keys"] if key.startswith(own) and ".crossattention." not in key)
+        unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(own))
+        if missing or unexpected:
             checkpoint_keys = (set(model.state_dict()) - set(info["missing_keys"])) | set(info["unexpected_keys"])
+            lines = checkpoint_mismatch_lines(
+                pretrained_model_name_or_path, model.config, checkpoint_keys, missing, unexpected
+            )
             raise IncompatibleCheckpointError(
-                describe_incompatible_checkpoint(
-                    pretrained_model_name_or_path, model.config, checkpoint_keys, missing, unexpected, mismatched
-                )
+                "\n".join(lines + ["Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) "
+                                   "matches the weights."])
             )
-        # safetensors has no checksum: damaged tensor bytes still parse. NaN/Inf is how such damage (or a checkpoint
-        # saved from a diverged run) usually shows; refuse it rather than return a model that outputs NaN.
-        non_finite = [
-            name
-            for name, tensor in model.state_dict().items()
-            if tensor.is_floating_point() and tensor.device.type != "meta" and not torch.isfinite(tensor).all()
-        ]
-        if non_finite:
-            raise ValueError(
-                f"The weights file {_weights_file(pretrained_model_name_or_path, kwargs)} holds NaN or Inf values in "
-                f"{len(non_finite)} tensors ({non_finite[:5]}): the file is corrupt or was saved from a diverged run; "
-                "re-download it or load an earlier checkpoint."
-            )
-        return (model, info) if want_info else model
+        return model
 
 
-def _weights_file(path, kwargs) -> str:
-    """The safetensors file (or shard index) of checkpoint `path`, for error messages."""
-    lookup = {key: kwargs[key] for key in ("cache_dir", "revision", "subfolder", "token", "local_files_only") if key in kwargs}
-    for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
-        try:
-            resolved = cached_file(
-                path,
-                name,
-                _raise_exceptions_for_missing_entries=False,
-                _raise_exceptions_for_connection_errors=False,
-                **lookup,
-            )
-        except OSError:
-            resolved = None
-        if resolved:
-            return resolved if name == SAFE_WEIGHTS_NAME else f"(one of the shards listed in {resolved})"
-    return f"{path}/{SAFE_WEIGHTS_NAME}"
+def attention_type_of(keys) -> str | None:
+    """The attention type whose weights `keys` (checkpoint keys of one kind of attention) hold, or None."""
+    if any(".shared_proj." in key for key in keys) and any(".self.query." in key for key in keys):
+        return "shared_kv"
+    # Each type's distinctive weight, most specific first; symmetric has only query and value: what remains.
+    for attention_type, marker in (
+        ("shared_head_query", ".query_head_matrix"),
+        ("shared_lowrank_query", ".query_down."),
+        ("shared", ".shared_proj."),
+        ("pairwise", ".head_bilinear"),
+        ("standard", ".self.key."),
+        ("symmetric", ".self.query."),
+    ):
+        if any(marker in key for key in keys):
+            return attention_type
+    return None
 
 
-# Weights that must come from a SharedBert checkpoint (in a base model, or under a head's `sharedbert.` prefix).
-ENCODER_KEY_PREFIXES = (
-    "embeddings.",
-    "encoder.",
-    "sharedbert.embeddings.",
-    "sharedbert.encoder.",
-    "decoder.",
-    "decoder_embeddings.",
-)
-LAYER_KEY_PREFIXES = ("encoder.", "sharedbert.encoder.", "decoder.")
-DECODER_KEY_PREFIXES = ("decoder.", "decoder_embeddings.")
-
-
-def describe_incompatible_checkpoint(
-    path, config, checkpoint_keys, missing, unexpected, mismatched, advice: str | None = None
-) -> str:
-    """What does not fit between the checkpoint at `path` and `config`: the attention type its weights imply, the
-    `missing` and `unexpected` keys, the `mismatched` `(key, checkpoint shape, model shape)` entries. `advice`, when
-    given, replaces the closing advice (for callers, such as the Hub publisher, that judge head weights too)."""
-
-    def attention_type_of(keys):
-        # Each type's distinctive weight; symmetric has only query and value, so it is what remains.
-        if any(".shared_proj." in key for key in keys) and any(".self.query." in key for key in keys):
-            return "shared_kv"
-        for attention_type, marker in (
-            ("shared_head_query", ".query_head_matrix"),
-            ("shared_lowrank_query", ".query_down."),
-            ("shared", ".shared_proj."),
-            ("pairwise", ".head_bilinear"),
-            ("standard", ".self.key."),
-            ("symmetric", ".self.query."),
-        ):
-            if any(marker in key for key in keys):
-                return attention_type
-        return None
-
+def checkpoint_mismatch_lines(path, config, checkpoint_keys, missing, unexpected) -> list[str]:
+    """What does not fit between the checkpoint at `path` and `config`, line by line: the attention type its weights
+    hold, when another than the config asks, and the `missing` and `unexpected` keys."""
     lines = [f"The checkpoint at {path} does not fit this SharedBert config."]
     # Self- and cross-attention are judged apart: `cross_attention_type` may give them different types.
     for field, is_cross, wanted in (
@@ -787,16 +708,7 @@ def describe_incompatible_checkpoint(
         lines.append(f"Weights missing from the checkpoint ({len(missing)}): {missing[:5]}")
     if unexpected:
         lines.append(f"Weights in the checkpoint that the model does not have ({len(unexpected)}): {unexpected[:5]}")
-    if mismatched:
-        shapes = [f"{key}: checkpoint {tuple(saved)} vs model {tuple(wanted)}" for key, saved, wanted in mismatched]
-        lines.append(f"Weights whose shapes differ ({len(mismatched)}): {shapes[:5]}")
-    if advice is not None:
-        lines.append(advice)
-        return "\n".join(lines)
-    if mismatched and not all(key.startswith(ENCODER_KEY_PREFIXES) for key, _, _ in mismatched):
-        lines.append("To start a task head of a different size (e.g. num_labels), pass ignore_mismatched_sizes=True.")
-    lines.append("Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) matches the weights.")
-    return "\n".join(lines)
+    return lines
 
 
 class SharedBertStack(SharedBertPreTrainedModel):

@@ -104,9 +104,17 @@ def check_source(source) -> None:
 
 def from_pretrained(loader, source, trust_remote_code: bool = False, **kwargs):
     """`loader.from_pretrained(source, trust_remote_code=..., **kwargs)` (an Auto class, a model class or a tokenizer
-    class) after `check_source` and `check_remote_code`: the way the package's jobs load what a user names."""
+    class) after `check_source` and `check_remote_code`: the way the package's jobs load what a user names. A model
+    is loaded through `checkpoint_checks.load_model`: safetensors only, its files and weights checked."""
+    from transformers import PreTrainedModel
+
     check_source(source)
     check_remote_code(source, trust_remote_code)
+    # Every AutoModel* class lives in that module; tokenizers and configs take no weights options.
+    if loader.__module__ == "transformers.models.auto.modeling_auto" or issubclass(loader, PreTrainedModel):
+        from .checkpoint_checks import load_model
+
+        return load_model(loader, source, trust_remote_code=trust_remote_code, **kwargs)
     return loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
 
 

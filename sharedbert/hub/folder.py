@@ -16,7 +16,7 @@ from typing import Any
 from .. import modeling_sharedbert
 from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
-from ..modeling_sharedbert import describe_incompatible_checkpoint
+from ..checkpoint_checks import describe_incompatible_checkpoint
 from ..remote_code import remote_code_of
 from .errors import ModelFolderError
 from .metadata import read_eval_results, read_provenance, read_training_args
@@ -192,10 +192,11 @@ def _check_weights_present(model_dir: Path) -> None:
 
 def _load_model(model_dir: Path, config: SharedBertConfig, architecture: str):
     try:
-        # With the loading info the model's loader reports instead of refusing; the judgement is made below, stricter
-        # than for training: a published model must come entirely from its checkpoint, head included.
+        # With the loading info (and mismatched shapes reported, not raised) the model's loader reports instead of
+        # refusing; the judgement is made below, stricter than for training: a published model must come entirely
+        # from its checkpoint, head included.
         model, info = getattr(modeling_sharedbert, architecture).from_pretrained(
-            model_dir, config=config, output_loading_info=True
+            model_dir, config=config, output_loading_info=True, ignore_mismatched_sizes=True
         )
     except (ValueError, OSError, RuntimeError) as error:
         raise ModelFolderError(f"Cannot load the weights in {model_dir}: {error}") from None
