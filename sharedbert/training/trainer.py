@@ -449,6 +449,7 @@ __all__ = [
     "PredictingTrainer",
     "ResumableTrainer",
     "StepTimer",
+    "add_trainer_files",
     "atomic_write_json",
     "check_output_dir",
     "output_folder",
