@@ -353,7 +353,7 @@ def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int)
             raise SystemExit(f"ft-distill seed {seed} distils from the bert cell of that seed: run it first.")
     arguments = FinetuneArguments(
         model=model, train_file=str(data / "train.tsv"), validation_file=str(data / "validation.tsv"),
-        text_columns="sentence", label_column="label", max_train_samples=FINETUNE_SAMPLES, epochs=1, seed=seed,
+        text_columns="sentence", label_column="label", max_train_samples=FINETUNE_SAMPLES, num_train_epochs=1, seed=seed,
         output_dir=str(cell_dir(work, arm, seed)), overwrite=True, **start_options, **options,
     )
     started = time.time()
