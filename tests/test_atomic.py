@@ -344,13 +344,13 @@ def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monk
         Path(path).write_text("<half an IR")
         raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(export, "convert_to_openvino", killed_while_converting)
+    monkeypatch.setattr(export.exporting, "convert_to_openvino", killed_while_converting)
     with pytest.raises(KeyboardInterrupt):
         export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
     assert contents(folder) == before  # the new onnx/ (with its int8 file) was never put in place
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folder left beside it
 
-    monkeypatch.setattr(export, "convert_to_openvino", real_convert)
+    monkeypatch.setattr(export.exporting, "convert_to_openvino", real_convert)
     import sharedbert.atomic as atomic
 
     replaced, real_replace_directory = [], atomic._replace_directory

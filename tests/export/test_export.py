@@ -343,7 +343,7 @@ def test_the_check_refuses_a_broken_graph_and_writes_nothing(tmp_path, monkeypat
         graph.graph.node.insert(0, ones)
         onnx.save(graph, str(target))
 
-    monkeypatch.setattr(export, "quantize_variant", broken_quantize)
+    monkeypatch.setattr(export.exporting, "quantize_variant", broken_quantize)  # where export() looks it up
     with pytest.raises(export.ExportError, match=r"model_qint8_arm64.onnx \(int8\) gives sentence embeddings"):
         export.export_onnx(folder, tmp_path / "out", task="base", quantize=["arm64"])
     assert not (tmp_path / "out").exists()
