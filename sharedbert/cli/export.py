@@ -1,6 +1,7 @@
 """`sharedbert export MODEL OUT`: a saved SharedBert (base, classifier or sentence-transformers folder) as ONNX, and
 optionally int8 ONNX and OpenVINO IR, each checked in its own runtime against PyTorch before anything is written
-(`sharedbert.export.export`). The options are `sharedbert.export.ExportArguments`.
+(`sharedbert.export.export`). The options are `sharedbert.export.ExportArguments`, one heading in --help for each of
+its parts.
 
     sharedbert export runs/sst2 runs/sst2-onnx                                  # fp32 ONNX, task from the folder
     sharedbert export runs/healed runs/healed-export --task base --quantize all --openvino --openvino-int8
@@ -18,12 +19,14 @@ from .common import HelpFormatter, add_arguments_from, arguments_from, call_libr
 
 
 def add_parser(subparsers):
-    from ..export import ExportArguments
+    from ..export import ExportCheckArguments, ExportFormatArguments, ExportModelArguments
 
     parser = subparsers.add_parser(
         "export", help="export a SharedBert to ONNX (fp32 and int8) and OpenVINO, each checked against PyTorch",
         description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, ExportArguments)  # MODEL and OUT too: positional fields
+    add_arguments_from(parser, ExportModelArguments)  # MODEL and OUT too: positional fields
+    add_arguments_from(parser, ExportFormatArguments, group="files written beside model.onnx")
+    add_arguments_from(parser, ExportCheckArguments, group="checks against PyTorch")
     parser.set_defaults(run=run)
     return parser
 

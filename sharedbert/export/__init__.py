@@ -45,7 +45,13 @@ Needs the `onnx` extra (`pip install "sharedbert[onnx]"`: onnx, onnxscript, onnx
 OpenVINO (openvino, nncf), and sentence-transformers for the sentence-embedding task.
 """
 
-from .arguments import LAYOUTS, ExportArguments
+from .arguments import (
+    LAYOUTS,
+    ExportArguments,
+    ExportCheckArguments,
+    ExportFormatArguments,
+    ExportModelArguments,
+)
 from .errors import ExportError
 from .exporting import (
     ONNX_FILE,
@@ -95,7 +101,8 @@ __all__ = [
     "CALIBRATION_SAMPLES", "CHECK_SENTENCES", "DEFAULT_CALIBRATION", "EXPORT_TASKS", "INPUT_NAMES", "LAYOUTS",
     "MIN_COSINE", "MIN_MEAN_COSINE", "ONNX_FILE", "ONNX_FOLDER", "OPENVINO_FILE", "OPENVINO_FOLDER",
     "OPENVINO_INT8_FILE", "OPENVINO_INT8_MODES", "OPENVINO_INT8_WEIGHTS_FILE", "OUTPUT_NAMES", "QUANTIZATION_VARIANTS",
-    "REPORT_FILE", "EncoderOutput", "ExportArguments", "ExportError", "ExportReport", "FileCheck",
+    "REPORT_FILE", "EncoderOutput", "ExportArguments", "ExportCheckArguments", "ExportError",
+    "ExportFormatArguments", "ExportModelArguments", "ExportReport", "FileCheck",
     "QuantizationVariant",
     "calibration_feeds", "calibration_sentences", "calibration_source", "check_file", "compress_openvino_weights",
     "convert_to_openvino", "cosines", "detect_task", "export", "export_onnx", "float_matmuls", "onnx_session",
