@@ -11,8 +11,9 @@ of `HealingBatches` (short pieces, or long ones on the steps `HealConfig.is_long
 `stop_after_steps` for this call), writes snapshots and shows progress. Checkpoints are the Trainer's
 (`checkpoint_dir/checkpoint-STEP`, see `trainer.ResumableTrainer`); their `run_state.json` records the corpus
 fingerprint and the settings (`heal_config`), and the Trainer's log the training seconds of every step. `heal(...,
-resume=True)` continues from the newest exactly, and refuses one made on other text or with other settings. Ctrl-C
-(SIGINT) finishes the current step, saves a checkpoint and returns.
+resume=True)` continues from the newest exactly, and refuses one made on other text or with other settings; the
+`latest/` checkpoint of the loop healing ran before it ran on Trainer is first rewritten as a Trainer checkpoint.
+Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
 """
 
 from __future__ import annotations
@@ -27,19 +28,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from safetensors.torch import load_file, save_file
+from transformers import TrainerCallback, TrainerState, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
 from ..atomic import atomic_directory
-from .checkpointing import CHECKPOINT_PREFIX, CheckpointCallback, read_run_state, resume_point
+from .checkpointing import (
+    CHECKPOINT_PREFIX,
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    RNG_FILE,
+    RUN_STATE_FILE,
+    CheckpointCallback,
+    read_run_state,
+    read_state,
+    resume_point,
+)
 from .distillation import DistillationTrainer, Distiller
+from .trainer import add_trainer_files
 from ..hub.card import HealingSummary, write_conversion_card
 from .data import TextInMemory, TextPieces
 from ..precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
-# The one folder of a healing run written by sharedbert before healing ran on Trainer; it is refused, not resumed.
+# The one folder of a healing run written by sharedbert before healing ran on Trainer; resuming rewrites it as a
+# Trainer checkpoint (`_continue_legacy`).
 LEGACY_CHECKPOINT = "latest"
 # A time budget alone: the step count it reaches is unknown, so the Trainer is given this many and stopped by the clock.
 UNBOUNDED_STEPS = 10**9
@@ -336,9 +350,10 @@ def has_checkpoint(checkpoint_dir) -> bool:
     return (folder / LEGACY_CHECKPOINT).is_dir() or any(folder.glob(f"{CHECKPOINT_PREFIX}*"))
 
 
-def _resume_point(checkpoint_dir: Path, corpus_fingerprint: str, config: HealConfig, resume: bool) -> Path | None:
-    """The checkpoint to continue (None: start afresh), after checking it was healed on this text with this recipe.
-    Without `resume`, the old checkpoints are deleted (the folder's other files are kept)."""
+def _resume_point(checkpoint_dir: Path, batches: HealingBatches, config: HealConfig, resume: bool) -> Path | None:
+    """The checkpoint to continue (None: start afresh), after checking it was healed on this text with this recipe
+    (one of the loop healing ran before Trainer is first rewritten as a Trainer checkpoint). Without `resume`, the
+    old checkpoints are deleted (the folder's other files are kept)."""
     legacy = checkpoint_dir / LEGACY_CHECKPOINT
     if not resume:
         shutil.rmtree(legacy, ignore_errors=True)
@@ -346,27 +361,64 @@ def _resume_point(checkpoint_dir: Path, corpus_fingerprint: str, config: HealCon
             shutil.rmtree(old, ignore_errors=True)
         return None
     if legacy.is_dir():
-        raise ValueError(
-            f"{legacy} is a healing checkpoint written by an earlier sharedbert (before healing ran on Trainer), which "
-            "this version cannot continue. Finish it with the version that wrote it, or start afresh: delete that "
-            "folder (convert: --no-resume; build-minilm: a new --work-dir)."
-        )
+        if not any(checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*")):  # else a run has gone on from it already
+            _continue_legacy(legacy, batches, config)
+        shutil.rmtree(legacy)
     latest = resume_point(checkpoint_dir, {}, resume=True)
-    if latest is None:
-        return None
-    record = read_run_state(latest)
-    if record.get("corpus") != corpus_fingerprint:
+    if latest is not None:
+        record = read_run_state(latest)
+        _check_recipe(latest, record.get("corpus"), record.get("heal_config", {}), batches.pieces.fingerprint, config)
+    return latest
+
+
+def _check_recipe(folder: Path, corpus: str | None, saved_config: dict, corpus_fingerprint: str,
+                  config: HealConfig) -> None:
+    """Refuse a checkpoint healed on other text or by another recipe."""
+    if corpus != corpus_fingerprint:
         raise ValueError(
-            f"{latest} was trained on another corpus ({record.get('corpus')} vs {corpus_fingerprint}); use the same "
-            "--corpus to resume, or a new output folder to start afresh."
+            f"{folder} was trained on another corpus ({corpus} vs {corpus_fingerprint}); use the same --corpus to "
+            "resume, or a new output folder to start afresh."
         )
-    changed = changed_settings(record.get("heal_config", {}), config)
+    changed = changed_settings(saved_config, config)
     if changed:
         raise ValueError(
-            f"{latest} was healed with other settings ({'; '.join(changed)}): resuming would mix two recipes. Resume "
+            f"{folder} was healed with other settings ({'; '.join(changed)}): resuming would mix two recipes. Resume "
             "with the same options, or start afresh (convert: --no-resume; build-minilm: a new --work-dir)."
         )
-    return latest
+
+
+def _continue_legacy(legacy: Path, batches: HealingBatches, config: HealConfig) -> None:
+    """Rewrite the checkpoint of the loop healing ran before it ran on Trainer (one `latest/` folder, whose
+    `trainer_state.json` held the step, the training seconds, the data positions, every loss, the corpus and the
+    settings beside `checkpointing`'s weights, optimizer and RNG files) as the Trainer checkpoint it amounts to. The
+    data of a step is a function of the step in both, so the run goes on exactly; one whose positions do not follow
+    from its step (written before long batches) is refused."""
+    state = read_state(legacy, "trainer_state.json")
+    _check_recipe(legacy, state["corpus"], state.get("heal_config", {}), batches.pieces.fingerprint, config)
+    step = state["step"]
+    if batches.positions(step) != (state["position"], state.get("long_position", 0)):
+        raise ValueError(
+            f"{legacy} was healed by an earlier sharedbert with other batches (written before long batches), which "
+            "this version cannot continue exactly. Start afresh: --no-resume (convert) or a new --work-dir "
+            "(build-minilm)."
+        )
+    log = [{"loss": loss, "step": index + 1} for index, loss in enumerate(state["losses"])]
+    if log:
+        log[-1]["elapsed_seconds"] = state["elapsed_seconds"]
+    with atomic_directory(legacy.parent / f"{CHECKPOINT_PREFIX}{step}") as tmp:
+        for name in (MODEL_FILE, "config.json", OPTIMIZER_FILE):
+            shutil.copy2(legacy / name, tmp / name)
+        rng_tensors, rng = load_file(str(legacy / RNG_FILE)), state["rng"]
+        if isinstance(rng, dict):  # one process's, saved before every run kept a list
+            rng_tensors, rng = {"0.torch": rng_tensors["torch"]}, [rng]
+        save_file(rng_tensors, str(tmp / RNG_FILE))
+        (tmp / RUN_STATE_FILE).write_text(json.dumps({
+            "run_signature": {}, "corpus": state["corpus"], "heal_config": state.get("heal_config", {}),
+            "optimizer": state["optimizer"], "scheduler": state["scheduler"], "rng": rng}), encoding="utf-8")
+        TrainerState(global_step=step, logging_steps=1, train_batch_size=1,
+                     log_history=log).save_to_json(str(tmp / "trainer_state.json"))
+        add_trainer_files(tmp)
+    logger.info("Rewrote %s, a healing checkpoint of an earlier sharedbert, as %s-%d.", legacy, CHECKPOINT_PREFIX, step)
 
 
 def _saved_progress(checkpoint: Path | None) -> tuple[int, float]:
@@ -424,7 +476,7 @@ def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig
         torch.set_num_threads(config.threads)
     checkpoint_dir = Path(checkpoint_dir)
     batches = HealingBatches(corpus, config, config.max_steps or UNBOUNDED_STEPS)
-    resume_from = _resume_point(checkpoint_dir, batches.pieces.fingerprint, config, resume)
+    resume_from = _resume_point(checkpoint_dir, batches, config, resume)
     saved_steps, saved_seconds = _saved_progress(resume_from)
     if config.max_minutes is not None and saved_seconds >= config.max_minutes * 60:
         batches.steps = saved_steps  # the time budget is spent: load the checkpoint, train no further

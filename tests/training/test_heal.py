@@ -1,9 +1,11 @@
 """Healing by distillation: the loss falls, resume continues exactly, Ctrl-C saves, bad corpora fail clearly; the CLI
 and the sentence-embedding helper."""
 
+import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,24 +201,64 @@ def test_a_time_budget_stops_on_the_clock_anneals_over_it_and_is_not_exceeded_on
     assert again.steps == result.steps and again.losses == result.losses
 
 
-def test_a_checkpoint_of_the_old_healing_loop_is_refused_by_name_not_restarted(corpus, tmp_path):
-    """Healing checkpoints written before healing ran on Trainer (one `latest/` folder) cannot be continued: the run
-    names the folder and what to do instead of starting afresh over it; resume=False (--no-resume) replaces it."""
+def _as_old_loop_checkpoint(checkpoint, teacher, config, corpus, losses, elapsed):
+    """Rewrite a Trainer checkpoint of a healing run as the loop before Trainer saved its state: one `latest/` folder
+    written by `checkpointing.writing_checkpoint` (which that loop called) with its progress as the state file."""
+    from sharedbert.training.checkpointing import restore_weights, writing_checkpoint
+    from sharedbert.training.healing import _lr_lambda, _optimizer, HealingClock
+
+    student = from_bert(teacher, attention_type="pairwise")
+    restore_weights(checkpoint, student)
+    optimizer = _optimizer(student, config)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(config, HealingClock()))
+    optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))  # after: LambdaLR sets lr
+    scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
+    step = int(checkpoint.name.split("-")[1])
+    position, long_position = HealingBatches(corpus, config, config.max_steps).positions(step)
+    progress = dict(step=step, elapsed_seconds=elapsed, position=position, long_position=long_position,
+                    corpus=TextPieces(corpus, config.min_words, config.max_words, config.seed).fingerprint,
+                    losses=losses, snapshots_done=[], heal_config=dataclasses.asdict(config))
+    with writing_checkpoint(checkpoint.parent / "latest", student, optimizer, scheduler, progress,
+                            "trainer_state.json"):
+        pass
+    shutil.rmtree(checkpoint)
+    return checkpoint.parent / "latest"
+
+
+def test_a_checkpoint_of_the_old_healing_loop_resumes_exactly(corpus, tmp_path):
+    """Healing checkpoints written before healing ran on Trainer (one `latest/` folder) are rewritten as Trainer
+    checkpoints and go on to the same losses and weights as a run never stopped; one whose data positions do not
+    follow from its step (written before long batches) is refused by name, never restarted over."""
     teacher, tokenizer = make_teacher(), make_tokenizer()
-    legacy = tmp_path / "ck" / "latest"
-    legacy.mkdir(parents=True)
-    (legacy / "trainer_state.json").write_text(json.dumps({"step": 3}))
+    config = small_config(max_steps=8, long_fraction=0.5, long_min_words=20, long_max_words=30)
+    straight = from_bert(teacher, attention_type="pairwise")
+    full = heal(straight, teacher, tokenizer, corpus, tmp_path / "a", config, resume=False)
+    part = heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "b", config,
+                resume=False, stop_after_steps=3)
+    legacy = _as_old_loop_checkpoint(tmp_path / "b" / "checkpoint-3", teacher, config, corpus, part.losses, 1.5)
     from sharedbert.training.healing import has_checkpoint
 
-    assert has_checkpoint(tmp_path / "ck")  # so `convert` treats it as a resumption, and heal refuses it
-    with pytest.raises(ValueError, match=r"latest is a healing checkpoint written by an earlier sharedbert.*"
+    assert has_checkpoint(tmp_path / "b")  # so `convert` treats it as a resumption (no new calibration)
+    second = from_bert(teacher, attention_type="pairwise")
+    rest = heal(second, teacher, tokenizer, corpus, tmp_path / "b", config)
+    assert rest.steps == 8 and not legacy.exists() and rest.elapsed_seconds > 1.5
+    assert rest.losses == pytest.approx(full.losses, rel=1e-4)
+    for (name, a), b in zip(straight.state_dict().items(), second.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+    part = heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "c", config,
+                resume=False, stop_after_steps=3)
+    legacy = _as_old_loop_checkpoint(tmp_path / "c" / "checkpoint-3", teacher, config, corpus, part.losses, 1.5)
+    state = json.loads((legacy / "trainer_state.json").read_text())
+    del state["long_position"]  # as written before long batches
+    (legacy / "trainer_state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=r"latest was healed by an earlier sharedbert with other batches.*"
                                          r"--no-resume"):
-        heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck",
-             small_config(max_steps=2))
-    assert (legacy / "trainer_state.json").is_file()
-    result = heal(from_bert(teacher, attention_type="shared"), teacher, tokenizer, corpus, tmp_path / "ck",
-                  small_config(max_steps=2), resume=False)
-    assert result.steps == 2 and not legacy.exists()
+        heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "c", config)
+    assert legacy.is_dir() and not list((tmp_path / "c").glob("checkpoint-*"))
+    result = heal(from_bert(teacher, attention_type="pairwise"), teacher, tokenizer, corpus, tmp_path / "c", config,
+                  resume=False)
+    assert result.steps == 8 and not legacy.exists()
 
 
 # Healing in a process of its own, as a user runs it, that sends itself Ctrl-C after step 2. In a child, because a
