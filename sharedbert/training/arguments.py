@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import torch
 from transformers import TrainingArguments
 
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
@@ -112,6 +113,11 @@ class JobTrainingArguments(TrainingArguments):
         automatic = {name: getattr(self, name) is None for name in ("output_dir", "logging_steps")}
         if automatic["logging_steps"]:
             self.logging_steps = 1
+        # Under accelerate or torchrun the first TrainingArguments to set up devices starts the process group. On a
+        # machine without CUDA it must start the CPU's (gloo), as the run's finished arguments ask
+        # (trainer.training_arguments): otherwise torch starts a group without a backend and DDP reports "undefined".
+        if not torch.cuda.is_available():
+            self.use_cpu = True
         super().__post_init__()
         for name, unset in automatic.items():
             if unset:
