@@ -333,7 +333,7 @@ def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monk
     _, folder = sentence_model(tmp_path)
     (folder / "extra").mkdir()
     (folder / "extra" / "notes.txt").write_text("the user's own file")
-    export.export_onnx(folder, folder, layout="sentence-transformers", openvino=True)
+    export.export(model=folder, output_dir=folder, layout="sentence-transformers", openvino=True)
     before = contents(folder)
     assert {"onnx/model.onnx", "openvino/openvino_model.xml", "extra/notes.txt"} <= set(before)
     weights_inode = next(folder.glob("*.safetensors")).stat().st_ino
@@ -346,7 +346,7 @@ def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monk
 
     monkeypatch.setattr(export.exporting, "convert_to_openvino", killed_while_converting)
     with pytest.raises(KeyboardInterrupt):
-        export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
+        export.export(model=folder, output_dir=folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
     assert contents(folder) == before  # the new onnx/ (with its int8 file) was never put in place
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folder left beside it
 
@@ -356,7 +356,7 @@ def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monk
     replaced, real_replace_directory = [], atomic._replace_directory
     monkeypatch.setattr(atomic, "_replace_directory", lambda tmp, final: (replaced.append(final),
                                                                           real_replace_directory(tmp, final)))
-    export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
+    export.export(model=folder, output_dir=folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
     assert replaced == [folder.resolve()]  # one folder swapped in, not onnx/ then openvino/
     after = contents(folder)
     assert "onnx/model_quint8_avx2.onnx" in after and after["openvino/openvino_model.xml"].startswith(b"<?xml")
@@ -367,7 +367,7 @@ def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monk
 
     # ONNX only: the earlier openvino/ stays as it was.
     openvino_before = {k: v for k, v in after.items() if k.startswith("openvino/")}
-    export.export_onnx(folder, folder, layout="sentence-transformers")
+    export.export(model=folder, output_dir=folder, layout="sentence-transformers")
     final = contents(folder)
     assert {k: v for k, v in final.items() if k.startswith("openvino/")} == openvino_before
     assert "onnx/model_quint8_avx2.onnx" not in final

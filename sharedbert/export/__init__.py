@@ -63,7 +63,6 @@ from .exporting import (
     REPORT_FILE,
     ExportReport,
     export,
-    export_onnx,
 )
 from .quantization import (
     CALIBRATION_SAMPLES,
@@ -101,12 +100,10 @@ __all__ = [
     "CALIBRATION_SAMPLES", "CHECK_SENTENCES", "DEFAULT_CALIBRATION", "EXPORT_TASKS", "INPUT_NAMES", "LAYOUTS",
     "MIN_COSINE", "MIN_MEAN_COSINE", "ONNX_FILE", "ONNX_FOLDER", "OPENVINO_FILE", "OPENVINO_FOLDER",
     "OPENVINO_INT8_FILE", "OPENVINO_INT8_MODES", "OPENVINO_INT8_WEIGHTS_FILE", "OUTPUT_NAMES", "QUANTIZATION_VARIANTS",
-    "REPORT_FILE", "EncoderOutput", "ExportArguments", "ExportCheckArguments", "ExportError",
-    "ExportFormatArguments", "ExportModelArguments", "ExportReport", "FileCheck",
-    "QuantizationVariant",
-    "calibration_feeds", "calibration_sentences", "calibration_source", "check_file", "compress_openvino_weights",
-    "convert_to_openvino", "cosines", "detect_task", "export", "export_onnx", "float_matmuls", "onnx_session",
-    "openvino_model",
-    "quantization_variants", "quantize_openvino", "quantize_variant", "read_sentences", "run_file",
-    "sentence_embeddings", "trace_to_onnx", "variant_for_cpu",
+    "REPORT_FILE", "EncoderOutput", "ExportArguments", "ExportCheckArguments", "ExportError", "ExportFormatArguments",
+    "ExportModelArguments", "ExportReport", "FileCheck", "QuantizationVariant", "calibration_feeds",
+    "calibration_sentences", "calibration_source", "check_file", "compress_openvino_weights", "convert_to_openvino",
+    "cosines", "detect_task", "export", "float_matmuls", "onnx_session", "openvino_model", "quantization_variants",
+    "quantize_openvino", "quantize_variant", "read_sentences", "run_file", "sentence_embeddings", "trace_to_onnx",
+    "variant_for_cpu",
 ]

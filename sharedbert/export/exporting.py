@@ -90,13 +90,6 @@ def export(arguments: ExportArguments | None = None, /, **fields) -> ExportRepor
     return report
 
 
-def export_onnx(model_dir: str | os.PathLike, output_dir: str | os.PathLike, task: str = "auto",
-                **fields) -> ExportReport:
-    """`export(model=model_dir, output_dir=output_dir, task=task, **fields)`: the call of the export before its options
-    became `ExportArguments`, kept for the code and tests that use it."""
-    return export(model=model_dir, output_dir=output_dir, task=task, **fields)
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # The steps of `export`
 # --------------------------------------------------------------------------------------------------------------------

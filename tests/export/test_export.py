@@ -18,7 +18,7 @@ pytest.importorskip("onnxscript", reason='the onnx extra is not installed (pip i
 import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 
-from sharedbert.export import CHECK_SENTENCES, ExportError, export_onnx  # noqa: E402
+from sharedbert.export import CHECK_SENTENCES, ExportArguments, ExportError, export  # noqa: E402
 from sharedbert.folding import is_folded  # noqa: E402
 
 WORDS = sorted({w for s in CHECK_SENTENCES for w in s.lower().replace(",", " , ").replace(".", " . ").split()})
@@ -57,7 +57,7 @@ def other_shape_inputs(vocab_size, batch=4, length=23):
                                             "shared_lowrank_query"])
 def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_type):
     model = SharedBertModel(tiny_config(vocab_size=len(VOCAB), attention_type=attention_type)).eval()
-    report = export_onnx(save(model, tmp_path / "model"), tmp_path / "onnx")
+    report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
     assert report.task == "base" and report.max_abs_difference <= 1e-4
     assert report.check_sentences == len(CHECK_SENTENCES)
     input_ids, attention_mask = other_shape_inputs(len(VOCAB))  # not the shapes it was traced with
@@ -77,7 +77,7 @@ def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_t
 
 def test_classifier_export_is_detected_and_matches(tmp_path):
     model = SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB), num_labels=3)).eval()
-    report = export_onnx(save(model, tmp_path / "model"), tmp_path / "onnx")
+    report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
     assert report.task == "sequence-classification" and report.output_name == "logits"
     input_ids, attention_mask = other_shape_inputs(len(VOCAB))
     with torch.no_grad():
@@ -96,7 +96,7 @@ def test_sentence_transformers_folder_exports_its_pooling_and_normalisation(tmp_
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
     pipeline = sentence_transformers.SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu")
     pipeline.save(str(tmp_path / "st"))
-    report = export_onnx(tmp_path / "st", tmp_path / "onnx")
+    report = export(model=tmp_path / "st", output_dir=tmp_path / "onnx")
     assert report.task == "sentence-embedding" and report.output_name == "sentence_embedding"
     sentences = list(CHECK_SENTENCES[:4])
     expected = pipeline.encode(sentences, convert_to_numpy=True)
@@ -113,16 +113,17 @@ def test_a_bert_is_refused_with_the_fix(tmp_path):
                          intermediate_size=37)).save_pretrained(tmp_path / "bert")
     SharedBertTokenizer(vocab=VOCAB).save_pretrained(tmp_path / "bert")
     with pytest.raises(ExportError, match="not a SharedBert: convert it first"):
-        export_onnx(tmp_path / "bert", tmp_path / "onnx")
+        export(model=tmp_path / "bert", output_dir=tmp_path / "onnx")
     assert not (tmp_path / "onnx").exists()
 
 
 def test_bad_task_and_failed_check_leave_nothing(tmp_path):
     folder = save(SharedBertModel(tiny_config(vocab_size=len(VOCAB))).eval(), tmp_path / "model")
     with pytest.raises(ValueError, match="task must be"):
-        export_onnx(folder, tmp_path / "onnx", task="fill-mask")
+        export(model=folder, output_dir=tmp_path / "onnx", task="fill-mask")
     with pytest.raises(ExportError, match="differs from PyTorch"):
-        export_onnx(folder, tmp_path / "onnx", atol=-1.0)  # no export can pass: the check must refuse it
+        # An ExportArguments with a keyword replacing a field; no export can pass at atol -1: the check must refuse it.
+        export(ExportArguments(model=folder, output_dir=tmp_path / "onnx"), atol=-1.0)
     assert not (tmp_path / "onnx").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left behind either
 
@@ -286,8 +287,8 @@ def test_int8_and_openvino_files_load_in_their_runtimes_and_match_pytorch(tmp_pa
 
     model, folder = sentence_model(tmp_path)
     calibration = list(CHECK_SENTENCES) * 4
-    report = export.export_onnx(folder, tmp_path / "out", task="base", quantize=["all"], openvino=True,
-                                openvino_int8=True, calibration=calibration, calibration_samples=20)
+    report = export.export(model=folder, output_dir=tmp_path / "out", task="base", quantize=["all"], openvino=True,
+                           openvino_int8=True, calibration=calibration, calibration_samples=20)
     names = [check.file for check in report.files]
     assert names == ["model.onnx", "model_qint8_avx512_vnni.onnx", "model_qint8_avx512.onnx", "model_quint8_avx2.onnx",
                      "model_qint8_arm64.onnx", "openvino_model.xml", "openvino_model_qint8_quantized.xml"]
@@ -339,8 +340,8 @@ def test_the_directed_types_export_to_int8_and_openvino_within_the_checks(tmp_pa
 
     model, folder = sentence_model(tmp_path, attention_type)
     int8 = [] if attention_type in INT8_ONNX_FAILS else ["avx512_vnni"]
-    report = export.export_onnx(folder, tmp_path / "out", task="base", quantize=int8, openvino=True,
-                                openvino_int8=True, calibration=list(CHECK_SENTENCES) * 4, calibration_samples=20)
+    report = export.export(model=folder, output_dir=tmp_path / "out", task="base", quantize=int8, openvino=True,
+                           openvino_int8=True, calibration=list(CHECK_SENTENCES) * 4, calibration_samples=20)
     assert [check.file for check in report.files] == ["model.onnx", *(["model_qint8_avx512_vnni.onnx"] if int8 else []),
                                                       "openvino_model.xml", "openvino_model_qint8_quantized.xml"]
     for check in report.files:
@@ -357,7 +358,7 @@ def test_shared_head_query_exports_to_int8_onnx(tmp_path):
     from sharedbert import export
 
     _, folder = sentence_model(tmp_path, "shared_head_query")
-    report = export.export_onnx(folder, tmp_path / "out", task="base", quantize=["avx512_vnni"])
+    report = export.export(model=folder, output_dir=tmp_path / "out", task="base", quantize=["avx512_vnni"])
     assert all(check.min_cosine >= export.MIN_COSINE for check in report.files)
 
 
@@ -367,7 +368,8 @@ def test_sentence_transformers_layout_adds_backend_folders_to_the_model_folder(t
 
     _, folder = sentence_model(tmp_path)
     before = sorted(p.name for p in folder.iterdir())
-    report = export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["avx2"], openvino=True)
+    report = export.export(model=folder, output_dir=folder, layout="sentence-transformers", quantize=["avx2"],
+                           openvino=True)
     assert report.task == "base"  # the backends pool in PyTorch: auto picks the encoder's output
     assert [check.file for check in report.files] == ["onnx/model.onnx", "onnx/model_quint8_avx2.onnx",
                                                       "openvino/openvino_model.xml"]
@@ -379,15 +381,16 @@ def test_sentence_transformers_layout_adds_backend_folders_to_the_model_folder(t
     # A failed check leaves the earlier onnx/ as it was and adds nothing.
     stamp = (folder / "onnx" / "model.onnx").stat().st_mtime_ns
     with pytest.raises(export.ExportError, match="nothing was written"):
-        export.export_onnx(folder, folder, layout="sentence-transformers", quantize=["arm64"], min_mean_cosine=1.01)
+        export.export(model=folder, output_dir=folder, layout="sentence-transformers", quantize=["arm64"],
+                      min_mean_cosine=1.01)
     assert (folder / "onnx" / "model.onnx").stat().st_mtime_ns == stamp
     assert sorted(p.name for p in (folder / "onnx").iterdir()) == ["model.onnx", "model_quint8_avx2.onnx",
                                                                   "onnx_export.json"]
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temporary folder left
     with pytest.raises(ValueError, match="sentence-transformers layout holds the encoder"):
-        export.export_onnx(folder, folder, task="sentence-embedding", layout="sentence-transformers")
+        export.export(model=folder, output_dir=folder, task="sentence-embedding", layout="sentence-transformers")
     with pytest.raises(ValueError, match="is the model folder"):
-        export.export_onnx(folder, folder)
+        export.export(model=folder, output_dir=folder)
 
 
 def test_the_check_refuses_a_broken_graph_and_writes_nothing(tmp_path, monkeypatch):
@@ -412,7 +415,7 @@ def test_the_check_refuses_a_broken_graph_and_writes_nothing(tmp_path, monkeypat
 
     monkeypatch.setattr(export.exporting, "quantize_variant", broken_quantize)  # where export() looks it up
     with pytest.raises(export.ExportError, match=r"model_qint8_arm64.onnx \(int8\) gives sentence embeddings"):
-        export.export_onnx(folder, tmp_path / "out", task="base", quantize=["arm64"])
+        export.export(model=folder, output_dir=tmp_path / "out", task="base", quantize=["arm64"])
     assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
@@ -423,13 +426,13 @@ def test_int8_export_refusals_name_the_fix(tmp_path, monkeypatch):
     classifier = save(SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB))).eval(),
                       tmp_path / "classifier")
     with pytest.raises(ValueError, match="export a classifier in fp32"):
-        export.export_onnx(classifier, tmp_path / "out", quantize=["avx2"])
+        export.export(model=classifier, output_dir=tmp_path / "out", quantize=["avx2"])
     with pytest.raises(ValueError, match="pick from"):
-        export.export_onnx(classifier, tmp_path / "out", quantize=["avx1024"])
+        export.export(model=classifier, output_dir=tmp_path / "out", quantize=["avx1024"])
     monkeypatch.setattr("sharedbert.shared_data.shared_data_dir", lambda holding=None: None)
     _, folder = sentence_model(tmp_path)
     with pytest.raises(ValueError, match="pass --calibration-file"):
-        export.export_onnx(folder, tmp_path / "out", task="base", openvino_int8=True)
+        export.export(model=folder, output_dir=tmp_path / "out", task="base", openvino_int8=True)
     (tmp_path / "empty.txt").write_text("\n\n")
     with pytest.raises(ValueError, match="holds no sentences"):
         export.read_sentences(tmp_path / "empty.txt")
@@ -474,8 +477,8 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
 
     monkeypatch.setattr("sharedbert.shared_data.shared_data_dir", lambda holding=None: None)  # no calibration text
     _, folder = sentence_model(tmp_path)
-    report = export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
-                                openvino_int8_mode="weights")
+    report = export.export(model=folder, output_dir=folder, layout="sentence-transformers", openvino_int8=True,
+                           openvino_int8_mode="weights")
     check = report.check("openvino/openvino_model_qint8_weights.xml")
     assert check.precision == "int8" and check.mean_cosine >= export.MIN_MEAN_COSINE
     graph = openvino.Core().read_model(str(folder / "openvino" / "openvino_model_qint8_weights.xml"))
@@ -483,8 +486,8 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
                       if op.get_type_name() == "Constant"}
     assert "u8" in constant_types or "i8" in constant_types  # the weights really are 8-bit
     with pytest.raises(ValueError, match="openvino_int8_mode must be one of"):
-        export.export_onnx(folder, folder, layout="sentence-transformers", openvino_int8=True,
-                           openvino_int8_mode="int4")
+        export.export(model=folder, output_dir=folder, layout="sentence-transformers", openvino_int8=True,
+                      openvino_int8_mode="int4")
     staged = hub.stage_for_hub(folder, tmp_path / "staged", repo_id="someone/tiny", verify=False)
     assert {"openvino/openvino_model_qint8_weights.xml", "openvino/openvino_model_qint8_weights.bin"} <= set(
         staged.files)
@@ -501,8 +504,8 @@ def test_static_openvino_int8_leaves_attention_products_and_the_first_feed_forwa
     from sharedbert import export
 
     model, folder = sentence_model(tmp_path)
-    report = export.export_onnx(folder, tmp_path / "out", task="base", openvino_int8=True,
-                                calibration=list(CHECK_SENTENCES) * 2, calibration_samples=32)
+    report = export.export(model=folder, output_dir=tmp_path / "out", task="base", openvino_int8=True,
+                           calibration=list(CHECK_SENTENCES) * 2, calibration_samples=32)
     check = report.check("openvino_model_qint8_quantized.xml")
     assert check.mean_cosine >= export.MIN_MEAN_COSINE and check.min_cosine >= export.MIN_COSINE
     layers = model.config.num_hidden_layers

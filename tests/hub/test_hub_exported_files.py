@@ -15,7 +15,7 @@ from test_export import VOCAB, save  # noqa: E402
 
 from sharedbert import SharedBertModel, hub  # noqa: E402
 from sharedbert.sentence_embeddings import write_default_modules  # noqa: E402
-from sharedbert.export import export_onnx  # noqa: E402
+from sharedbert.export import export  # noqa: E402
 
 REPO = "someone/sharedbert-tiny"
 
@@ -25,7 +25,7 @@ def exported_model(tmp_path, **export_options):
     model = SharedBertModel(config).eval()
     folder = save(model, tmp_path / "model")
     write_default_modules(folder, config.hidden_size)
-    export_onnx(folder, folder, layout="sentence-transformers", **export_options)
+    export(model=folder, output_dir=folder, layout="sentence-transformers", **export_options)
     return model, folder
 
 
