@@ -126,6 +126,7 @@ class ExportCheckArguments:
     max_length: int = field(default=128, metadata={"help": "truncate check and calibration sentences to this"})
 
     def validate_checks(self) -> None:
+        """Refuses check sentences given twice (as sentences and as a file), or none."""
         if self.check_sentences is not None and self.check_file is not None:
             raise ValueError("Pass the check sentences or a check file (--check-file), not both.")
         if self.check_sentences is not None and not list(self.check_sentences):

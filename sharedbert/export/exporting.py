@@ -53,6 +53,9 @@ OPENVINO_INT8_WEIGHTS_FILE = "openvino_model_qint8_weights.xml"
 
 @dataclass
 class ExportReport:
+    """What `export` wrote and what each file's check gave (`files`, in the order written); also written as
+    onnx_export.json beside the ONNX files, with the inputs, thresholds and onnxruntime version."""
+
     onnx_path: str
     task: str
     output_name: str
