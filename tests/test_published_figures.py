@@ -67,6 +67,7 @@ SEQ_1800 = "experiments/seq2seq/results/recipe-1800.json"
 SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
 REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
 CHARLM = "experiments/charlm/results/summary.json"
+DIRECTED = "experiments/directed-attention/results/verdicts.json"
 COPY = "experiments/cross-attention-copy/results.json"
 
 
@@ -211,6 +212,17 @@ def charlm(arm: str, setting: str = "clm-cpu") -> dict:
     return results(CHARLM)[setting]["arms"][arm]
 
 
+def directed(setting: str, arm: str) -> dict:
+    """One new attention type's row of the directed-attention study's verdicts at one setting."""
+    return results(DIRECTED)[setting]["types"][arm]
+
+
+def directed_differences(setting: str, arm: str) -> list[float]:
+    """The row's paired differences to standard and to shared and its excess e, each mean then standard error."""
+    row = directed(setting, arm)
+    return [row[key][part] for key in ("to_standard", "to_shared", "excess") for part in ("mean", "standard_error")]
+
+
 def bert_base_projection_shares(*types: str) -> list[float]:
     """Each type's attention projections per layer as a percentage of standard attention's, at bert-base dims."""
     from sharedbert import SharedBertConfig
@@ -311,6 +323,22 @@ FIGURES = [
       for arm, label in (("bert", "`bert` (transformers' `BertForMaskedLM`)"), ("shared", "`shared`"),
                          ("shared-matched", "`shared-matched`"), ("symmetric", "`symmetric`"),
                          ("pairwise", "`pairwise`"))],
+    # experiments/directed-attention/README.md: each new type's row, per setting (the rule's file, verdicts.py)
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} / {{}} / {{}} / {{}} / {{}} | {{}} ± {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} "
+                    f"| {{}} ± {{}} | {verdict} |"), DIRECTED,
+             lambda arm=arm: [*directed("clm-cpu", arm)["losses"], charlm(arm)["mean"], charlm(arm)["standard_error"],
+                              *directed("clm-cpu", arm)["parameters"], *directed_differences("clm-cpu", arm)])
+      for arm, label, verdict in (("shared-lowrank-query", "`shared_lowrank_query`", "closes at least half"),
+                                  ("shared-head-query", "`shared_head_query`", "closes less than half"),
+                                  ("shared-kv", "`shared_kv` (reference, 67%)", "closes at least half"))],
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} / {{}} / {{}} / {{}} / {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}} ± {{}} "
+                    f"| left open |"), DIRECTED,
+             lambda arm=arm: [*directed("mlm-cpu", arm)["losses"], directed("mlm-cpu", arm)["mean"],
+                              *directed_differences("mlm-cpu", arm)])
+      for arm, label in (("shared-lowrank-query", "`shared_lowrank_query`"), ("shared-head-query", "`shared_head_query`"),
+                         ("shared-kv", "`shared_kv` (reference, 67%)"))],
     # docs/model.md: choosing an attention type
     Figure("docs/model.md", phrase("STS-B is {} with `shared`, {} with `symmetric` and {} with `pairwise`, against "
                                    "the original's {}"), CALIBRATION,
