@@ -347,6 +347,17 @@ FIGURES = [
            CHARLM, lambda: [charlm("shared")["paired"]["mean"], charlm("shared")["paired"]["standard_error"],
                             charlm("standard")["mean"], charlm("pairwise")["paired"]["mean"],
                             charlm("pairwise")["paired"]["standard_error"]]),
+    Figure("docs/model.md", phrase("`symmetric`, `pairwise`) left it on every seed and end {} ± {} and {} ± {} nats "
+                                   "ahead of `standard`"), CHARLM,
+           lambda: [-charlm("symmetric", "mlm-cpu")["paired"]["mean"],
+                    charlm("symmetric", "mlm-cpu")["paired"]["standard_error"],
+                    -charlm("pairwise", "mlm-cpu")["paired"]["mean"],
+                    charlm("pairwise", "mlm-cpu")["paired"]["standard_error"]]),
+    Figure("docs/model.md", phrase("`shared_lowrank_query` closes {}% of `shared`'s gap (the rule's \"at least half\") "
+                                   "at {}% of standard's projection parameters, `shared_head_query` {}%"), DIRECTED,
+           lambda: [100 * directed("clm-cpu", "shared-lowrank-query")["share_closed"],
+                    bert_base_projection_shares("shared_lowrank_query")[0],
+                    100 * directed("clm-cpu", "shared-head-query")["share_closed"]]),
     # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
     Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
            lambda: list(bert_base_reductions())),
