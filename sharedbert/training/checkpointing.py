@@ -1,21 +1,19 @@
-"""The one checkpoint module: saving and restoring a run's weights, optimizer, scheduler, random generators and
-progress, for `pretrain` and `finetune` (through `trainer.ResumableTrainer`) and for healing (its own loop).
+"""A Trainer run's checkpoints: where they go, which one a run resumes, when one is saved, and Ctrl-C as "save and
+stop". Used by `pretrain`, `finetune` and `seq2seq` fine-tuning (through `trainer.ResumableTrainer`) and by healing.
 
-Safetensors and JSON only, never pickle. Trainer's own checkpoints `torch.save` the optimizer, the scheduler, the RNG
-states and the arguments, and `torch.load` of such a file can run code; so `ResumableTrainer` overrides the Trainer
-methods that write and read them and calls the functions below instead. A checkpoint is a folder, written into a
-temporary sibling and renamed into place (`atomic.atomic_directory`), so it is complete or absent:
+The checkpoints are Trainer's own `checkpoint-STEP/` folders: the weights as safetensors, the optimizer, scheduler and
+generator states as Trainer's torch files (`optimizer.pt`, `scheduler.pt`, `rng_state.pth`), which transformers 5 reads
+back with `torch.load(weights_only=True)`, torch's restricted unpickler that runs no code, and `trainer_state.json`.
+`ResumableTrainer` writes each folder into a temporary sibling renamed into place, so a checkpoint is complete or
+absent, and adds `run_state.json`: the run's signature (the settings that must match to resume), its precision and
+what the caller records (healing: the corpus and its settings).
 
-* `model.safetensors` + `config.json`: the weights being trained;
-* `optimizer.safetensors`: the optimizer's tensors (AdamW's moments), `{parameter index}.{name}`;
-* `rng.safetensors`: torch's generator state of every process, `{rank}.torch`;
-* a JSON state file: the caller's progress (step, data position, ...) and `optimizer` (param groups and scalars),
-  `scheduler`, and `rng` (Python and NumPy generator states, one entry per process).
+`RunCheckpoints` says where a Trainer run's checkpoints go and which one it resumes (`resume_point` refuses one of
+other settings), `CheckpointCallback` when it saves, and `sigint_stops` turns the first Ctrl-C into "save and stop".
 
-Trainer runs keep `checkpoint-STEP/` folders whose state file is `run_state.json` (Trainer's own `trainer_state.json`
-beside it); healing keeps one `latest/` folder whose state file is `trainer_state.json`. `RunCheckpoints` says where
-a Trainer run's checkpoints go and which one it resumes, `CheckpointCallback` when it saves, and `sigint_stops` turns
-the first Ctrl-C into "save and stop".
+Checkpoints of earlier sharedbert versions held the optimizer and RNG state as safetensors + JSON (`OPTIMIZER_FILE`,
+`RNG_FILE` and the JSON state file); `trainer.add_trainer_files` gives them Trainer's files on resume, reading the
+optimizer back with `optimizer_from_files`, and `healing` rewrites an old healing `latest/` folder likewise.
 """
 
 from __future__ import annotations
@@ -24,25 +22,24 @@ import contextlib
 import json
 import logging
 import os
-import random
 import shutil
 import signal
 import time
 from dataclasses import field
 from pathlib import Path
 
-import numpy as np
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_model
 from transformers import TrainerCallback
 
-from ..atomic import atomic_directory, recover_directory
+from ..atomic import recover_directory
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = "model.safetensors"
-OPTIMIZER_FILE = "optimizer.safetensors"
-RNG_FILE = "rng.safetensors"
+MODEL_FILE = "model.safetensors"  # the weights, in Trainer's checkpoints and earlier versions' alike
+# Earlier versions' optimizer and RNG files (read when such a checkpoint is resumed, never written now).
+OPTIMIZER_FILE = "optimizer.safetensors"  # the optimizer's tensors (AdamW's moments), `{parameter index}.{name}`
+RNG_FILE = "rng.safetensors"  # torch's generator state of every process, `{rank}.torch`
 CHECKPOINT_PREFIX = "checkpoint-"  # a Trainer run's checkpoint folders: checkpoint-STEP
 RUN_STATE_FILE = "run_state.json"  # a Trainer run's state file
 
@@ -74,76 +71,18 @@ class TrainingInterrupted(Exception):
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# State as tensors + JSON
+# Reading a checkpoint folder
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def optimizer_to_files(optimizer) -> tuple[dict, dict]:
-    """Split an optimizer's state dict into tensors (for safetensors) and the JSON-able rest."""
-    state = optimizer.state_dict()
-    tensors, scalars = {}, {}
-    for index, values in state["state"].items():
-        for name, value in values.items():
-            if torch.is_tensor(value):
-                tensors[f"{index}.{name}"] = value.detach().contiguous()
-            else:
-                scalars[f"{index}.{name}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
-
-
 def optimizer_from_files(tensors: dict, meta: dict) -> dict:
-    """The state dict `optimizer_to_files` split up, ready for `optimizer.load_state_dict`."""
+    """An optimizer state dict as an earlier sharedbert saved it, ready for `optimizer.load_state_dict`: `tensors`
+    from `OPTIMIZER_FILE`, `meta` the state file's `optimizer` entry (its param groups and non-tensor values)."""
     state: dict = {}
     for key, value in list(tensors.items()) + list(meta["scalars"].items()):
         index, name = key.split(".", 1)
         state.setdefault(int(index), {})[name] = value
     return {"state": state, "param_groups": meta["param_groups"]}
-
-
-def rng_to_files() -> tuple[dict, dict]:
-    """This process's torch, Python and NumPy generator states as (tensors, JSON-able dict)."""
-    version, internal, gauss = random.getstate()
-    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
-    meta = {
-        "python": [version, list(internal), gauss],
-        "numpy": [kind, keys.tolist(), int(position), int(has_gauss), float(cached_gaussian)],
-    }
-    return {"torch": torch.get_rng_state()}, meta
-
-
-def rng_from_files(tensors: dict, meta: dict) -> None:
-    """Restore what `rng_to_files` captured."""
-    torch.set_rng_state(tensors["torch"])
-    version, internal, gauss = meta["python"]
-    random.setstate((version, tuple(internal), gauss))
-    if "numpy" in meta:
-        kind, keys, position, has_gauss, cached_gaussian = meta["numpy"]
-        np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached_gaussian))
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Writing and reading a checkpoint folder
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def writing_checkpoint(folder, model, optimizer, scheduler, state: dict, state_file: str, rng_states=None):
-    """Write a checkpoint of `model`, `optimizer` and `scheduler` with the caller's progress `state` (JSON-able) into
-    a temporary sibling of `folder`, yield that folder for any files of the caller's own, and rename it into place when
-    the block ends (on an error, `folder` is left as it was). `rng_states` holds `rng_to_files()` of every process,
-    in rank order (default: this process's)."""
-    rng_states = rng_states or [rng_to_files()]
-    with atomic_directory(folder) as tmp:
-        save_model(model, str(tmp / MODEL_FILE))  # drops tied duplicates; `load_model` accepts their absence
-        model.config.to_json_file(str(tmp / "config.json"))
-        tensors, optimizer_meta = optimizer_to_files(optimizer)
-        save_file(tensors, str(tmp / OPTIMIZER_FILE))
-        save_file({f"{rank}.{name}": tensor for rank, (tensors, _) in enumerate(rng_states)
-                   for name, tensor in tensors.items()}, str(tmp / RNG_FILE))
-        full = dict(state, optimizer=optimizer_meta, scheduler=scheduler.state_dict(),
-                    rng=[meta for _, meta in rng_states])
-        (tmp / state_file).write_text(json.dumps(full, indent=1), encoding="utf-8")
-        yield tmp
 
 
 def read_state(folder, state_file: str) -> dict:
@@ -166,25 +105,6 @@ def restore_weights(folder, model, what: str = "the model") -> None:
             f"Checkpoint {folder} does not match {what} ({detail[:300]}{' ...' if len(detail) > 300 else ''}); "
             "resume with the same settings or start afresh (--no-resume / a new output folder)."
         ) from error
-
-
-def restore_optimizer(folder, state: dict, optimizer, scheduler) -> None:
-    """Load a checkpoint's optimizer and scheduler state (`state` is its JSON state file)."""
-    tensors = load_file(str(Path(folder) / OPTIMIZER_FILE))
-    optimizer.load_state_dict(optimizer_from_files(tensors, state["optimizer"]))
-    scheduler.load_state_dict(state["scheduler"])
-
-
-def restore_rng(folder, state: dict, rank: int = 0) -> bool:
-    """Put process `rank`'s random generators back as they were saved; False when the checkpoint has no state for it
-    (saved by fewer processes)."""
-    tensors, metas = load_file(str(Path(folder) / RNG_FILE)), state["rng"]
-    if isinstance(metas, dict):  # a one-process checkpoint of a healing run written before every run kept a list
-        tensors, metas = {"0.torch": tensors["torch"]}, [metas]
-    if rank >= len(metas):
-        return False
-    rng_from_files({"torch": tensors[f"{rank}.torch"]}, metas[rank])
-    return True
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -385,16 +305,10 @@ __all__ = [
     "is_main_process",
     "latest_checkpoint",
     "optimizer_from_files",
-    "optimizer_to_files",
     "read_run_state",
     "read_state",
-    "restore_optimizer",
-    "restore_rng",
     "restore_weights",
     "resume_point",
-    "rng_from_files",
-    "rng_to_files",
     "sigint_stops",
     "world_size",
-    "writing_checkpoint",
 ]

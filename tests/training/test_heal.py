@@ -203,8 +203,16 @@ def test_a_time_budget_stops_on_the_clock_anneals_over_it_and_is_not_exceeded_on
 
 def _as_old_loop_checkpoint(checkpoint, teacher, config, corpus, losses, elapsed):
     """Rewrite a Trainer checkpoint of a healing run as the loop before Trainer saved its state: one `latest/` folder
-    written by `checkpointing.writing_checkpoint` (which that loop called) with its progress as the state file."""
-    from sharedbert.training.checkpointing import restore_weights, writing_checkpoint
+    holding the weights (safetensors) and config, the optimizer's tensors in `optimizer.safetensors` and torch's
+    generator state in `rng.safetensors`, and as `trainer_state.json` the loop's progress with the optimizer's
+    param groups and scalars, the scheduler and the Python and NumPy generator states (what sharedbert's
+    `checkpointing.writing_checkpoint` wrote until it was deleted as unused)."""
+    import random
+
+    import numpy as np
+    from safetensors.torch import save_file, save_model
+
+    from sharedbert.training.checkpointing import restore_weights
     from sharedbert.training.healing import _lr_lambda, _optimizer, HealingClock
 
     student = from_bert(teacher, attention_type="pairwise")
@@ -215,14 +223,32 @@ def _as_old_loop_checkpoint(checkpoint, teacher, config, corpus, losses, elapsed
     scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
     step = int(checkpoint.name.split("-")[1])
     position, long_position = HealingBatches(corpus, config, config.max_steps).positions(step)
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for index, values in state["state"].items():
+        for name, value in values.items():
+            if torch.is_tensor(value):
+                tensors[f"{index}.{name}"] = value.detach().contiguous()
+            else:
+                scalars[f"{index}.{name}"] = value
+    version, internal, gauss = random.getstate()
+    kind, keys, rng_position, has_gauss, cached_gaussian = np.random.get_state()
+    rng = {"python": [version, list(internal), gauss],
+           "numpy": [kind, keys.tolist(), int(rng_position), int(has_gauss), float(cached_gaussian)]}
     progress = dict(step=step, elapsed_seconds=elapsed, position=position, long_position=long_position,
                     corpus=TextPieces(corpus, config.min_words, config.max_words, config.seed).fingerprint,
-                    losses=losses, snapshots_done=[], heal_config=dataclasses.asdict(config))
-    with writing_checkpoint(checkpoint.parent / "latest", student, optimizer, scheduler, progress,
-                            "trainer_state.json"):
-        pass
+                    losses=losses, snapshots_done=[], heal_config=dataclasses.asdict(config),
+                    optimizer={"param_groups": state["param_groups"], "scalars": scalars},
+                    scheduler=scheduler.state_dict(), rng=[rng])
+    legacy = checkpoint.parent / "latest"
+    legacy.mkdir()
+    save_model(student, str(legacy / "model.safetensors"))
+    student.config.to_json_file(str(legacy / "config.json"))
+    save_file(tensors, str(legacy / "optimizer.safetensors"))
+    save_file({"0.torch": torch.get_rng_state()}, str(legacy / "rng.safetensors"))
+    (legacy / "trainer_state.json").write_text(json.dumps(progress, indent=1), encoding="utf-8")
     shutil.rmtree(checkpoint)
-    return checkpoint.parent / "latest"
+    return legacy
 
 
 def test_a_checkpoint_of_the_old_healing_loop_resumes_exactly(corpus, tmp_path):
@@ -536,7 +562,7 @@ def test_healing_mixes_long_batches_up_to_the_position_table(corpus, tmp_path, m
     teacher, tokenizer = make_teacher(), make_tokenizer()
     config = small_config(max_steps=10, long_fraction=0.5, long_min_words=60, long_max_words=90, long_batch_size=2)
     lengths = []
-    from sharedbert.training.healing import Distiller
+    from sharedbert.training.distillation import Distiller
 
     original = Distiller.loss
 
