@@ -33,7 +33,8 @@ from ..atomic import atomic_directory, atomic_write_text
 from ..folding import fold_for_inference
 from ..shared_data import RAW_TEXT, not_found_message, raw_text_dir
 from .data import corpus_files, read_text, shared_data_dir
-from .healing import HealConfig
+from .distillation import Distiller
+from .healing import HealConfig, HealLossConfig
 from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
 
 logger = logging.getLogger(__name__)
@@ -143,12 +144,11 @@ def _agreement(distiller, tokenizer, items: list[tuple[str, int]], batch_size: i
 
 @torch.no_grad()
 def _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size) -> list[tuple[list[float], list[float]]]:
-    """`_agreement` for each list of items, with one `heal.Distiller` (the loss healing minimises)."""
-    from .healing import Distiller
-
+    """`_agreement` for each list of items, with one `distillation.Distiller` (the loss healing minimises, with the
+    recipe's weights)."""
     student.eval()
     teacher.eval()
-    distiller = Distiller(student, teacher, HealConfig(max_steps=1), pooling=pooling)
+    distiller = Distiller(student, teacher, HealLossConfig(), pooling=pooling)
     try:
         return [_agreement(distiller, tokenizer, items, batch_size) for items in item_lists]
     finally:
@@ -173,7 +173,8 @@ def _gap(row: dict, against: dict, difference: float, error: float, **extra) -> 
 
 def length_agreement(student, teacher, tokenizer, texts: dict, pooling=None, batch_size: int = 8) -> list[dict]:
     """Per length bucket: the mean cosine between the student's and the teacher's sentence embeddings (their Pooling,
-    mean by default), its standard error and minimum, and the distillation loss healing minimises (`heal.Distiller`)."""
+    mean by default), its standard error and minimum, and the distillation loss healing minimises
+    (`distillation.Distiller`)."""
     buckets = list(texts)
     item_lists = [[(text, bucket[1]) for text in texts[bucket]] for bucket in buckets]
     measured = _agreements(student, teacher, tokenizer, item_lists, pooling, batch_size)

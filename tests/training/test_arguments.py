@@ -125,15 +125,18 @@ def test_the_package_defaults_have_one_owner_and_any_training_argument_can_be_se
 
 def test_no_arguments_class_declares_more_than_about_15_fields_of_its_own():
     """Issue 44's goal: each job's arguments are parts of about 15 fields at most (evaluate's 16 the most), on
-    transformers' TrainingArguments where the job trains."""
+    transformers' TrainingArguments where the job trains; healing's settings, convert's and export's arguments too."""
+    from sharedbert.export import ExportArguments
     from sharedbert.params import ParamsArguments
     from sharedbert.training.build_minilm import BuildArguments
+    from sharedbert.training.conversion import ConvertArguments
     from sharedbert.training.demo import DemoArguments
     from sharedbert.training.evaluation import EvaluateArguments
     from sharedbert.training.generation import GenerateArguments
+    from sharedbert.training.healing import HealConfig
 
     jobs = (FinetuneArguments, Seq2SeqFinetuneArguments, PretrainArguments, DemoArguments, EvaluateArguments,
-            GenerateArguments, BuildArguments, ParamsArguments)
+            GenerateArguments, BuildArguments, ParamsArguments, HealConfig, ConvertArguments, ExportArguments)
     parts = {base for job in jobs for base in job.__mro__
              if dataclasses.is_dataclass(base) and base.__module__.startswith("sharedbert.")}
     counts = {}
@@ -143,6 +146,11 @@ def test_no_arguments_class_declares_more_than_about_15_fields_of_its_own():
         counts[part.__name__] = len([f for f in dataclasses.fields(part) if f.name not in inherited])
     assert max(counts.values()) <= 16, counts
     assert counts["FinetuneArguments"] <= 2 and counts["JobTrainingArguments"] <= 8, counts
+    # Healing's 26 settings, convert's 15 and export's 19 options are each composed of parts.
+    assert {"HealScheduleConfig", "HealDataConfig", "HealLossConfig", "HealRuntimeConfig", "ConvertModelArguments",
+            "ConvertHealingArguments", "ExportModelArguments", "ExportFormatArguments", "ExportCheckArguments"} <= set(
+        counts), counts
+    assert counts["HealConfig"] == 0 and counts["ConvertArguments"] <= 1 and counts["ExportArguments"] == 0, counts
 
 
 @pytest.mark.parametrize("argv, flag", [
