@@ -11,7 +11,8 @@ Each job takes one arguments dataclass, as `TrainingArguments` does (or its fiel
 option, its default and its help; the command line makes its flags from it:
 
 * `pretraining.pretrain` (`PretrainArguments`): masked-LM pretraining from raw text;
-* `finetuning.finetune` (`FinetuneArguments`): a sequence classifier on a GLUE task or your own files;
+* `finetuning.finetune` (`FinetuneArguments`): a sequence classifier on a GLUE task or your own files, or with
+  `Seq2SeqFinetuneArguments` (`seq2seq_finetuning`) a seq2seq model on source/target pairs;
 * `evaluation.evaluate` (`EvaluateArguments`): scores or predictions of a saved classifier;
 * `conversion.convert_checkpoint` (`ConvertArguments`): a BERT checkpoint converted (and healed) into a saved
   SharedBert folder;
@@ -23,9 +24,13 @@ option, its default and its help; the command line makes its flags from it:
 
 The pieces:
 
+* `arguments`: the parts every training job's arguments are built from, on transformers' `TrainingArguments`
+  (`JobTrainingArguments`, with the package's defaults and checkpoint options);
 * `trainer`: the `Trainer` set-up (`training_arguments`, `KeepBestCallback`, `ResumableTrainer`);
-* `checkpointing`: the one checkpoint module (weights, optimizer, scheduler, RNG and progress as safetensors + JSON,
-  for Trainer runs and healing alike; `RunCheckpoints`), and Ctrl-C as "save and stop" (`sigint_stops`,
+* `distillation`: distillation in `Trainer.compute_loss` (`DistillationTrainer`), with fine-tuning's logit term and
+  healing's `Distiller`;
+* `checkpointing`: where a Trainer run's checkpoints go and which one it resumes (`RunCheckpoints`; Trainer's own
+  checkpoint files, for every job and healing alike), and Ctrl-C as "save and stop" (`sigint_stops`,
   `TrainingInterrupted`);
 * `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers, BERT encoders and tokenizers;
 * `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text (`corpus_files`, `shared_data_dir`);
@@ -34,8 +39,7 @@ The pieces:
   computes bf16 natively, fp32 elsewhere (`resolve_precision`).
 
 The library logs (`logging.getLogger("sharedbert")`); the command line shows the log. Names are imported on first
-use, so `import sharedbert.training` (or `sharedbert.training.healing`, which uses `checkpointing` and `data`) does not
-load `transformers.Trainer` and its training dependencies.
+use, so `import sharedbert.training` does not load `transformers.Trainer` and its training dependencies.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ _EXPORTS = {
     "PretrainArguments": "pretraining",
     "finetune": "finetuning",
     "FinetuneArguments": "finetuning",
+    "Seq2SeqFinetuneArguments": "seq2seq_finetuning",
+    "JobTrainingArguments": "arguments",
     "evaluate": "evaluation",
     "EvaluateArguments": "evaluation",
     "convert_checkpoint": "conversion",
@@ -60,6 +66,7 @@ _EXPORTS = {
     "HealConfig": "healing",
     "TextInMemory": "data",
     "BatchSeededCollator": "trainer",
+    "DistillationTrainer": "distillation",
     "CheckpointCallback": "checkpointing",
     "EpochSeededSampler": "trainer",
     "KeepBestCallback": "trainer",
