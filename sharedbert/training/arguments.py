@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
-from transformers import TrainingArguments
+from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
 from ..precision import precision_option, resolve_precision
@@ -137,8 +137,6 @@ class JobTrainingArguments(TrainingArguments):
 
 
 def _transformers_defaults() -> dict:
-    from transformers import Seq2SeqTrainingArguments
-
     return {f.name: f.default for f in dataclasses.fields(Seq2SeqTrainingArguments)}
 
 

@@ -22,17 +22,24 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
+from .. import sentence_embeddings
 from ..atomic import atomic_directory, atomic_write_text
 from ..folding import fold_for_inference
+from ..hub import load_for_hub, stage_for_hub
+from ..modeling_sharedbert import SharedBertModel
+from ..params import count_model_parameters
 from ..shared_data import RAW_TEXT, not_found_message, raw_text_dir
 from .data import corpus_files, read_text, shared_data_dir
+from .conversion import convert_checkpoint
 from .distillation import Distiller
 from .healing import HealConfig, HealLossConfig
 from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
@@ -84,8 +91,6 @@ def healing_corpus(corpus=None) -> tuple[list[Path], Path]:
 def held_out_texts(path, tokenizer, per_bucket: int = 48, seed: int = 0) -> dict[tuple[int, int], list[str]]:
     """Pieces of the held-out text whose token length falls in each of `BUCKETS`, `per_bucket` each: consecutive
     words cut at random lengths, so each bucket reads different passages."""
-    import random
-
     words = read_text(Path(path)).split()
     rng = random.Random(seed)
     found = {bucket: [] for bucket in BUCKETS}
@@ -108,8 +113,6 @@ def held_out_passages(path, tokenizer, count: int = 48, seed: int = 0, shortest:
     in every bucket (from `shortest` tokens up in the first): `{"text", "lengths"}`. The prefixes of one passage at
     those lengths differ in nothing but length, so `prefix_agreement` compares the buckets passage by passage, where
     `held_out_texts` puts different passages in each bucket."""
-    import random
-
     words = read_text(Path(path)).split()
     rng = random.Random(seed)
     longest = BUCKETS[-1][1]
@@ -282,9 +285,6 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
     of training or `steps` optimizer steps, whichever comes first; with `steps`, the learning rate anneals over the
     steps, so the build does not depend on how busy the machine is. `calibration_sentences=N` calibrates the
     conversion on N pieces of the corpus before healing. Logs each step."""
-    from ..hub import load_for_hub, stage_for_hub
-    from .conversion import convert_checkpoint
-
     args = replace(arguments, **fields) if arguments is not None else BuildArguments(**fields)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -339,11 +339,6 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
 def _measure(args: BuildArguments, healed_dir: Path, held_out: Path, sts: Path) -> dict:
     """The healed model against the original, in this process: STS-B, agreement by length (different passages per
     bucket, and the same passages cut to each length), parameters and inference speed."""
-    from transformers import AutoTokenizer
-
-    from .. import SharedBertModel, sentence_embeddings
-    from ..params import count_model_parameters
-
     source = resolve_source("all-MiniLM-L6-v2")
     tokenizer = AutoTokenizer.from_pretrained(source)
     original = load_bert_encoder(source).eval()

@@ -29,6 +29,7 @@ from dataclasses import field
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from safetensors.torch import load_model
 from transformers import TrainerCallback
 
@@ -200,8 +201,6 @@ class CheckpointCallback(TrainerCallback):
         due = self.every_steps is not None and state.global_step % self.every_steps == 0
         due = due or (self.every_minutes is not None and time.monotonic() - self._last_save >= self.every_minutes * 60)
         if args.world_size > 1:
-            import torch.distributed as dist
-
             votes = torch.tensor([int(stop), int(due)])
             dist.all_reduce(votes, op=dist.ReduceOp.MAX)
             stop, due = bool(votes[0]), bool(votes[1])

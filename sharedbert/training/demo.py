@@ -38,9 +38,14 @@ from transformers import (
 
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
 from ..convert import FIT_METHODS
+from .. import hub
 from ..params import count_model_parameters
 from . import data as data_module
+from .build_minilm import speed_ratio
+from .conversion import convert_checkpoint
+from .data import TextInMemory
 from .finetuning import finetune
+from .healing import HealConfig
 from .models import HUB_BASE_MODEL, default_base_model, load_bert_encoder
 from .trainer import atomic_write_json
 
@@ -149,8 +154,6 @@ def attention_projection_parameters(model) -> int:
 def stage(model_dir: Path, staged_dir: Path, repo_id: str, base: str | None = None) -> tuple[bool, str]:
     """Stage a verified Hub-ready copy of `model_dir` in `staged_dir` with `sharedbert.hub` (what `upload.py
     --dry-run` does). Returns (ok, how); a failure is reported and leaves the demo to go on from `model_dir`."""
-    from .. import hub
-
     how = "sharedbert.hub.stage_for_hub"
     logger.info("hub.stage_for_hub(%r, %r, repo_id=%r)  # as `python upload.py %s --repo-id %s --dry-run %s`",
                 str(model_dir), str(staged_dir), repo_id, model_dir, repo_id, staged_dir)
@@ -188,10 +191,6 @@ def heal_here(source: Path, out: Path, corpus, minutes: float | None, steps: int
     fine-tuned and used on, at the lengths it is used at (`max_length` tokens). Measured with the demo's budget
     (experiments/demo/README.md), converting the fine-tuned BERT recovers more accuracy per healing minute than
     converting the base model, and SST-2's sentences more than general raw text."""
-    from .conversion import convert_checkpoint
-    from .data import TextInMemory
-    from .healing import HealConfig
-
     if corpus is None:
         train = data_module.load_task("sst2", **data_kwargs, splits=("train",)).datasets["train"]
         corpus = TextInMemory(f"SST-2 training sentences ({train.num_rows:,}, labels unused)", train["text"])
@@ -352,8 +351,6 @@ def _parameters(model) -> dict:
 def measure_speed(model, base: str, tokenizer, rounds: int = 3) -> dict:
     """Inference speed of `model`'s encoder against the BERT encoder of `base`, in this process, on SST-2-like
     sentences (the demo's own; `build_minilm.speed_ratio` alternates the two models round-robin)."""
-    from .build_minilm import speed_ratio
-
     sentences = [sentence for sentence in SENTENCES for _ in range(32)]
     reference = load_bert_encoder(base, add_pooling_layer=False)
     return speed_ratio(model.base_model, reference, tokenizer, sentences, rounds=rounds, max_length=64)

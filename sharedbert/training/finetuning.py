@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 from pathlib import Path
 
-from transformers import DataCollatorWithPadding, set_seed
+import torch.distributed as dist
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, set_seed
 
 from ..configuration_sharedbert import LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS
@@ -37,6 +38,7 @@ from .models import (
 )
 from ..precision import describe_precision, resolve_precision
 from ..remote_code import from_pretrained
+from .seq2seq_finetuning import Seq2SeqFinetuneArguments, finetune_seq2seq, is_seq2seq_checkpoint
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,
@@ -151,8 +153,6 @@ def finetune(arguments: FinetuneArguments | None = None, /, **options) -> dict:
     keeps nothing (the demo's baseline) and checkpoints nothing. Otherwise checkpoints go to `checkpoint_dir`
     (default OUTPUT-checkpoints), a rerun with the same settings resumes from the newest, and Ctrl-C saves one and
     raises `TrainingInterrupted`. Raises DataError/ValueError before training on bad input."""
-    from .seq2seq_finetuning import Seq2SeqFinetuneArguments, finetune_seq2seq
-
     options = renamed(options)
     if isinstance(arguments, Seq2SeqFinetuneArguments) or (
             arguments is None and ("target_column" in options or "source_column" in options)):
@@ -209,8 +209,6 @@ class _Run:
 
 def _prepare(args: FinetuneArguments) -> _Run:
     """Check and load the data (before the model: a bad file fails fast), then the model and tokenizer."""
-    from .seq2seq_finetuning import is_seq2seq_checkpoint
-
     model = resolve_source(str(args.model)) if args.model else default_base_model()
     if is_seq2seq_checkpoint(model):
         raise ValueError(f"{model} is a seq2seq model: fine-tune it on source/target pairs with --train-file, "
@@ -273,16 +271,12 @@ def _trainer(args: FinetuneArguments, run: _Run, workdir, keep_best, checkpoints
         **(checkpoints.trainer_kwargs() if checkpoints else {}),
     )
     if training.world_size > 1:
-        import torch.distributed as dist
-
         logger.info("distributed: %d processes, %s backend (%d examples per process per step)", training.world_size,
                     dist.get_backend(), args.per_device_train_batch_size)
     return trainer
 
 
 def _teacher(args: FinetuneArguments, run: _Run):
-    from transformers import AutoModelForSequenceClassification
-
     teacher = from_pretrained(AutoModelForSequenceClassification, args.distill_from, args.trust_remote_code)
     student = run.classifier.config
     if teacher.config.num_labels != student.num_labels or teacher.config.vocab_size != student.vocab_size:

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from ..atomic import atomic_write_text
 from ..remote_code import from_pretrained, trust_remote_code_option
 from .arguments import DataArguments
 from .data.pairs import read_sources
 from .data.tasks import DataError
+from .seq2seq_finetuning import is_seq2seq_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +52,6 @@ class GenerateArguments:
 
 def generate(arguments: GenerateArguments | None = None, /, **options) -> dict:
     """Generate for every source of `input` and write `output`; returns {"sources", "output", "seconds"}."""
-    import time
-
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from .seq2seq_finetuning import is_seq2seq_checkpoint
-
     args = replace(arguments, **options) if arguments is not None else GenerateArguments(**options)
     started = time.time()
     sources = read_sources(args.input, args.source_column)  # checked before the model is loaded

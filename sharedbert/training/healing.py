@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
 from transformers import TrainerCallback, TrainerState, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
@@ -284,8 +285,6 @@ class HealingCallback(TrainerCallback):
         if self.stop_after_steps is not None:
             self.session_end = state.global_step + self.stop_after_steps
         if self.config.progress:
-            from tqdm.auto import tqdm
-
             if self.config.max_steps is not None:
                 self.bar = tqdm(total=self.config.max_steps, initial=state.global_step, desc="healing", unit="step")
             else:

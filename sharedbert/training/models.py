@@ -13,7 +13,17 @@ import json
 import logging
 from pathlib import Path
 
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertForSequenceClassification,
+    BertModel,
+    PretrainedConfig,
+)
+
 from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
+from ..convert import from_bert, resolve_fit_method
+from ..modeling_sharedbert import SharedBertForSequenceClassification
 from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, from_pretrained
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -72,7 +82,6 @@ def model_type_of(model_name_or_path) -> str:
         return json.loads(config_file.read_text(encoding="utf-8")).get("model_type", "")
     if path.exists():
         raise ValueError(f"{path} is a file; give the model folder.")
-    from transformers import PretrainedConfig
 
     check_source(model_name_or_path)
     try:
@@ -102,8 +111,6 @@ def load_bert_encoder(source, **kwargs):
     classifier, a masked LM) or a pooler: leaving those behind is expected, so transformers' load report listing them
     is not shown. The report is shown as transformers wrote it when it lists anything else: encoder weights missing,
     unexpected or of another size, or a load that failed."""
-    from transformers import BertModel
-
     held, loading = _HeldReports(), logging.getLogger("transformers.modeling_utils")
     loading.addFilter(held)
     try:
@@ -127,8 +134,6 @@ def _release(held: _HeldReports, logger: logging.Logger) -> None:
 
 def load_tokenizer(model_name_or_path, tokenizer=None, trust_remote_code: bool = False):
     """The tokenizer of `tokenizer` (a folder or Hub id), else of the model; remote code only when allowed."""
-    from transformers import AutoTokenizer
-
     source = tokenizer or model_name_or_path
     try:
         return from_pretrained(AutoTokenizer, source, trust_remote_code)
@@ -151,11 +156,6 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
       weights).
     Remote code runs only with `trust_remote_code` (SharedBert folders need none). Returns (model, description)
     where description says what was done."""
-    from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
-
-    from .. import SharedBertForSequenceClassification
-    from ..convert import from_bert, resolve_fit_method
-
     sharing = {key: value for key, value in sharing.items() if value is not None}
     unknown = set(sharing) - set(SHARING_OPTIONS)
     if unknown:

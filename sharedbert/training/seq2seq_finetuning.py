@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
+import numpy as np
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    set_seed,
+)
 
+from ..convert import warm_start_seq2seq
 from ..params import count_model_parameters
 from .checkpointing import RunCheckpoints, is_main_process
 from .data.pairs import read_pairs
@@ -110,10 +119,6 @@ def is_seq2seq_checkpoint(model) -> bool:
 def load_seq2seq(args, tokenizer):
     """The model to fine-tune and a sentence saying where it came from: a seq2seq checkpoint as it is, or one
     warm-started from an encoder checkpoint (a BERT is converted to `attention_type`, shared unless `no_convert`)."""
-    from transformers import AutoModelForSeq2SeqLM
-
-    from ..convert import warm_start_seq2seq
-
     source = resolve_source(str(args.model)) if args.model else default_base_model()
     if is_seq2seq_checkpoint(source):
         model = from_pretrained(AutoModelForSeq2SeqLM, source, args.trust_remote_code)
@@ -152,8 +157,7 @@ def _tokenized(pairs, tokenizer, max_length: int):
 def chrf_and_bleu(tokenizer):
     """`compute_metrics` for generated predictions: sacrebleu's corpus chrF and BLEU against the references, both
     after the tokenizer's round trip (so only the model's errors count)."""
-    import numpy as np
-    import sacrebleu
+    import sacrebleu  # only the seq2seq metrics need it
 
     def compute(prediction):
         generated = np.where(prediction.predictions >= 0, prediction.predictions, tokenizer.pad_token_id)
@@ -172,8 +176,6 @@ def finetune_seq2seq(args: Seq2SeqFinetuneArguments) -> dict:
     train_pairs = read_pairs(args.train_file, args.source_column, args.target_column)
     eval_pairs = read_pairs(args.validation_file, args.source_column, args.target_column)
     if args.max_train_samples is not None and args.max_train_samples < len(train_pairs):
-        import random
-
         train_pairs = random.Random(args.seed).sample(train_pairs, args.max_train_samples)
     eval_pairs = eval_pairs[: args.max_eval_samples] if args.max_eval_samples else eval_pairs
     logger.info("data: %d training / %d validation pairs", len(train_pairs), len(eval_pairs))

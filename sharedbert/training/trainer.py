@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import io
 import json
 import math
+import random
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
+import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINING_ARGS_NAME
 from transformers.utils import logging
 
-from ..atomic import atomic_directory, atomic_write_text, recover_directory
+from ..atomic import atomic_directory, atomic_write_bytes, atomic_write_text, recover_directory
 from .checkpointing import (
     CHECKPOINT_PREFIX,
     OPTIMIZER_FILE,
@@ -152,8 +158,6 @@ class StepTimer(TrainerCallback):
 
     def summary(self) -> dict:
         """{"median", "mean", "n"} of the intervals in seconds (None without two steps)."""
-        import statistics
-
         if not self.intervals:
             return {"median": None, "mean": None, "n": 0}
         return {"median": statistics.median(self.intervals), "mean": statistics.fmean(self.intervals),
@@ -276,8 +280,6 @@ class ResumableTrainer(InOrderPredictions, Trainer):
             raise ValueError("ResumableTrainer needs checkpoint_dir to save checkpoints.")
         rng_states = [_rng_state()]
         if self.args.world_size > 1:
-            import torch.distributed as dist
-
             rng_states = [None] * self.args.world_size
             dist.all_gather_object(rng_states, _rng_state())
         if self.args.should_save:
@@ -325,10 +327,6 @@ class ResumableTrainer(InOrderPredictions, Trainer):
 
 def _rng_state() -> dict:
     """This process's generator states as Trainer's `rng_state.pth` holds them."""
-    import random
-
-    import numpy as np
-
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.random.get_rng_state()
@@ -339,12 +337,6 @@ def add_trainer_files(folder) -> None:
     """Give a checkpoint written by an earlier sharedbert (optimizer and RNG state in safetensors and JSON, see
     `checkpointing`) Trainer's `optimizer.pt`, `scheduler.pt` and `rng_state.pth`, so Trainer resumes it as it
     resumes its own. A checkpoint that has them is left alone."""
-    import io
-
-    import numpy as np
-
-    from ..atomic import atomic_write_bytes
-
     folder = Path(folder)
     if not (folder / OPTIMIZER_FILE).is_file() or (folder / OPTIMIZER_NAME).is_file():
         return
@@ -402,10 +394,6 @@ class BatchSeededCollator:
         self.collate, self.seed = collate, seed
 
     def __call__(self, features):
-        import hashlib
-
-        import numpy as np
-
         digest = hashlib.blake2b(str(self.seed).encode(), digest_size=8)
         for feature in features:
             digest.update(np.asarray(feature["input_ids"], dtype=np.int64).tobytes())

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+from tokenizers.models import WordPiece
+
 from ..tokenization_sharedbert import SharedBertTokenizer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -21,11 +24,9 @@ def train_wordpiece(
 
     Special tokens come first ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4), so `pad_token_id` is 0 as in BERT; the
     other entries follow in sorted order."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-
     if vocab_size < len(SPECIAL_TOKENS) + 100:
         raise ValueError(f"vocab_size {vocab_size} is too small; use at least {len(SPECIAL_TOKENS) + 100}.")
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer = Tokenizer(WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=None if lowercase else False)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     trainer = trainers.WordPieceTrainer(

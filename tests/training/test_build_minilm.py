@@ -221,8 +221,7 @@ def test_the_healed_model_and_its_measurements_are_put_in_place_together(tmp_pat
     import json
     from types import SimpleNamespace
 
-    from sharedbert import hub
-    from sharedbert.training import build_minilm, conversion
+    from sharedbert.training import build_minilm
 
     corpus = tmp_path / "mlm-text"
     (corpus / HELD_OUT).parent.mkdir(parents=True)
@@ -241,11 +240,12 @@ def test_the_healed_model_and_its_measurements_are_put_in_place_together(tmp_pat
         run["measure"]()
         return {"sts_sharedbert": {"v1": 0.81, "v2": 0.82}[run["version"]], "sts_original": 0.86}
 
-    monkeypatch.setattr(conversion, "convert_checkpoint", convert)
+    # Replaced where build_minilm looks them up (it imports them at module level).
+    monkeypatch.setattr(build_minilm, "convert_checkpoint", convert)
     monkeypatch.setattr(build_minilm, "_measure", measure)
     monkeypatch.setattr(build_minilm, "_provenance", lambda *a: {"version": run["version"]})
-    monkeypatch.setattr(hub, "load_for_hub", lambda folder: None)
-    monkeypatch.setattr(hub, "stage_for_hub", lambda *a, **k: SimpleNamespace(files=[], verification={}))
+    monkeypatch.setattr(build_minilm, "load_for_hub", lambda folder: None)
+    monkeypatch.setattr(build_minilm, "stage_for_hub", lambda *a, **k: SimpleNamespace(files=[], verification={}))
     work, healed = tmp_path / "work", tmp_path / "work" / "healed"
 
     def build():

@@ -50,7 +50,7 @@ def check_glue_task(data_dir: Path, spec: TaskSpec, splits=("train", "validation
 def load_checked(checked: dict[str, CheckedFile], spec: TaskSpec, cache_dir: str | None = None):
     """Read checked files through `datasets` (cached on disk, keyed by the files' contents) into the common layout
     (`text`, optional `text_pair`, `label`). Returns a `datasets.DatasetDict` keyed by split."""
-    import datasets
+    import datasets  # in the functions that read data, so importing the data checks does not load it
 
     out = {}
     for split, info in checked.items():

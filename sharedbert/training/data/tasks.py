@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 class DataError(ValueError):
     """A problem with an input file, found before training. The message names the file, the line and the fix."""
@@ -139,8 +141,6 @@ def tokenize(dataset, tokenizer, max_length: int = 128, desc: str = "Tokenising"
 
 def compute_metrics(spec: TaskSpec, predictions, labels) -> dict[str, float]:
     """The task's metrics. `predictions` are class ids (classification) or scores (regression)."""
-    import numpy as np
-
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     results = {}
     for name in spec.metrics:
@@ -168,8 +168,6 @@ def compute_metrics(spec: TaskSpec, predictions, labels) -> dict[str, float]:
 
 
 def predictions_from_logits(spec: TaskSpec, logits):
-    import numpy as np
-
     logits = np.asarray(logits)
     return logits.reshape(-1) if spec.is_regression else logits.argmax(-1)
 

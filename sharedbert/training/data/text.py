@@ -93,7 +93,7 @@ def corpus_units(files, line_by_line: bool = False, documents: str = "file") -> 
 
 def corpus_units_from_dataset(name, config=None, split="train", text_column="text") -> dict:
     """Units (`text`, `doc`) from a datasets dataset: every row is a document; empty rows are skipped."""
-    import datasets
+    import datasets  # in the functions that need it, so reading text files does not load it
 
     try:
         dataset = datasets.load_dataset(name, config, split=split)
