@@ -39,7 +39,7 @@ def file_lock(path, blocking: bool = True):
     """An exclusive advisory lock (flock) on the file `path` (created if missing), held for the block; the lock dies
     with the process, even a killed one. Yields True; with `blocking=False`, yields False at once instead of waiting
     when another process holds it (how several processes share out a study's cells)."""
-    import fcntl
+    import fcntl  # POSIX only: imported here so that the rest of the module works on Windows too
 
     with open(path, "a") as handle:
         try:

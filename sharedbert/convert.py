@@ -29,13 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from huggingface_hub import snapshot_download
 from safetensors.torch import load_file
-from transformers import BertConfig, PreTrainedModel
+from transformers import BertConfig, EncoderDecoderModel, PreTrainedModel
 
 from .configuration_sharedbert import SharedBertConfig
 from .fitting import FIT_METHODS, fit_attention, resolve_fit_method
 from .modeling_sharedbert import (
     SharedBertForMaskedLM,
+    SharedBertForConditionalGeneration,
     SharedBertForMultipleChoice,
     SharedBertForNextSentencePrediction,
     SharedBertForPreTraining,
@@ -44,6 +46,7 @@ from .modeling_sharedbert import (
     SharedBertForSequenceClassification,
     SharedBertForTokenClassification,
     SharedBertModel,
+    SharedBertPreTrainedModel,
 )
 
 logger = logging.getLogger(__name__)
@@ -192,8 +195,6 @@ def _checkpoint_folder(model_or_path) -> Path:
     source = str(model_or_path)
     folder = Path(source)
     if not folder.is_dir():
-        from huggingface_hub import snapshot_download
-
         try:
             folder = Path(snapshot_download(source, allow_patterns=["config.json", "*.safetensors"]))
         except Exception as error:  # offline, unknown repo, bad id: all mean "cannot get it"
@@ -206,8 +207,6 @@ def _checkpoint_folder(model_or_path) -> Path:
 
 def _load_encoder_decoder(model_or_path):
     """The `EncoderDecoderModel` given (instance or folder), or None when it is something else."""
-    from transformers import EncoderDecoderModel
-
     if isinstance(model_or_path, EncoderDecoderModel):
         return model_or_path
     if isinstance(model_or_path, PreTrainedModel):
@@ -221,8 +220,6 @@ def _load_encoder_decoder(model_or_path):
 def _convert_encoder_decoder(model, fit_method, config_overrides):
     """Each side through `from_bert` (the decoder keeps is_decoder and cross-attention), reassembled with the same
     generation settings."""
-    from transformers import EncoderDecoderModel
-
     encoder = from_bert(model.encoder, fit_method=fit_method, **config_overrides)
     decoder = from_bert(model.decoder, fit_method=fit_method, **config_overrides)
     converted = EncoderDecoderModel(encoder=encoder, decoder=decoder)
@@ -348,8 +345,6 @@ def warm_start_seq2seq(model_or_path, tokenizer=None, fit_method: str = "auto", 
     shared); the LM head's transform copies the checkpoint's masked-LM head when it has one; cross-attention starts
     untrained, as in BERT2BERT.
     """
-    from .modeling_sharedbert import SharedBertForConditionalGeneration, SharedBertPreTrainedModel
-
     seq2seq = {key: config_overrides.pop(key) for key in SEQ2SEQ_FIELDS if key in config_overrides}
     if tokenizer is not None:
         for field, token_id in (
@@ -418,10 +413,6 @@ def encoder_decoder_to_seq2seq(model, fit_method: str = "auto", **config_overrid
     """transformers' `EncoderDecoderModel` of two BERTs or two SharedBerts (same sizes and attention settings on both
     sides) as one `SharedBertForConditionalGeneration` sharing nothing: the same function, weight for weight (BERTs
     are converted with `from_bert` first, which takes `config_overrides`)."""
-    from transformers import EncoderDecoderModel
-
-    from .modeling_sharedbert import SharedBertForConditionalGeneration, SharedBertModel
-
     if not isinstance(model, EncoderDecoderModel):
         raise ValueError(f"encoder_decoder_to_seq2seq needs an EncoderDecoderModel, got {type(model).__name__}.")
     if model.encoder.config.model_type == "bert":

@@ -14,6 +14,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import field
+
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+from transformers import PreTrainedModel
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+from transformers.utils import cached_file
+
+from .checkpoint_checks import load_model
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +36,6 @@ class RemoteCodeRefused(ValueError):
 def _read_json(source, filename: str, empty, **hub_options):
     """`filename` of a local folder or Hub repository, parsed; `empty` when it is absent, broken or not of `empty`'s
     type (the loader reports a broken file in its own words)."""
-    from transformers.utils import cached_file
-
     try:
         path = cached_file(str(source), filename, _raise_exceptions_for_missing_entries=False,
                            _raise_exceptions_for_connection_errors=False, **hub_options)
@@ -47,9 +54,6 @@ def _read_json(source, filename: str, empty, **hub_options):
 def remote_code_of(source, **hub_options) -> list[str]:
     """What loading `source` (a folder or Hub id) would import from the folder or repository itself, as
     "file: reference" lines; empty when the installed packages provide every class it names."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
-
     found = []
     config = _read_json(source, "config.json", {}, **hub_options)
     known_model = config.get("model_type") in CONFIG_MAPPING
@@ -90,8 +94,6 @@ def check_remote_code(source, trust_remote_code: bool = False, **hub_options) ->
 def check_source(source) -> None:
     """Refuse a model path that names no folder, in the package's words: transformers would take it for a Hub id and
     answer that repository ids must be of the form 'owner/name'. A name that could be a Hub id is left to the Hub."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
     if os.path.exists(source):
         return
     try:
@@ -106,22 +108,16 @@ def from_pretrained(loader, source, trust_remote_code: bool = False, **kwargs):
     """`loader.from_pretrained(source, trust_remote_code=..., **kwargs)` (an Auto class, a model class or a tokenizer
     class) after `check_source` and `check_remote_code`: the way the package's jobs load what a user names. A model
     is loaded through `checkpoint_checks.load_model`: safetensors only, its files and weights checked."""
-    from transformers import PreTrainedModel
-
     check_source(source)
     check_remote_code(source, trust_remote_code)
     # Every AutoModel* class lives in that module; tokenizers and configs take no weights options.
     if loader.__module__ == "transformers.models.auto.modeling_auto" or issubclass(loader, PreTrainedModel):
-        from .checkpoint_checks import load_model
-
         return load_model(loader, source, trust_remote_code=trust_remote_code, **kwargs)
     return loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
 
 
 def trust_remote_code_option():
     """The `trust_remote_code` field of a job's arguments: off unless the user turns it on."""
-    from dataclasses import field
-
     return field(default=False, metadata={
         "help": "Allow a model folder or Hub repository to run code it ships (its auto_map or modules.json). Off: such "
         "a model is refused before anything of it is imported. SharedBert models need no remote code where this "

@@ -10,7 +10,8 @@ and `sentence_bert_config.json` sets max_seq_length 256. A SharedBert converted 
     >>> vectors = model.encode(["A man is playing a guitar.", "Someone plays music."])  # unit length
 
 gives the embeddings healing optimised (`pooling_of(folder)` is the Pooling module healing uses). Nothing here
-pools or scores by hand: sentence-transformers does.
+pools or scores by hand: sentence-transformers does. It is imported in the functions that use it (it is an extra, and
+slow to import), so the module-file helpers work without it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import csv
 import json
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import torch
+
+from .remote_code import check_remote_code
 
 # Files of a sentence-transformers model beside the transformers files (module folders are listed in modules.json).
 MODULES_FILE = "modules.json"
@@ -111,8 +115,6 @@ def load(folder, trust_remote_code: bool = False, **kwargs):
     the registered classes; a folder's own code (an auto_map, a module class of its own) runs only with
     `trust_remote_code`, and without it is refused before anything of it is imported."""
     from sentence_transformers import SentenceTransformer
-
-    from .remote_code import check_remote_code
 
     check_remote_code(folder, trust_remote_code)
     kwargs.setdefault("device", "cpu")
@@ -207,8 +209,6 @@ def finetune_sts(model, train_tsv, dev_tsv, output_dir, *, max_steps: int = 100,
     sentence-transformers' own `SentenceTransformerTrainer` and `CosineSimilarityLoss` (gold scores scaled to 0-1),
     for `max_steps` steps; score the dev set with `EmbeddingSimilarityEvaluator` before and after. Saves the model to
     `output_dir` (SentenceTransformer.save) when `save`. Returns {"dev_before", "dev_after", "steps", "seconds"}."""
-    import time
-
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..precision import cpu_flags
 from .errors import import_nncf, import_openvino
 from .runtimes import read_sentences
 from .tracing import INPUT_NAMES
@@ -80,10 +82,6 @@ def quantization_variants(names) -> list[QuantizationVariant]:
 def variant_for_cpu(flags=None, machine: str | None = None) -> QuantizationVariant:
     """The int8 variant named for this CPU (or for `flags` / `machine`, Linux /proc/cpuinfo flags and
     `platform.machine()`): arm64 on ARM, else avx512_vnni, avx512 or avx2 by the instruction sets present."""
-    import platform
-
-    from ..precision import cpu_flags
-
     flags = cpu_flags() if flags is None else frozenset(flags)
     machine = (machine or platform.machine()).lower()
     if machine in ("arm64", "aarch64"):

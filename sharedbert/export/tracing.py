@@ -16,7 +16,9 @@ import os
 from pathlib import Path
 
 import torch
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
+from .. import modeling_sharedbert, sentence_embeddings
 from ..remote_code import from_pretrained
 from .errors import ExportError
 
@@ -67,13 +69,7 @@ class _SentenceEncoder(torch.nn.Module):
 def load_for_export(model_dir: Path, task: str, trust_remote_code: bool = False):
     """(wrapper module, tokenizer, the SharedBert model inside it) for `task`, in eval mode; an ExportError naming the
     fix for a model that is not a SharedBert. A folder's own code runs only with `trust_remote_code`."""
-    from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
-
-    from .. import modeling_sharedbert
-
     if task == "sentence-embedding":
-        from .. import sentence_embeddings
-
         try:
             sentence_transformer = sentence_embeddings.load(model_dir, trust_remote_code=trust_remote_code).eval()
         except ImportError as error:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
 from ..atomic import atomic_write_text
 from ..params import compare_with_standard_bert
 from .errors import HubError
@@ -197,8 +199,6 @@ def build_model_card(
     Arguments left as None come from `sharedbert_provenance.json` when it has them, else from the defaults
     (license apache-2.0, language en). `backends`: the checks of the exported ONNX / OpenVINO files staged with it
     (`sharedbert.hub.exported_files.check_backend_files`), which the card lists with how to load each."""
-    from huggingface_hub import ModelCard
-
     facts = _card_facts(loaded, license, language, base_model, datasets)
     context = {
         "repo_id": repo_id,
@@ -255,8 +255,6 @@ def _card_facts(loaded: LoadedModel, license, language, base_model, datasets) ->
 def _card_metadata(loaded: LoadedModel, repo_id: str, facts: _CardFacts):
     """The card's YAML metadata: license, language, library, pipeline, tags, datasets, base model, and the
     evaluation results as the Hub's model-index."""
-    from huggingface_hub import EvalResult, ModelCardData
-
     config = loaded.config
     tags = ["sharedbert", "custom_code", "bert", f"{config.attention_type}-attention"]
     if facts.sentence is not None:

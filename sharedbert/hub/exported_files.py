@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import AutoTokenizer
 
+from .. import export
 from .errors import VerificationError
 
 logger = logging.getLogger(__name__)
@@ -26,8 +28,6 @@ logger = logging.getLogger(__name__)
 
 def known_backend_names() -> list[str]:
     """Every file name the export writes, relative to the model folder, in a stable order (fp32 first)."""
-    from .. import export
-
     names = [f"{export.ONNX_FOLDER}/{export.ONNX_FILE}"]
     names += [f"{export.ONNX_FOLDER}/{variant.file_name}" for variant in export.QUANTIZATION_VARIANTS.values()]
     for xml in (export.OPENVINO_FILE, export.OPENVINO_INT8_FILE, export.OPENVINO_INT8_WEIGHTS_FILE):
@@ -62,10 +62,6 @@ def check_backend_files(staged: Path, loaded, names: list[str]) -> list[dict]:
     source model in fp32 PyTorch) on `sharedbert.export.CHECK_SENTENCES`, tokenized by the staged tokenizer. Returns
     one dict per file (file, runtime, precision, cosines, difference, bytes); raises VerificationError naming the file
     and what it gave when a check fails."""
-    from transformers import AutoTokenizer
-
-    from .. import export
-
     models = [name for name in names if name.endswith((".onnx", ".xml"))]
     if not models:
         return []
@@ -109,8 +105,6 @@ def _runtime(name: str) -> str:
 
 def _variant(name: str) -> str | None:
     """The CPU family an int8 ONNX file is named for (None for the others)."""
-    from .. import export
-
     for variant in export.QUANTIZATION_VARIANTS.values():
         if name.endswith("/" + variant.file_name):
             return variant.name

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoTokenizer
+
 from .. import modeling_sharedbert
 from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
@@ -213,8 +215,6 @@ def _load_model(model_dir: Path, config: SharedBertConfig, architecture: str):
 
 
 def _load_tokenizer(model_dir: Path, config: SharedBertConfig):
-    from transformers import AutoTokenizer
-
     if not any((model_dir / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
         raise ModelFolderError(
             f"No tokenizer in {model_dir} (no tokenizer.json, tokenizer_config.json or vocab.txt). A published model "

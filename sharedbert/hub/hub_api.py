@@ -6,13 +6,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from huggingface_hub import CommitOperationAdd, HfApi, constants
+from huggingface_hub import get_token as hf_get_token
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
 from .errors import HubError, UploadError
 from .folder import hub_files, is_hub_file
 
+
 def check_repo_id(repo_id: str) -> str:
     """Return `repo_id` if it is a valid `owner/name` Hub model id; raise `HubError` saying what is wrong otherwise."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
     if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise HubError(
             f"Invalid repo id {repo_id!r}: use the form owner/name, e.g. --repo-id your-username/sharedbert-sst2 "
@@ -27,15 +31,11 @@ def check_repo_id(repo_id: str) -> str:
 
 def hub_endpoint() -> str:
     """The Hub URL, read when called (HF_ENDPOINT, else huggingface_hub's default)."""
-    from huggingface_hub import constants
-
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
 def get_token() -> str | None:
     """The token huggingface_hub would use: HF_TOKEN, else the one saved by `hf auth login`."""
-    from huggingface_hub import get_token as hf_get_token
-
     return hf_get_token()
 
 
@@ -46,8 +46,6 @@ def redact(text: str, token: str | None) -> str:
 
 def check_can_upload(token: str | None) -> None:
     """Raise UploadError when an upload cannot start: offline mode, or no token."""
-    from huggingface_hub import constants
-
     if constants.is_offline_mode():
         raise UploadError(
             "HF_HUB_OFFLINE is set, so nothing can be uploaded: unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE), or "
@@ -76,8 +74,6 @@ def upload_staged(
     The files go in a single `create_commit` call (not `upload_folder`, which splits large folders into several
     commits when hf_xet is installed): the Hub applies a commit whole or not at all, so a failure leaves the
     repository as it was. Raises UploadError with a message that never contains the token."""
-    from huggingface_hub import CommitOperationAdd, HfApi
-
     check_repo_id(repo_id)
     staged_dir = Path(staged_dir)
     token = token or get_token()
@@ -127,8 +123,6 @@ def file_contains(path: Path, needle: bytes, chunk_size: int = 1 << 24) -> bool:
 
 def describe_upload_error(error: Exception, endpoint: str, repo_id: str, where: str) -> str:
     """What went wrong talking to `endpoint` about `repo_id` (`where`: the repo and branch) and what to do next."""
-    from huggingface_hub.errors import HfHubHTTPError
-
     state = (
         f"A commit is applied whole or not at all, so {where} is either unchanged or holds the complete upload: "
         f"check {endpoint}/{repo_id} and re-run the same command to retry."

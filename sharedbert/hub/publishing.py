@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from transformers.utils import logging as transformers_logging
+
 from .errors import HubError
 from .staging import StagedModel, stage_for_hub
 from .hub_api import check_can_upload, check_repo_id, get_token, upload_staged
@@ -104,8 +106,6 @@ def publish(arguments: UploadArguments | None = None, /, **fields) -> PublishRes
 @contextlib.contextmanager
 def quiet_transformers():
     """Hide transformers' load reports and progress bars, which would drown the steps; restore them afterwards."""
-    from transformers.utils import logging as transformers_logging
-
     verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()

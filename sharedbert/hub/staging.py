@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from huggingface_hub import ModelCard
+
 from ..atomic import atomic_directory
 from ..configuration_sharedbert import AUTO_MAP
 from .card import build_model_card
@@ -190,8 +192,6 @@ def _assemble(loaded, staged: Path, options: StagingOptions):
                 tokenizer_config.pop(key, None)
             _write_json(tokenizer_config_path, tokenizer_config)
     if options.card is not None:
-        from huggingface_hub import ModelCard
-
         text = Path(options.card).read_text(encoding="utf-8")
         try:
             ModelCard(text)  # parses the YAML metadata block

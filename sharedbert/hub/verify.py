@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from .errors import VerificationError
 from .folder import LoadedModel
@@ -128,8 +129,6 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
     the staged code (module `transformers_modules.*`); the tokenizer encodes the fixed input to the same ids; and the
     outputs (head outputs, and the encoder's last hidden state through AutoModel) are within `TOLERANCE` of the
     source model's. Returns `{"loaded": [...], "max_abs_diff": float, "classes": {...}}`; raises VerificationError."""
-    from safetensors.torch import load_file, save_file
-
     staged_dir = Path(staged_dir).resolve()
     call, ids, tensors = verify_inputs(loaded.tokenizer, loaded.config)
     auto_classes = [loaded.auto_class] + (["AutoModel"] if loaded.auto_class != "AutoModel" else [])
