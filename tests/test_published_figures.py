@@ -212,6 +212,11 @@ def charlm(arm: str, setting: str = "clm-cpu") -> dict:
     return results(CHARLM)[setting]["arms"][arm]
 
 
+def shared_row(path: str) -> dict:
+    """The `shared` row of a bench.py results file's first group."""
+    return next(row for row in results(path)["groups"][0]["rows"] if row["model"] == "shared")
+
+
 def directed(setting: str, arm: str) -> dict:
     """One new attention type's row of the directed-attention study's verdicts at one setting."""
     return results(DIRECTED)[setting]["types"][arm]
@@ -339,6 +344,12 @@ FIGURES = [
                               *directed_differences("mlm-cpu", arm)])
       for arm, label in (("shared-lowrank-query", "`shared_lowrank_query`"), ("shared-head-query", "`shared_head_query`"),
                          ("shared-kv", "`shared_kv` (reference, 67%)"))],
+    # benchmarks/README.md: the speed across issue 44's library rework (bench.py before and after)
+    Figure("benchmarks/README.md", phrase("inference ×{} → ×{}, latency ×{} → ×{}, training ×{} → ×{}, folded inference "
+                                          "×{} → ×{}"), "benchmarks/results/library_refactor_after.json",
+           lambda: [shared_row(f"benchmarks/results/library_refactor_{when}.json")[key]
+                    for key in ("infer_speedup_cpu", "latency_speedup_cpu", "train_speedup_cpu",
+                                "fold_infer_speedup_cpu") for when in ("before", "after")]),
     # docs/model.md: choosing an attention type
     Figure("docs/model.md", phrase("STS-B is {} with `shared`, {} with `symmetric` and {} with `pairwise`, against "
                                    "the original's {}"), CALIBRATION,
