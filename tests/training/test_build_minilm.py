@@ -19,6 +19,7 @@ from sharedbert.training.build_minilm import (
     length_agreement,
     length_gaps,
     prefix_agreement,
+    prefix_curve,
 )
 
 
@@ -127,6 +128,36 @@ def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_diffe
         assert gap["difference"] == pytest.approx(row["mean_cosine"] - rows[0]["mean_cosine"])
         # Paired: the error is that of the per-passage differences, not the two buckets' errors in quadrature.
         assert gap["standard_error"] != pytest.approx(math.hypot(row["sem_cosine"], rows[0]["sem_cosine"]))
+
+
+def test_prefix_curve_reads_every_passage_at_every_length_paired_against_one(book, monkeypatch):
+    import sharedbert.training.build_minilm as build
+
+    monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
+    teacher, tokenizer = make_teacher(), make_tokenizer()
+    passages = held_out_passages(book, tokenizer, count=6, seed=0, shortest=8)
+    lengths = [8, 16, 32, 64]
+    exact = prefix_curve(from_bert(teacher, attention_type="standard").eval(), teacher, tokenizer, passages, lengths,
+                         against=32)
+    assert [row["tokens"] for row in exact] == lengths and all(row["passages"] == 6 for row in exact)
+    assert all(row["mean_cosine"] == pytest.approx(1.0, abs=1e-5) for row in exact)
+    assert all(abs(row["difference"]) < 1e-5 for row in exact)
+
+    student = from_bert(teacher, attention_type="shared").eval()
+    curve = prefix_curve(student, teacher, tokenizer, passages, lengths, against=32)
+    at = {row["tokens"]: row for row in curve}
+    assert at[32]["difference"] == 0.0 and at[32]["standard_error"] == 0.0  # the reference against itself
+    for row in curve:
+        assert row["mean_cosine"] < 1 - 1e-6
+        assert row["difference"] == pytest.approx(row["mean_cosine"] - at[32]["mean_cosine"])
+    # The same numbers as prefix_agreement, whose passages read one length per bucket.
+    fixed = [dict(text=p["text"], lengths=[16, 32, 64]) for p in passages]
+    rows, gaps = prefix_agreement(student, teacher, tokenizer, fixed)
+    assert [row["mean_cosine"] for row in rows] == pytest.approx([at[n]["mean_cosine"] for n in (16, 32, 64)],
+                                                                 abs=1e-6)
+    assert gaps[0]["difference"] == pytest.approx(at[32]["mean_cosine"] - at[16]["mean_cosine"], abs=1e-6)
+    with pytest.raises(ValueError, match="against=128 must be one of the lengths"):
+        prefix_curve(student, teacher, tokenizer, passages, lengths, against=128)
 
 
 def test_the_card_describes_the_batches_the_healing_read():
