@@ -106,7 +106,8 @@ def scaling(summary: dict) -> list[dict]:
             steps.append({"from": first["setting"], "to": second["setting"], "change": change,
                           "standard_error": error, "verdict": trend_verdict(change, error)})
         series_rows.append({"series": name, "settings": list(settings), "gaps": present, "steps": steps,
-                            "complete": len(present) == len(settings)})
+                            "complete": len(present) == len(settings)
+                            and all(g["seeds"] == list(TREND_SEEDS) for g in present)})
     return series_rows
 
 

@@ -249,6 +249,7 @@ def test_the_report_judges_how_the_gap_changes_along_a_series_by_the_declared_ru
         for seed, d in enumerate(ds, start=1):
             cells += [_cell("standard", seed, 2.0, setting), _cell("shared", seed, 2.0 + d, setting)]
     cells += [_cell("standard", seed, 2.0, "clm-cpu-w256-h2") for seed in (1, 2, 3)]
+    cells += [_cell(arm, seed, 2.0, "clm-cpu-w256-h4") for arm in ("standard", "shared") for seed in (1, 2)]
     summary = report.summarise(cells)
     width, heads = report.scaling(summary)
     assert width["complete"] and not heads["complete"]
@@ -261,7 +262,9 @@ def test_the_report_judges_how_the_gap_changes_along_a_series_by_the_declared_ru
     first = width["steps"][0]
     assert first["change"] == pytest.approx(0.10)
     assert first["standard_error"] == pytest.approx(math.sqrt(2) * 0.01 / math.sqrt(3))
-    assert heads["gaps"] == [g for g in heads["gaps"] if g["setting"] == "clm-cpu-w256-h8"] and heads["steps"] == []
+    # h2 has no shared cells, h4 only seeds 1 and 2: incomplete, judged on what there is
+    assert [g["setting"] for g in heads["gaps"]] == ["clm-cpu-w256-h4", "clm-cpu-w256-h8"]
+    assert heads["gaps"][0]["seeds"] == [1, 2] and len(heads["steps"]) == 1
     assert report.trend_verdict(-0.1, 0.01) == "shrinks" and report.trend_verdict(0.01, 0.0082) == "left open"
     assert report.trend_verdict(0.1, None) == "left open"
     text = "\n".join(report.scaling_markdown([width, heads]))
