@@ -217,7 +217,8 @@ def noise_control(work: Path, threads: int) -> Path:
     from sharedbert.convert import from_bert
     from sharedbert.sentence_embeddings import pooling_of
     from sharedbert.training.data import TextPieces
-    from sharedbert.training.healing import Distiller, heal
+    from sharedbert.training.distillation import Distiller
+    from sharedbert.training.healing import heal
     from sharedbert.training import resolve_source
     from sharedbert.training.build_minilm import heal_recipe, healing_corpus
 
