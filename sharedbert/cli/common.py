@@ -36,7 +36,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
     unset (None or False: the help says what happens then) or the flag is a switch."""
 
     def _get_help_string(self, action):
-        switch = isinstance(action, argparse._StoreConstAction)  # store_true / store_false
+        switch = action.nargs == 0  # store_true / store_false / store_const take no value
         if switch or action.default in (None, False) or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
