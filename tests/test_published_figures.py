@@ -212,6 +212,15 @@ def charlm(arm: str, setting: str = "clm-cpu") -> dict:
     return results(CHARLM)[setting]["arms"][arm]
 
 
+def scaling_series(name: str) -> dict:
+    """One declared series of the character-level study's width/heads rule (report.py's "scaling")."""
+    return next(series for series in results(CHARLM)["scaling"] if series["series"] == name)
+
+
+def scaling_gap(name: str, setting: str) -> dict:
+    return next(gap for gap in scaling_series(name)["gaps"] if gap["setting"] == setting)
+
+
 def shared_row(path: str) -> dict:
     """The `shared` row of a bench.py results file's first group."""
     return next(row for row in results(path)["groups"][0]["rows"] if row["model"] == "shared")
@@ -350,6 +359,14 @@ FIGURES = [
            lambda: [shared_row(f"benchmarks/results/library_refactor_{when}.json")[key]
                     for key in ("infer_speedup_cpu", "latency_speedup_cpu", "train_speedup_cpu",
                                 "fold_infer_speedup_cpu") for when in ("before", "after")]),
+    # experiments/charlm/README.md: shared's gap along the heads series, and the rule's steps
+    *[Figure("experiments/charlm/README.md", phrase(f"| {heads} | {{}} | {{}} ± {{}} |"), CHARLM,
+             lambda heads=heads: [scaling_gap("heads at width 256", f"clm-cpu-w256-h{heads}")[key]
+                                  for key in ("standard", "mean", "standard_error")])
+      for heads in (2, 4, 8)],
+    Figure("experiments/charlm/README.md", phrase("2 → 4 heads {} ± {}, 4 → 8 {} ± {}, and 2 → 8 {} ± {}"), CHARLM,
+           lambda: [step[key] for step in scaling_series("heads at width 256")["steps"]
+                    for key in ("change", "standard_error")]),
     # docs/model.md: choosing an attention type
     Figure("docs/model.md", phrase("STS-B is {} with `shared`, {} with `symmetric` and {} with `pairwise`, against "
                                    "the original's {}"), CALIBRATION,
