@@ -123,13 +123,19 @@ def corpus(tmp_path_factory):
     return folder
 
 
+# The killed pretraining runs are killed at a checkpoint of steps 5-40 plus up to 0.3 s: 80 steps more keep the run
+# from finishing inside that delay on an idle machine (with 60 steps, 20 tiny steps took under 0.22 s and the kill
+# landed after the output was in place).
+PRETRAIN_STEPS = 120
+
+
 def _pretrain_args(corpus, output, **extra):
     # fp32 unless a test asks otherwise: the default, "auto", is bf16 on a CPU with native bf16 and fp32 elsewhere, and
     # the bf16 test below needs a reference that differs from its bf16 run on every machine.
     extra.setdefault("precision", "fp32")
     args = ["pretrain", "--corpus", corpus / "text.txt", "--config", corpus / "tiny.json", "--tokenizer",
             corpus / "tokenizer",
-            "--block-size", 32, "--batch-size", 8, "--max-steps", 60, "--learning-rate", 3e-3, "--eval-fraction", 0.05,
+            "--block-size", 32, "--batch-size", 8, "--max-steps", PRETRAIN_STEPS, "--learning-rate", 3e-3, "--eval-fraction", 0.05,
             "--seed", 3, "--checkpoint-steps", 5, "--logging-steps", 1, "--output-dir", output]
     return args + _options(extra)
 
@@ -168,7 +174,7 @@ def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_r
     assert "run the same command again to resume" in stderr
     assert not output.exists()
     saved = [int(p.name.split("-")[1]) for p in checkpoints.glob("checkpoint-*")]
-    assert len(saved) == 1 and 10 <= saved[0] < 60  # the step where Ctrl-C landed, saved on the way out
+    assert len(saved) == 1 and 10 <= saved[0] < PRETRAIN_STEPS  # the step where Ctrl-C landed, saved on the way out
 
     _run(_pretrain_args(corpus, output, checkpoint_steps=10))
     _assert_same_run(output, pretrain_reference)
@@ -182,7 +188,7 @@ def test_a_checkpoint_of_other_settings_is_not_resumed_silently(corpus, tmp_path
     assert done.returncode == 2
     assert "learning_rate: checkpoint 0.003, now 0.001" in done.stderr and "--no-resume" in done.stderr
     _run(_pretrain_args(corpus, output, learning_rate=1e-3, no_resume=True))  # --no-resume starts afresh
-    assert json.loads((output / "pretrain_results.json").read_text())["steps"] == 60
+    assert json.loads((output / "pretrain_results.json").read_text())["steps"] == PRETRAIN_STEPS
 
 
 def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
@@ -242,7 +248,7 @@ def test_a_bf16_checkpoint_is_resumed_in_fp32_when_asked_and_says_so(corpus, bf1
     resumed = _run(_pretrain_args(corpus, output, precision="fp32"))
     assert "note: the checkpoint trained in bf16; continuing in fp32" in resumed.stderr
     results = json.loads((output / "pretrain_results.json").read_text())
-    assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16" and results["steps"] == 60
+    assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16" and results["steps"] == PRETRAIN_STEPS
     got, reference = _losses(output), _losses(bf16_reference)
     assert got.keys() == reference.keys()
     for step in reference:  # the bf16 steps before the checkpoint are kept; the fp32 steps after it differ
