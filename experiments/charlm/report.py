@@ -93,8 +93,7 @@ def scaling(summary: dict) -> list[dict]:
     """Each declared series: the gap at each setting that has cells, and a verdict per step and first to last."""
     series_rows = []
     for name, settings in SERIES:
-        gaps = [g for g in (gap(summary, setting) for setting in settings)]
-        present = [g for g in gaps if g is not None]
+        present = [g for g in (gap(summary, setting) for setting in settings) if g is not None]
         steps = []
         pairs = list(zip(present, present[1:]))
         if len(present) > 2:

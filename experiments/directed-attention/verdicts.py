@@ -36,9 +36,12 @@ def _charlm_report():
     return module
 
 
+# The charlm study's aggregation and its rule (mean and standard error, on par / trails / ahead), loaded once.
+report = _charlm_report()
+
+
 def judge(cells: list[dict]) -> dict:
     """{setting: {"shared_gap": {...}, "types": {arm: row}}} for every declared setting with cells."""
-    report = _charlm_report()
     by_setting: dict[str, dict[str, dict[int, dict]]] = {}
     for cell in cells:
         if cell["setting"] in SETTINGS:
@@ -122,7 +125,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from sharedbert.atomic import atomic_write_text
 
-    report = _charlm_report()
     verdicts = judge(report.load_cells(args.cells))
     atomic_write_text(args.output_dir / "verdicts.json", json.dumps(verdicts, indent=1) + "\n")
     text = markdown(verdicts)

@@ -57,8 +57,8 @@ def add_arguments_from(parser, arguments_class, exclude=(), group: str | None = 
     for original, metadata in _flag_fields(arguments_class):
         if original.name in exclude:
             continue
-        title = group or metadata.pop("group", None)
-        metadata.pop("group", None)
+        own_group = metadata.pop("group", None)
+        title = group or own_group
         if title is not None and title not in groups:
             groups[title] = parser.add_argument_group(title)
         target = groups[title] if title is not None else parser
