@@ -367,6 +367,19 @@ FIGURES = [
     Figure("experiments/charlm/README.md", phrase("2 → 4 heads {} ± {}, 4 → 8 {} ± {}, and 2 → 8 {} ± {}"), CHARLM,
            lambda: [step[key] for step in scaling_series("heads at width 256")["steps"]
                     for key in ("change", "standard_error")]),
+    # experiments/charlm/README.md: shared's gap along the width series, the rule's steps, and the gap's share
+    *[Figure("experiments/charlm/README.md", phrase(f"| {width} | {{}} | {{}} ± {{}} |"), CHARLM,
+             lambda setting=setting: [scaling_gap("width at head size 32", setting)[key]
+                                      for key in ("standard", "mean", "standard_error")])
+      for width, setting in ((128, "clm-cpu"), (256, "clm-cpu-w256-h8"), (384, "clm-cpu-w384-h12"))],
+    Figure("experiments/charlm/README.md", phrase("128 → 256 {} ± {}, 256 → 384 {} ± {}, and 128 → 384 {} ± {}"),
+           CHARLM, lambda: [step[key] for step in scaling_series("width at head size 32")["steps"]
+                            for key in ("change", "standard_error")]),
+    Figure("experiments/charlm/README.md", phrase("while `standard` gains {} nats from the extra width"), CHARLM,
+           lambda: [scaling_gap("width at head size 32", "clm-cpu")["standard"]
+                    - scaling_gap("width at head size 32", "clm-cpu-w384-h12")["standard"]]),
+    Figure("experiments/charlm/README.md", phrase("below the unigram model falls ({}%, {}%, {}%"), CHARLM,
+           lambda: [100 * gap["share_of_learning"] for gap in scaling_series("width at head size 32")["gaps"]]),
     # docs/model.md: choosing an attention type
     Figure("docs/model.md", phrase("STS-B is {} with `shared`, {} with `symmetric` and {} with `pairwise`, against "
                                    "the original's {}"), CALIBRATION,
