@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -168,6 +169,8 @@ def measure(label, folder, args, work, sentences, calibration_text):
     alpha = SMOOTH_QUANT_ALPHA
     variants = {"every MatMul int8 (sentence-transformers)": (None, None),
                 f"export (float_matmuls in float, SmoothQuant alpha {alpha})": (kept, alpha),
+                **{f"float_matmuls in float, SmoothQuant alpha {other}": (kept, other)
+                   for other in args.other_alphas if other != alpha},
                 "float_matmuls in float, NNCF's SmoothQuant alpha (0.95)": (kept, None),
                 "first FFN output in float only": (first_output, None),
                 "attention products in float only": (attention, None)}
@@ -191,7 +194,12 @@ def main(argv=None) -> int:
     parser.add_argument("--glue-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--variants", type=int, default=5, help="measure the first N quantizations (of 5)")
+    parser.add_argument("--made-with", action="append", default=[], metavar="LABEL=COMMAND",
+                        help="how a --model folder was made, recorded in the results")
+    parser.add_argument("--other-alphas", type=float, nargs="*", default=[],
+                        help="also measure float_matmuls in float at these SmoothQuant alphas (after the export's)")
+    parser.add_argument("--variants", type=int, default=None,
+                        help="measure the first N quantizations (default: all: 5, and one per --other-alphas)")
     parser.add_argument("--batches", type=int, default=16, help="batches of 32 STS-B sentences per round")
     parser.add_argument("--out-dir", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--stem", default="openvino_int8_fix", help="the results files' name, without .json/.md")
@@ -226,11 +234,12 @@ def main(argv=None) -> int:
     import openvino
 
     report = {"command": "python benchmarks/openvino_int8_fix.py " + " ".join(
-        os.path.relpath(a, REPO) if os.path.isabs(a) else a for a in (argv or sys.argv[1:])),
+        shlex.quote(os.path.relpath(a, REPO) if os.path.isabs(a) else a) for a in (argv or sys.argv[1:])),
               "date": time.strftime("%Y-%m-%d"), "cpu": cpu, "threads": args.threads, "rounds": args.rounds,
               "batch_size": 32, "speed_sentences": 32 * args.batches, "sts_dev_sentences": len(sentences),
               "load_average_at_end": os.getloadavg()[0], "openvino": openvino.__version__,
-              "nncf": nncf.__version__, "models": models, "speed": speeds}
+              "nncf": nncf.__version__, "models": models, "speed": speeds,
+              "models_made_with": dict(item.partition("=")[::2] for item in args.made_with)}
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / f"{args.stem}.json", json.dumps(report, indent=1) + "\n")
