@@ -186,7 +186,7 @@ def _narrows(matmul, weight: list[int]) -> bool:
 def compress_openvino_weights(onnx_path: Path, xml_path: Path) -> None:
     """OpenVINO IR with int8 weights (NNCF `compress_weights`, INT8_ASYM, per channel, data-free); activations stay in
     floating point. Measured on the SharedBert build over STS-B dev: cosine 0.9967 mean, 0.9907 worst, where static
-    int8 gave 0.9898 and 0.65."""
+    int8 with every MatMul in int8 gave 0.9898 and 0.65 (0.54 for the build made again: openvino_int8_alpha.md)."""
     openvino = import_openvino()
     nncf = import_nncf()
     with _quiet("nncf"):
