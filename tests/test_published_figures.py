@@ -529,7 +529,7 @@ FIGURES = [
                     matrix_cell("SharedBert", "openvino-fp32-bf16hint", 2)["cosine_to_pytorch_fp32_min"],
                     *[matrix_speed("SharedBert", "openvino-fp32-bf16hint", threads, 32)
                       / matrix_speed("SharedBert", "openvino-int8", threads, 32) for threads in (1, 2)]]),
-    Figure("docs/export.md", phrase("its fp32 IR at the plugin's default bf16 precision gives {}× at cosine {},"),
+    Figure("docs/export.md", phrase("its fp32 IR at the plugin's default bf16 precision gives {}× at cosine {}. "),
            MATRIX, lambda: [matrix_speed("SharedBert", "openvino-fp32-bf16hint", 2, 32),
                             matrix_cell("SharedBert", "openvino-fp32-bf16hint", 2)["cosine_to_pytorch_fp32_min"]]),
     Figure("docs/export.md", phrase("OpenVINO's static int8 is the fastest in the matrix ({}× at batch 32)"), MATRIX,
