@@ -14,8 +14,8 @@ fp32 files 0.99999. Broken graphs (in PyTorch, on 200 of those sentences) averag
 of 0.98 sits between the two; a perturbation of 5% (0.984-0.994) is as small as int8's own error, and no cosine
 threshold can tell them apart. The per-sentence floor catches a file that fails on some inputs only: the SharedBert
 build's OpenVINO int8 with every MatMul quantized (sentence-transformers' settings) gives 0.54 on one STS-B sentence
-(benchmarks/results/openvino_int8_alpha.md), and is refused; the export's static int8 leaves the MatMuls that cause it in float
-(`quantization.float_matmuls`).
+(benchmarks/results/openvino_int8_alpha.md), and is refused; the export's static int8 leaves the MatMuls that cause it
+in float (`quantization.float_matmuls`).
 """
 
 from __future__ import annotations
