@@ -391,6 +391,18 @@ FIGURES = [
     Figure("experiments/charlm/README.md", phrase("2 → 4 heads {} ± {}, 4 → 8 {} ± {}, and 2 → 8 {} ± {}"), CHARLM,
            lambda: [step[key] for step in scaling_series("heads at width 256")["steps"]
                     for key in ("change", "standard_error")]),
+    # experiments/charlm/README.md: the GPU recipe's model on one CPU core
+    Figure("experiments/charlm/README.md", phrase("`standard` ends at **{}** ({} parameters; validation {} / {} / {} / {} "
+                                                  "at iterations"), CHARLM,
+           lambda: [charlm("standard", "clm-gpu-i850")["mean"], charlm("standard", "clm-gpu-i850")["parameters"][0],
+                    *[point["loss"] for point in results("experiments/charlm/results/cells/"
+                                                         "clm-gpu-i850-standard-seed1.json")["curve"][1:]]]),
+    Figure("experiments/charlm/README.md", phrase("{} nats above nanoGPT's figure"), CHARLM,
+           lambda: [charlm("standard", "clm-gpu-i850")["mean"] - 1.4697]),  # nanoGPT's published GPU-recipe loss
+    Figure("experiments/charlm/README.md", phrase("Its {} training tokens/s include"),
+           "experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json",
+           lambda: [results("experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json")
+                    ["train_tokens_per_second"]]),
     # experiments/charlm/README.md: shared's gap along the width series, the rule's steps, and the gap's share
     *[Figure("experiments/charlm/README.md", phrase(f"| {width} | {{}} | {{}} ± {{}} |"), CHARLM,
              lambda setting=setting: [scaling_gap("width at head size 32", setting)[key]
