@@ -391,6 +391,16 @@ FIGURES = [
     Figure("experiments/charlm/README.md", phrase("2 → 4 heads {} ± {}, 4 → 8 {} ± {}, and 2 → 8 {} ± {}"), CHARLM,
            lambda: [step[key] for step in scaling_series("heads at width 256")["steps"]
                     for key in ("change", "standard_error")]),
+    # experiments/directed-attention/README.md: causal LM at width 256, one row per new type
+    Figure("experiments/directed-attention/README.md", phrase("`shared` trails `standard` by {} ± {} here"), DIRECTED,
+           lambda: [results(DIRECTED)["clm-cpu-w256-h8"]["shared_gap"][key] for key in ("mean", "standard_error")]),
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}}% |"), DIRECTED,
+             lambda arm=arm: [directed("clm-cpu-w256-h8", arm)["mean"], directed("clm-cpu-w256-h8", arm)["parameters"][0],
+                              *directed_differences("clm-cpu-w256-h8", arm),
+                              100 * directed("clm-cpu-w256-h8", arm)["share_closed"]])
+      for label, arm in [("`shared_lowrank_query`", "shared-lowrank-query"), ("`shared_head_query`", "shared-head-query"),
+                         ("`shared_kv` (reference, 67%)", "shared-kv")]],
     # experiments/charlm/README.md: the GPU recipe's model on one CPU core
     Figure("experiments/charlm/README.md", phrase("`standard` ends at **{}** ({} parameters; validation {} / {} / {} / {} "
                                                   "at iterations"), CHARLM,
