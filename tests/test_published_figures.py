@@ -445,6 +445,10 @@ FIGURES = [
            lambda: [100 * directed("clm-cpu", "shared-lowrank-query")["share_closed"],
                     bert_base_projection_shares("shared_lowrank_query")[0],
                     100 * directed("clm-cpu", "shared-head-query")["share_closed"]]),
+    Figure("docs/model.md", phrase("`shared_head_query` {}%; at width {}, {}% and {}%."), DIRECTED,
+           lambda: [100 * directed("clm-cpu", "shared-head-query")["share_closed"], 256,
+                    100 * directed("clm-cpu-w256-h8", "shared-lowrank-query")["share_closed"],
+                    100 * directed("clm-cpu-w256-h8", "shared-head-query")["share_closed"]]),
     # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
     Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
            lambda: list(bert_base_reductions())),
