@@ -69,6 +69,8 @@ SEQ_1800 = "experiments/seq2seq/results/recipe-1800.json"
 SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
 REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
 CHARLM = "experiments/charlm/results/summary.json"
+GPU_STANDARD_CELL = "experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json"
+NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU recipe (5,000 iterations on a GPU)
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
 COPY = "experiments/cross-attention-copy/results.json"
 
@@ -325,8 +327,8 @@ FIGURES = [
                           bf16_final_loss()["fp32_seed_sd"]]),
     Figure(README, phrase("Deployment, {} threads: the build runs ×{}–×{} all-MiniLM-L6-v2's speed in every backend; "
                           "its OpenVINO static int8 file, as `sharedbert export` writes and checks it, ×{} "
-                          "all-MiniLM-L6-v2 in PyTorch fp32 at batch {} at STS-B {}, its worst STS-B sentence at cosine "
-                          "{} to the build's fp32 embeddings; its int8 ONNX ×{} at batch {} "),
+                          "all-MiniLM-L6-v2 in PyTorch fp32 at batch {} at STS-B {}, its worst STS-B sentence at "
+                          "cosine {} to the build's fp32 embeddings; its int8 ONNX ×{} at batch {} "),
            MATRIX,
            lambda: [2, min(build_same_backend_ratios(2)), max(build_same_backend_ratios(2)),
                     matrix_speed("SharedBert", "openvino-int8", 2, 32), 32,
@@ -388,38 +390,36 @@ FIGURES = [
              lambda heads=heads: [scaling_gap("heads at width 256", f"clm-cpu-w256-h{heads}")[key]
                                   for key in ("standard", "mean", "standard_error")])
       for heads in (2, 4, 8)],
-    Figure("experiments/charlm/README.md", phrase("2 → 4 heads {} ± {}, 4 → 8 {} ± {}, and 2 → 8 {} ± {}"), CHARLM,
-           lambda: [step[key] for step in scaling_series("heads at width 256")["steps"]
+    Figure("experiments/charlm/README.md", phrase("2 → 4 heads {} ± {}, 4 → 8 {} ± {}, and 2 → 8 {} ± {}"),
+           CHARLM, lambda: [step[key] for step in scaling_series("heads at width 256")["steps"]
                     for key in ("change", "standard_error")]),
     # experiments/directed-attention/README.md: causal LM at width 256, one row per new type
     Figure("experiments/directed-attention/README.md", phrase("`shared` trails `standard` by {} ± {} here"), DIRECTED,
            lambda: [results(DIRECTED)["clm-cpu-w256-h8"]["shared_gap"][key] for key in ("mean", "standard_error")]),
     *[Figure("experiments/directed-attention/README.md",
              phrase(f"| {label} | {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}}% |"), DIRECTED,
-             lambda arm=arm: [directed("clm-cpu-w256-h8", arm)["mean"], directed("clm-cpu-w256-h8", arm)["parameters"][0],
+             lambda arm=arm: [directed("clm-cpu-w256-h8", arm)["mean"],
+                              directed("clm-cpu-w256-h8", arm)["parameters"][0],
                               *directed_differences("clm-cpu-w256-h8", arm),
                               100 * directed("clm-cpu-w256-h8", arm)["share_closed"]])
-      for label, arm in [("`shared_lowrank_query`", "shared-lowrank-query"), ("`shared_head_query`", "shared-head-query"),
-                         ("`shared_kv` (reference, 67%)", "shared-kv")]],
+      for label, arm in [("`shared_lowrank_query`", "shared-lowrank-query"),
+                         ("`shared_head_query`", "shared-head-query"), ("`shared_kv` (reference, 67%)", "shared-kv")]],
     # experiments/charlm/README.md: the GPU recipe's model on one CPU core
-    Figure("experiments/charlm/README.md", phrase("`standard` ends at **{}** ({} parameters; validation {} / {} / {} / {} "
-                                                  "at iterations"), CHARLM,
+    Figure("experiments/charlm/README.md", phrase("`standard` ends at **{}** ({} parameters; validation {} / {} / {} / "
+                                                  "{} at iterations"), CHARLM,
            lambda: [charlm("standard", "clm-gpu-i850")["mean"], charlm("standard", "clm-gpu-i850")["parameters"][0],
-                    *[point["loss"] for point in results("experiments/charlm/results/cells/"
-                                                         "clm-gpu-i850-standard-seed1.json")["curve"][1:]]]),
+                    *[point["loss"] for point in results(GPU_STANDARD_CELL)["curve"][1:]]]),
     Figure("experiments/charlm/README.md", phrase("{} nats above nanoGPT's figure"), CHARLM,
-           lambda: [charlm("standard", "clm-gpu-i850")["mean"] - 1.4697]),  # nanoGPT's published GPU-recipe loss
-    Figure("experiments/charlm/README.md", phrase("Its {} training tokens/s include"),
-           "experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json",
-           lambda: [results("experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json")
-                    ["train_tokens_per_second"]]),
+           lambda: [charlm("standard", "clm-gpu-i850")["mean"] - NANOGPT_GPU_LOSS]),
+    Figure("experiments/charlm/README.md", phrase("Its {} training tokens/s include"), GPU_STANDARD_CELL,
+           lambda: [results(GPU_STANDARD_CELL)["train_tokens_per_second"]]),
     # experiments/charlm/README.md: shared's gap along the width series, the rule's steps, and the gap's share
     *[Figure("experiments/charlm/README.md", phrase(f"| {width} | {{}} | {{}} ± {{}} |"), CHARLM,
              lambda setting=setting: [scaling_gap("width at head size 32", setting)[key]
                                       for key in ("standard", "mean", "standard_error")])
       for width, setting in ((128, "clm-cpu"), (256, "clm-cpu-w256-h8"), (384, "clm-cpu-w384-h12"))],
-    Figure("experiments/charlm/README.md", phrase("128 → 256 {} ± {}, 256 → 384 {} ± {}, and 128 → 384 {} ± {}"),
-           CHARLM, lambda: [step[key] for step in scaling_series("width at head size 32")["steps"]
+    Figure("experiments/charlm/README.md",
+           phrase("128 → 256 {} ± {}, 256 → 384 {} ± {}, and 128 → 384 {} ± {}"), CHARLM, lambda: [step[key] for step in scaling_series("width at head size 32")["steps"]
                             for key in ("change", "standard_error")]),
     Figure("experiments/charlm/README.md", phrase("while `standard` gains {} nats from the extra width"), CHARLM,
            lambda: [scaling_gap("width at head size 32", "clm-cpu")["standard"]
@@ -537,7 +537,8 @@ FIGURES = [
         "At {} threads the SharedBert build's OpenVINO static int8 file, as the export writes it, runs {}× "
         "all-MiniLM-L6-v2 in PyTorch fp32 at batch {} and {}× at batch {}, at STS-B {} against {} for the build in "
         "PyTorch fp32 and {} for all-MiniLM-L6-v2, its worst STS-B sentence at cosine {} to the build's fp32 "
-        "embeddings; at {} thread, {}× and {}×. Its onnxruntime int8 file runs {}× at batch {} and {}× at batch {}."),
+        "embeddings; at {} thread, {}× and {}×. Its onnxruntime int8 file runs {}× at batch {} and {}× at batch "
+        "{}."),
         MATRIX,
         lambda: [2, matrix_speed("SharedBert", "openvino-int8", 2, 32), 32,
                  matrix_speed("SharedBert", "openvino-int8", 2, 1), 1,
@@ -569,8 +570,8 @@ FIGURES = [
                                     "(sentence-transformers' settings; [results](../benchmarks/results/"
                                     "openvino_int8_alpha.md)) | {} | {} |"),
            OPENVINO_ALPHA, lambda: openvino_cosines(OPENVINO_ALPHA, "build", EVERY_INT8)[::-1]),
-    Figure("docs/export.md", phrase("Leaving that one MatMul in float raises the worst sentence from {} to {} (unhealed), "
-                                    "{} to {} (300 steps) and {} to {} (1,200 steps)"), OPENVINO_FIX,
+    Figure("docs/export.md", phrase("Leaving that one MatMul in float raises the worst sentence from {} to {} "
+                                    "(unhealed), {} to {} (300 steps) and {} to {} (1,200 steps)"), OPENVINO_FIX,
            lambda: [results(OPENVINO_FIX)["models"][model]["cosine"][variant]["worst"]
                     for model in ("invariant", "heal300", "heal1200")
                     for variant in (EVERY_INT8, "first FFN output in float only")]),
@@ -590,20 +591,21 @@ FIGURES = [
                            ("shared, unhealed, invariant fit (made again)", "unhealed"),
                            ("shared, 300 healing steps (a new heal)", "heal300"),
                            ("standard attention (made again)", "standard")]],
-    Figure("docs/export.md", phrase("the build (9,184 steps) fell furthest: {} with alpha 0.8, under the check's floor. "
-                                    "Alpha 0.7 raised it to {}"), OPENVINO_ALPHA,
+    Figure("docs/export.md", phrase("the build (9,184 steps) fell furthest: {} with alpha 0.8, under the check's "
+                                    "floor. Alpha 0.7 raised it to {}"), OPENVINO_ALPHA,
            lambda: openvino_cosines(OPENVINO_ALPHA, "build", "float_matmuls in float, SmoothQuant alpha 0.8",
                                     EXPORT_INT8)[::2]),
-    Figure("docs/export.md", phrase("the build's file runs {}× all-MiniLM-L6-v2 in PyTorch fp32 ({}× with every MatMul "
-                                    "in int8)"), OPENVINO_ALPHA,
+    Figure("docs/export.md", phrase("the build's file runs {}× all-MiniLM-L6-v2 in PyTorch fp32 ({}× with every "
+                                    "MatMul in int8)"), OPENVINO_ALPHA,
            lambda: [openvino_speed(OPENVINO_ALPHA, f"build: {EXPORT_INT8}"),
                     openvino_speed(OPENVINO_ALPHA, f"build: {EVERY_INT8}")]),
-    Figure("docs/export.md", phrase("the float MatMuls cost {}% of the int8 file's speed for the build, {}% for standard"),
-           OPENVINO_ALPHA,
+    Figure("docs/export.md", phrase("the float MatMuls cost {}% of the int8 file's speed for the build, {}% for "
+                                    "standard"), OPENVINO_ALPHA,
            lambda: [100 * (1 - openvino_speed(OPENVINO_ALPHA, f"{model}: {EXPORT_INT8}")
-                           / openvino_speed(OPENVINO_ALPHA, f"{model}: {EVERY_INT8}")) for model in ("build", "standard")]),
-    Figure("docs/export.md", phrase("The int8 files the export writes averaged {} to {} with their worst sentence at {} "
-                                    "to {}"), MATRIX,
+                           / openvino_speed(OPENVINO_ALPHA, f"{model}: {EVERY_INT8}"))
+                    for model in ("build", "standard")]),
+    Figure("docs/export.md", phrase("The int8 files the export writes averaged {} to {} with their worst sentence at "
+                                    "{} to {}"), MATRIX,
            lambda: [min(c["cosine_to_pytorch_fp32_mean"] for c in int8_files()),
                     max(c["cosine_to_pytorch_fp32_mean"] for c in int8_files()),
                     min(c["cosine_to_pytorch_fp32_min"] for c in int8_files()),
@@ -616,14 +618,16 @@ FIGURES = [
       for label, backend in [("PyTorch fp32", "pytorch-fp32"), ("PyTorch bf16", "pytorch-bf16"),
                              ("onnxruntime fp32", "onnxruntime-fp32"), ("onnxruntime int8", "onnxruntime-int8"),
                              ("OpenVINO fp32", "openvino-fp32"), ("OpenVINO int8", "openvino-int8")]],
-    Figure("benchmarks/README.md", phrase("**met** by OpenVINO's static int8 ({}× at batch {} and {}× at {}; at {} thread "
-                                          "{}× and {}×), its worst STS-B sentence at cosine {}"), MATRIX,
+    Figure("benchmarks/README.md", phrase("**met** by OpenVINO's static int8 ({}× at batch {} and {}× at {}; at {} "
+                                          "thread {}× and {}×), its worst STS-B sentence at cosine {}"), MATRIX,
            lambda: [matrix_speed("SharedBert", "openvino-int8", 2, 1), 1,
                     matrix_speed("SharedBert", "openvino-int8", 2, 32), 32, 1,
-                    matrix_speed("SharedBert", "openvino-int8", 1, 1), matrix_speed("SharedBert", "openvino-int8", 1, 32),
+                    matrix_speed("SharedBert", "openvino-int8", 1, 1),
+                    matrix_speed("SharedBert", "openvino-int8", 1, 32),
                     matrix_cell("SharedBert", "openvino-int8", 2)["cosine_to_pytorch_fp32_min"]]),
-    Figure("benchmarks/README.md", phrase("**missed** at {} threads in onnxruntime at batch {} (fp32 {}×, int8 {}×), and at "
-                                          "{} thread in int8 at batch {} (onnxruntime {}×, OpenVINO {}×)"), MATRIX,
+    Figure("benchmarks/README.md", phrase("**missed** at {} threads in onnxruntime at batch {} (fp32 {}×, int8 {}×), "
+                                          "and at {} thread in int8 at batch {} (onnxruntime {}×, OpenVINO {}×)"),
+           MATRIX,
            lambda: [2, 32, matrix_speed("SharedBert", "onnxruntime-fp32", 2, 32, "same_backend"),
                     matrix_speed("SharedBert", "onnxruntime-int8", 2, 32, "same_backend"), 1, 32,
                     matrix_speed("SharedBert", "onnxruntime-int8", 1, 32, "same_backend"),

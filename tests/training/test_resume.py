@@ -135,8 +135,8 @@ def _pretrain_args(corpus, output, **extra):
     extra.setdefault("precision", "fp32")
     args = ["pretrain", "--corpus", corpus / "text.txt", "--config", corpus / "tiny.json", "--tokenizer",
             corpus / "tokenizer",
-            "--block-size", 32, "--batch-size", 8, "--max-steps", PRETRAIN_STEPS, "--learning-rate", 3e-3, "--eval-fraction", 0.05,
-            "--seed", 3, "--checkpoint-steps", 5, "--logging-steps", 1, "--output-dir", output]
+            "--block-size", 32, "--batch-size", 8, "--max-steps", PRETRAIN_STEPS, "--learning-rate", 3e-3,
+            "--eval-fraction", 0.05, "--seed", 3, "--checkpoint-steps", 5, "--logging-steps", 1, "--output-dir", output]
     return args + _options(extra)
 
 
@@ -248,7 +248,8 @@ def test_a_bf16_checkpoint_is_resumed_in_fp32_when_asked_and_says_so(corpus, bf1
     resumed = _run(_pretrain_args(corpus, output, precision="fp32"))
     assert "note: the checkpoint trained in bf16; continuing in fp32" in resumed.stderr
     results = json.loads((output / "pretrain_results.json").read_text())
-    assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16" and results["steps"] == PRETRAIN_STEPS
+    assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16"
+    assert results["steps"] == PRETRAIN_STEPS
     got, reference = _losses(output), _losses(bf16_reference)
     assert got.keys() == reference.keys()
     for step in reference:  # the bf16 steps before the checkpoint are kept; the fp32 steps after it differ
