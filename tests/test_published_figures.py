@@ -72,6 +72,7 @@ CHARLM = "experiments/charlm/results/summary.json"
 GPU_STANDARD_CELL = "experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json"
 NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU recipe (5,000 iterations on a GPU)
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
+CONVERSIONS = "experiments/directed-attention/results/conversions.json"
 COPY = "experiments/cross-attention-copy/results.json"
 
 
@@ -110,6 +111,10 @@ def transfer_gap(arm: str, against: str = "bert", measure: str = "test") -> tupl
 
     seeds = sorted(c["seed"] for c in cells.values() if c["arm"] == arm)
     return mean_and_se([100 * (score(cells[f"{arm}/seed{s}"]) - score(cells[f"{against}/seed{s}"])) for s in seeds])
+
+
+def conversion(attention_type: str) -> dict:
+    return results(CONVERSIONS)["builds"][attention_type]
 
 
 def transfer_seeds(arm: str) -> int:
@@ -404,6 +409,21 @@ FIGURES = [
                               100 * directed("clm-cpu-w256-h8", arm)["share_closed"]])
       for label, arm in [("`shared_lowrank_query`", "shared-lowrank-query"),
                          ("`shared_head_query`", "shared-head-query"), ("`shared_kv` (reference, 67%)", "shared-kv")]],
+    # experiments/directed-attention/README.md: all-MiniLM-L6-v2 converted per type (conversions.py)
+    Figure("experiments/directed-attention/README.md", phrase("| `shared` | {} | {} | | |"), CONVERSIONS,
+           lambda: [conversion("shared")[key] for key in ("parameters", "sts_b")]),
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} | {{}} | {{}} | reaches shared's STS-B |"), CONVERSIONS,
+             lambda kind=kind: [conversion(kind)["parameters"], conversion(kind)["sts_b"],
+                                conversion(kind)["sts_b"] - conversion("shared")["sts_b"]])
+      for kind, label in (("shared_lowrank_query", "`shared_lowrank_query`"),
+                          ("shared_head_query", "`shared_head_query`"), ("shared_kv", "`shared_kv` (reference)"))],
+    Figure("experiments/directed-attention/README.md",
+           phrase("loss starts at {} for `shared`, {} for `shared_lowrank_query` and {} for `shared_head_query` (their "
+                  "query parameters fitted to BERT's score forms), and {} for `shared_kv`; it ends at {}, {}, {} and "
+                  "{}."), CONVERSIONS,
+           lambda: [conversion(kind)[key] for key in ("heal_first_loss", "heal_last_loss")
+                    for kind in ("shared", "shared_lowrank_query", "shared_head_query", "shared_kv")]),
     # experiments/charlm/README.md: the GPU recipe's model on one CPU core
     Figure("experiments/charlm/README.md", phrase("`standard` ends at **{}** ({} parameters; validation {} / {} / {} / "
                                                   "{} at iterations"), CHARLM,

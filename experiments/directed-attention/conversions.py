@@ -57,7 +57,8 @@ def measure(folder: Path, sts_tsv: Path) -> dict:
         "attention_rank": getattr(model.config, "attention_rank", None),
         "parameters": count_model_parameters(model),
         "heal_steps": heal["steps"], "heal_minutes": round(heal["elapsed_seconds"] / 60, 1),
-        "heal_precision": heal.get("precision"), "heal_last_loss": heal.get("last_loss"),
+        "heal_precision": heal.get("precision"), "heal_first_loss": heal.get("first_loss"),
+        "heal_last_loss": heal.get("last_loss"),
         "cpu": _cpu(), "retained_energy": report.get("retained_energy"),
         "sts_b": sentence_embeddings.sts_spearman(sentence_embeddings.load(folder), sts_tsv),
     }
