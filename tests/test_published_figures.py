@@ -465,10 +465,21 @@ FIGURES = [
            lambda: [100 * directed("clm-cpu", "shared-lowrank-query")["share_closed"],
                     bert_base_projection_shares("shared_lowrank_query")[0],
                     100 * directed("clm-cpu", "shared-head-query")["share_closed"]]),
-    Figure("docs/model.md", phrase("`shared_head_query` {}%; at width {}, {}% and {}%."), DIRECTED,
+    Figure("docs/model.md", phrase("`shared_head_query` {}%; at width {}, {}% and {}%, and"), DIRECTED,
            lambda: [100 * directed("clm-cpu", "shared-head-query")["share_closed"], 256,
                     100 * directed("clm-cpu-w256-h8", "shared-lowrank-query")["share_closed"],
                     100 * directed("clm-cpu-w256-h8", "shared-head-query")["share_closed"]]),
+    Figure("docs/model.md", phrase("`shared_kv` closes {}% there at {}% of standard's projections"), DIRECTED,
+           lambda: [100 * directed("clm-cpu-w256-h8", "shared-kv")["share_closed"],
+                    bert_base_projection_shares("shared_kv")[0]]),
+    Figure("docs/model.md", phrase("healed {} steps (one build each), STS-B is {} with `shared_lowrank_query`, {} with "
+                                   "`shared_head_query`, {} with `shared_kv` and {} with `shared`"), CONVERSIONS,
+           lambda: [conversion("shared")["heal_steps"],
+                    *[conversion(kind)["sts_b"] for kind in ("shared_lowrank_query", "shared_head_query", "shared_kv",
+                                                             "shared")]]),
+    Figure("README.md", phrase("closes at least half of shared's gap to standard attention at two widths ({}% and {}%)"),
+           DIRECTED, lambda: [100 * directed(setting, "shared-lowrank-query")["share_closed"]
+                              for setting in ("clm-cpu", "clm-cpu-w256-h8")]),
     # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
     Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
            lambda: list(bert_base_reductions())),
