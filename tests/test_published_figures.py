@@ -70,6 +70,7 @@ SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
 REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
 CHARLM = "experiments/charlm/results/summary.json"
 GPU_STANDARD_CELL = "experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json"
+GPU_SHARED_CELL = "experiments/charlm/results/cells/clm-gpu-i850-shared-seed1.json"
 NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU recipe (5,000 iterations on a GPU)
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
 CONVERSIONS = "experiments/directed-attention/results/conversions.json"
@@ -431,8 +432,21 @@ FIGURES = [
                     *[point["loss"] for point in results(GPU_STANDARD_CELL)["curve"][1:]]]),
     Figure("experiments/charlm/README.md", phrase("{} nats above nanoGPT's figure"), CHARLM,
            lambda: [charlm("standard", "clm-gpu-i850")["mean"] - NANOGPT_GPU_LOSS]),
-    Figure("experiments/charlm/README.md", phrase("Its {} training tokens/s include"), GPU_STANDARD_CELL,
+    Figure("experiments/charlm/README.md", phrase("`standard`'s {} training tokens/s include"), GPU_STANDARD_CELL,
            lambda: [results(GPU_STANDARD_CELL)["train_tokens_per_second"]]),
+    *[Figure("experiments/charlm/README.md", phrase(f"| `{arm}` | {{}} | {{}} / {{}} / {{}} / **{{}}** | {{}} |"), path,
+             lambda path=path: [results(path)["parameters"], *[point["loss"] for point in results(path)["curve"][1:]],
+                                results(path)["train_seconds"]])
+      for arm, path in (("standard", GPU_STANDARD_CELL), ("shared", GPU_SHARED_CELL))],
+    Figure("experiments/charlm/README.md", phrase("`shared` ends at **{}**, {} nats behind `standard`, behind at every "
+                                                  "evaluation, with {}% of its parameters"), CHARLM,
+           lambda: [charlm("shared", "clm-gpu-i850")["mean"], charlm("shared", "clm-gpu-i850")["paired"]["mean"],
+                    100 * charlm("shared", "clm-gpu-i850")["parameters"][0]
+                    / charlm("standard", "clm-gpu-i850")["parameters"][0]]),
+    Figure("experiments/charlm/README.md", phrase("(`shared`'s {} beside the MiniLM conversions"), GPU_SHARED_CELL,
+           lambda: [results(GPU_SHARED_CELL)["train_tokens_per_second"]]),
+    Figure("experiments/charlm/README.md", phrase("(causal LM, seed 1): `shared` {} nats behind"), CHARLM,
+           lambda: [charlm("shared", "clm-gpu-i850")["paired"]["mean"]]),
     # experiments/charlm/README.md: shared's gap along the width series, the rule's steps, and the gap's share
     *[Figure("experiments/charlm/README.md", phrase(f"| {width} | {{}} | {{}} ± {{}} |"), CHARLM,
              lambda setting=setting: [scaling_gap("width at head size 32", setting)[key]
@@ -480,6 +494,12 @@ FIGURES = [
     Figure("README.md", phrase("closes at least half of shared's gap to standard attention at two widths ({}% and {}%)"),
            DIRECTED, lambda: [100 * directed(setting, "shared-lowrank-query")["share_closed"]
                               for setting in ("clm-cpu", "clm-cpu-w256-h8")]),
+    Figure("README.md", phrase("nanoGPT's GPU model, {} iterations on one CPU core, one seed: standard {} (nanoGPT: {} "
+                               "after 5,000 on a GPU), shared {}."), CHARLM,
+           lambda: [results(GPU_SHARED_CELL)["hyperparameters"]["iters"], charlm("standard", "clm-gpu-i850")["mean"],
+                    NANOGPT_GPU_LOSS, charlm("shared", "clm-gpu-i850")["mean"]]),
+    Figure("experiments/README.md", phrase("850 iterations on one CPU core, one seed: `shared` {} nats behind"), CHARLM,
+           lambda: [charlm("shared", "clm-gpu-i850")["paired"]["mean"]]),
     # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
     Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
            lambda: list(bert_base_reductions())),
