@@ -5,6 +5,8 @@ declared before the runs, and the report.)
     python experiments/transfer/study.py prepare --arms noise-healed  # one of the two heals (one process per core)
     python experiments/transfer/study.py run --healed DIR --threads 1 # every cell; re-run to resume
     python experiments/transfer/study.py report
+    python experiments/transfer/study.py run --arms directed-shared directed-shared-kv ... --directed DIR --results F
+                                                                      # the directed-attention study's builds
 
 `--healed` is the published build (`sharedbert build-minilm OUT --work-dir W`: W/healed). Everything the study makes
 goes to --work-dir (default runs/transfer); results.json beside this script collects each cell as it finishes.
@@ -47,7 +49,15 @@ ARMS = {
     "ft-distill": {"start": "healed", "finetune": {"distill_weight": 0.5, "distill_temperature": 2.0}},
     "demo-path": {"start": "demo-path", "finetune": {}},
 }
-PROBED = ("bert", "healed", "noise-healed", "healed-2860")
+# The directed-attention study's conversion arm: all-MiniLM-L6-v2 converted to each type and healed 2,860 steps
+# (`sharedbert convert ... --attention-type T --heal --steps 2860`), one build per type in --directed DIR/T, compared
+# with the `shared` build by this study's paired rule. Run only when named (`--arms`), into that study's results.
+DIRECTED_TYPES = ("shared", "shared_lowrank_query", "shared_head_query", "shared_kv")
+DIRECTED_ARMS = {f"directed-{kind.replace('_', '-')}": {"start": f"directed:{kind}", "finetune": {}}
+                 for kind in DIRECTED_TYPES}
+STUDY_ARMS = tuple(ARMS)  # the default of --arms: this study's own
+ARMS.update(DIRECTED_ARMS)
+PROBED = ("bert", "healed", "noise-healed", "healed-2860", *DIRECTED_ARMS)
 
 
 # ---------------------------------------------------------------------------------------------------------- data
@@ -290,11 +300,19 @@ def short_heal(work: Path, threads: int) -> Path:
 
 
 # -------------------------------------------------------------------------------------------------------- cells
-def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int) -> tuple[str, dict]:
+def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int,
+             directed: Path | None = None) -> tuple[str, dict]:
     """The model an arm's fine-tuning starts from, and the options that go with it."""
     from sharedbert.training import resolve_source
 
     kind = ARMS[arm]["start"]
+    if kind.startswith("directed:"):
+        folder = (directed or Path("runs/directed-convert")) / kind.partition(":")[2]
+        if not (folder / "config.json").is_file():
+            raise SystemExit(f"{arm} starts from {folder}, which holds no model: build it with `sharedbert convert "
+                             f"all-MiniLM-L6-v2 {folder} --attention-type {kind.partition(':')[2]} --heal --steps "
+                             f"{SHORT_HEAL_STEPS} --threads 1`, or pass --directed DIR.")
+        return str(folder), {}
     if kind == "bert":
         return resolve_source("all-MiniLM-L6-v2"), {"no_convert": True}
     if kind == "healed":
@@ -338,7 +356,7 @@ def cell_dir(work: Path, arm: str, seed: int) -> Path:
     return work / "cells" / f"{arm}-seed{seed}"
 
 
-def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int) -> dict:
+def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int, directed: Path | None = None) -> dict:
     """Fine-tune the arm's start with the recipe (and the arm's changes), then score it on every evaluation set."""
     import torch
 
@@ -346,7 +364,7 @@ def run_cell(arm: str, seed: int, work: Path, healed: Path | None, threads: int)
 
     torch.set_num_threads(threads)
     data = work / "data"
-    model, start_options = start_of(arm, seed, work, healed, threads)
+    model, start_options = start_of(arm, seed, work, healed, threads, directed)
     options = dict(ARMS[arm]["finetune"])
     if arm == "ft-distill":
         options["distill_from"] = str(cell_dir(work, "bert", seed))
@@ -516,13 +534,22 @@ def report() -> str:
             lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
     lines += ["", "Against `healed` (the candidates' improvement, paired by seed):", "",
               "| arm | test | " + " | ".join(name for name, _ in means) + " |", "|---|---|" + "---|" * len(means)]
-    for arm in ARMS:
+    for arm in STUDY_ARMS:
         if ARMS[arm]["start"] in ("bert", "noise-healed") or arm == "healed":
             continue
         gaps = [paired(cells, arm, "healed", lambda c: c["accuracy"]["test"])]
         gaps += [paired(cells, arm, "healed", measure) for _, measure in means]
         if any(gaps):
             lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
+    if any(c["arm"] in DIRECTED_ARMS for c in cells.values()):
+        lines += ["", "The directed types' builds against the `shared` build (paired by seed):", "",
+                  "| arm | " + " | ".join([*sets, *(name for name, _ in means)]) + " |",
+                  "|---|" + "---|" * (len(sets) + len(means))]
+        for arm in (a for a in DIRECTED_ARMS if a != "directed-shared"):
+            gaps = [paired(cells, arm, "directed-shared", lambda c, s=s: accuracies(c)[s]) for s in sets]
+            gaps += [paired(cells, arm, "directed-shared", measure) for _, measure in means]
+            if any(g is not None for g in gaps):
+                lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
     if probes:
         mixed_probes = results.get("probes_mixed", {})
         lines += ["", "Linear probe (frozen starting models):", "", "| model | " + " | ".join(sets) + " |",
@@ -541,7 +568,10 @@ def main(argv=None) -> int:
     parser.add_argument("--healed", type=Path, help="the published build's healed model (build-minilm W/healed)")
     parser.add_argument("--work-dir", type=Path, default=Path("runs/transfer"))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(STUDY_ARMS),
+                        help="default: this study's own arms; the directed-* arms run only when named")
+    parser.add_argument("--directed", type=Path, default=Path("runs/directed-convert"),
+                        help="the directed-attention study's builds, one folder per attention type")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -569,7 +599,7 @@ def main(argv=None) -> int:
         for name in PROBED:  # the starting models, before any fine-tuning: one probe fit scores both evaluations
             done = [name in load_results().get(section, {}) for section in ("probes", "probes_mixed")]
             if name in args.arms and not all(done):
-                model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads)
+                model, _ = start_of(name, SEEDS[0], args.work_dir, args.healed, args.threads, args.directed)
                 scores = probe(model, data, both)
                 merge("probes", name, {k: v for k, v in scores.items() if not k.startswith("mixed ")})
                 merge("probes_mixed", name, {k: v for k, v in scores.items() if k.startswith("mixed ")})
@@ -580,7 +610,7 @@ def main(argv=None) -> int:
                 if key in load_results().get("cells", {}):
                     continue
                 print(f"{key}: fine-tuning", flush=True)
-                cell = run_cell(arm, seed, args.work_dir, args.healed, args.threads)
+                cell = run_cell(arm, seed, args.work_dir, args.healed, args.threads, args.directed)
                 merge("cells", key, cell)
                 print(f"{key}: {cell['accuracy']}", flush=True)
     print(report())

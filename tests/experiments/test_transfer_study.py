@@ -68,3 +68,31 @@ def test_mixed_documents_hold_both_labels_with_the_named_one_in_the_majority(mon
         assert 0.5 < document["majority_share"] < 1  # the document's label holds most of its sentences
         low, high = map(int, document["bucket"].split("-"))
         assert low <= document["tokens"] <= high
+
+
+def test_the_directed_arms_run_only_when_named_and_start_from_the_build_named_after_their_type(tmp_path):
+    assert not any(arm.startswith("directed-") for arm in study.STUDY_ARMS)
+    assert set(study.DIRECTED_ARMS) <= set(study.PROBED)
+    build = tmp_path / "shared_lowrank_query"
+    build.mkdir()
+    (build / "config.json").write_text("{}")
+    model, options = study.start_of("directed-shared-lowrank-query", 1, tmp_path, None, 1, tmp_path)
+    assert model == str(build) and options == {}
+    try:
+        study.start_of("directed-shared-kv", 1, tmp_path, None, 1, tmp_path)
+    except SystemExit as error:
+        assert "--attention-type shared_kv --heal --steps 2860" in str(error)
+    else:
+        raise AssertionError("a missing build must stop the cell with the command that makes it")
+
+
+def test_the_report_pairs_the_directed_builds_with_the_shared_build(monkeypatch):
+    sets = ["test", *(f"{low}-{high}" for low, high in study.BUCKETS)]
+    cells = {f"{arm}/seed{seed}": {"arm": arm, "seed": seed, "accuracy": {s: base + 0.01 * seed for s in sets}}
+             for arm, base in (("directed-shared", 0.80), ("directed-shared-lowrank-query", 0.82))
+             for seed in (1, 2, 3)}
+    monkeypatch.setattr(study, "load_results", lambda: {"cells": cells})
+    text = study.report()
+    section = text.split("against the `shared` build")[1]
+    assert "| directed-shared-lowrank-query | " + " | ".join(["+2.0 ± 0.0"] * 5) + " |" in section
+    assert "| directed-shared-kv |" not in section
