@@ -74,6 +74,7 @@ GPU_SHARED_CELL = "experiments/charlm/results/cells/clm-gpu-i850-shared-seed1.js
 NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU recipe (5,000 iterations on a GPU)
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
 CONVERSIONS = "experiments/directed-attention/results/conversions.json"
+DIRECTED_TRANSFER = "experiments/directed-attention/results/transfer.json"
 COPY = "experiments/cross-attention-copy/results.json"
 
 
@@ -100,18 +101,25 @@ def sst2_full(label: str) -> list[float]:
     return [run["metrics"]["best"] for run in results(SST2_FULL)["runs"].values() if run["label"] == label]
 
 
-def transfer_gap(arm: str, against: str = "bert", measure: str = "test") -> tuple[float, float]:
-    """The paired gap in points, mean ± standard error over seeds; measure "test" or "mixed" (mean of the mixed
-    document buckets)."""
-    cells = results(TRANSFER)["cells"]
+def transfer_gap(arm: str, against: str = "bert", measure: str = "test", path: str = TRANSFER) -> tuple[float, float]:
+    """The paired gap in points, mean ± standard error over seeds; measure "test", "buckets" (mean of the document
+    buckets) or "mixed" (mean of the mixed document buckets)."""
+    cells = results(path)["cells"]
 
     def score(cell: dict) -> float:
         if measure == "test":
             return cell["accuracy"]["test"]
+        if measure == "buckets":
+            return statistics.mean(value for key, value in cell["accuracy"].items() if key != "test")
         return statistics.mean(cell["accuracy_mixed"].values())
 
     seeds = sorted(c["seed"] for c in cells.values() if c["arm"] == arm)
     return mean_and_se([100 * (score(cells[f"{arm}/seed{s}"]) - score(cells[f"{against}/seed{s}"])) for s in seeds])
+
+
+def finetuned_in_domain(path: str, arm: str) -> float:
+    """An arm's fine-tuned accuracy on the held-out SST-2 sentences, mean over its seeds."""
+    return statistics.mean(c["accuracy"]["test"] for c in results(path)["cells"].values() if c["arm"] == arm)
 
 
 def conversion(attention_type: str) -> dict:
@@ -411,7 +419,7 @@ FIGURES = [
       for label, arm in [("`shared_lowrank_query`", "shared-lowrank-query"),
                          ("`shared_head_query`", "shared-head-query"), ("`shared_kv` (reference, 67%)", "shared-kv")]],
     # experiments/directed-attention/README.md: all-MiniLM-L6-v2 converted per type (conversions.py)
-    Figure("experiments/directed-attention/README.md", phrase("| `shared` | {} | {} | | |"), CONVERSIONS,
+    Figure("experiments/directed-attention/README.md", phrase("| `shared` (the baseline) | {} | {} | | |"), CONVERSIONS,
            lambda: [conversion("shared")[key] for key in ("parameters", "sts_b")]),
     *[Figure("experiments/directed-attention/README.md",
              phrase(f"| {label} | {{}} | {{}} | {{}} | reaches shared's STS-B |"), CONVERSIONS,
@@ -425,6 +433,22 @@ FIGURES = [
                   "{}."), CONVERSIONS,
            lambda: [conversion(kind)[key] for key in ("heal_first_loss", "heal_last_loss")
                     for kind in ("shared", "shared_lowrank_query", "shared_head_query", "shared_kv")]),
+    # experiments/directed-attention/README.md: the transfer study's evaluations of the builds (transfer.json)
+    Figure("experiments/directed-attention/README.md", phrase("| `shared` | {} | {} | | | | |"), DIRECTED_TRANSFER,
+           lambda: [results(DIRECTED_TRANSFER)["probes"]["directed-shared"]["test"],
+                    finetuned_in_domain(DIRECTED_TRANSFER, "directed-shared")]),
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}} ± {{}} | {verdict} |"), DIRECTED_TRANSFER,
+             lambda arm=arm: [results(DIRECTED_TRANSFER)["probes"][arm]["test"],
+                              finetuned_in_domain(DIRECTED_TRANSFER, arm),
+                              *[value for measure in ("test", "buckets", "mixed")
+                                for value in transfer_gap(arm, "directed-shared", measure, DIRECTED_TRANSFER)]])
+      for arm, label, verdict in (("directed-shared-lowrank-query", "`shared_lowrank_query`", "not distinguishable"),
+                                  ("directed-shared-head-query", "`shared_head_query`", "ahead"),
+                                  ("directed-shared-kv", "`shared_kv` (reference)", "ahead"))],
+    Figure("experiments/directed-attention/README.md",
+           phrase("the same steps: {} in domain), the `shared` build here fine-tunes to {};"), DIRECTED_TRANSFER,
+           lambda: [finetuned_in_domain(TRANSFER, "healed-2860"), finetuned_in_domain(DIRECTED_TRANSFER, "directed-shared")]),
     # experiments/charlm/README.md: the GPU recipe's model on one CPU core
     Figure("experiments/charlm/README.md", phrase("`standard` ends at **{}** ({} parameters; validation {} / {} / {} / "
                                                   "{} at iterations"), CHARLM,
