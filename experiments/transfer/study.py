@@ -511,6 +511,19 @@ def _fmt(value) -> str:
     return f"{mean:+.1f}" + (f" ± {error:.1f}" if error is not None else "") + ("" if n == 3 else f" (n={n})")
 
 
+def gap_table(cells: dict, title: str, arms: list[str], against: str, sets: list[str], means) -> list[str]:
+    """A titled table of each arm's paired gaps to `against`, per evaluation set and mean; arms without cells left
+    out."""
+    lines = ["", title, "", "| arm | " + " | ".join([*sets, *(name for name, _ in means)]) + " |",
+             "|---|" + "---|" * (len(sets) + len(means))]
+    for arm in arms:
+        gaps = [paired(cells, arm, against, lambda c, s=s: accuracies(c)[s]) for s in sets]
+        gaps += [paired(cells, arm, against, measure) for _, measure in means]
+        if any(g is not None for g in gaps):
+            lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
+    return lines
+
+
 def report() -> str:
     results = load_results()
     cells, probes = results.get("cells", {}), results.get("probes", {})
@@ -524,14 +537,8 @@ def report() -> str:
         if rows:
             lines.append(f"| {arm} | " + " | ".join(f"{statistics.mean(accuracies(c)[s] for c in rows):.3f}"
                                                    for s in sets) + f" | {', '.join(str(c['seed']) for c in rows)} |")
-    lines += ["", "Gaps to `bert` in points (paired by seed, mean ± standard error):", "",
-              "| arm | " + " | ".join([*sets, *(name for name, _ in means)]) + " |",
-              "|---|" + "---|" * (len(sets) + len(means))]
-    for arm in (a for a in ARMS if a != "bert"):
-        gaps = [paired(cells, arm, "bert", lambda c, s=s: accuracies(c)[s]) for s in sets]
-        gaps += [paired(cells, arm, "bert", measure) for _, measure in means]
-        if any(g is not None for g in gaps):
-            lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
+    lines += gap_table(cells, "Gaps to `bert` in points (paired by seed, mean ± standard error):",
+                       [a for a in ARMS if a != "bert"], "bert", sets, means)
     lines += ["", "Against `healed` (the candidates' improvement, paired by seed):", "",
               "| arm | test | " + " | ".join(name for name, _ in means) + " |", "|---|---|" + "---|" * len(means)]
     for arm in STUDY_ARMS:
@@ -542,14 +549,8 @@ def report() -> str:
         if any(gaps):
             lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
     if any(c["arm"] in DIRECTED_ARMS for c in cells.values()):
-        lines += ["", "The directed types' builds against the `shared` build (paired by seed):", "",
-                  "| arm | " + " | ".join([*sets, *(name for name, _ in means)]) + " |",
-                  "|---|" + "---|" * (len(sets) + len(means))]
-        for arm in (a for a in DIRECTED_ARMS if a != "directed-shared"):
-            gaps = [paired(cells, arm, "directed-shared", lambda c, s=s: accuracies(c)[s]) for s in sets]
-            gaps += [paired(cells, arm, "directed-shared", measure) for _, measure in means]
-            if any(g is not None for g in gaps):
-                lines.append(f"| {arm} | " + " | ".join(_fmt(g) for g in gaps) + " |")
+        lines += gap_table(cells, "The directed types' builds against the `shared` build (paired by seed):",
+                           [a for a in DIRECTED_ARMS if a != "directed-shared"], "directed-shared", sets, means)
     if probes:
         mixed_probes = results.get("probes_mixed", {})
         lines += ["", "Linear probe (frozen starting models):", "", "| model | " + " | ".join(sets) + " |",
