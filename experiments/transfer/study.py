@@ -53,6 +53,7 @@ ARMS = {
 # (`sharedbert convert ... --attention-type T --heal --steps 2860`), one build per type in --directed DIR/T, compared
 # with the `shared` build by this study's paired rule. Run only when named (`--arms`), into that study's results.
 DIRECTED_TYPES = ("shared", "shared_lowrank_query", "shared_head_query", "shared_kv")
+DIRECTED_BUILDS = Path("runs/directed-convert")  # the default of --directed
 DIRECTED_ARMS = {f"directed-{kind.replace('_', '-')}": {"start": f"directed:{kind}", "finetune": {}}
                  for kind in DIRECTED_TYPES}
 STUDY_ARMS = tuple(ARMS)  # the default of --arms: this study's own
@@ -307,7 +308,7 @@ def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int,
 
     kind = ARMS[arm]["start"]
     if kind.startswith("directed:"):
-        folder = (directed or Path("runs/directed-convert")) / kind.partition(":")[2]
+        folder = (directed or DIRECTED_BUILDS) / kind.partition(":")[2]
         if not (folder / "config.json").is_file():
             raise SystemExit(f"{arm} starts from {folder}, which holds no model: build it with `sharedbert convert "
                              f"all-MiniLM-L6-v2 {folder} --attention-type {kind.partition(':')[2]} --heal --steps "
@@ -571,7 +572,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(STUDY_ARMS),
                         help="default: this study's own arms; the directed-* arms run only when named")
-    parser.add_argument("--directed", type=Path, default=Path("runs/directed-convert"),
+    parser.add_argument("--directed", type=Path, default=DIRECTED_BUILDS,
                         help="the directed-attention study's builds, one folder per attention type")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args(argv)
