@@ -904,13 +904,9 @@ def run(args) -> int:
 
 
 def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from sharedbert.precision import cpu_name
+
+    return cpu_name() or platform.processor() or platform.machine()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -569,10 +569,9 @@ def main(argv=None) -> int:
         cells[cell] = dict(quality_rows[cell[:2]], speed={
             f"batch {size}": {k: v for k, v in speed_rows[cell, size].items() if k != "round_seconds"}
             | {"round_seconds": speed_rows[cell, size]["round_seconds"]} for size in (1, 32)})
-    from sharedbert.precision import cpu_flags
+    from sharedbert.precision import cpu_flags, cpu_name
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").is_file() else "unknown"
+    cpu = cpu_name() or ("unknown CPU" if Path("/proc/cpuinfo").is_file() else "unknown")
     report = {
         "command": portable_command(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"), "cpu": cpu,

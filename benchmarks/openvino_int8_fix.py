@@ -211,6 +211,7 @@ def main(argv=None) -> int:
 
     from sharedbert.atomic import atomic_write_text
     from sharedbert.export import read_sentences
+    from sharedbert.precision import cpu_name
     from sharedbert.training import resolve_source
 
     glue = Path(args.glue_dir)
@@ -228,8 +229,7 @@ def main(argv=None) -> int:
             runners[f"{label}: {name}"] = openvino_runner(result["files"][name], args.threads)
         result["files"] = {name: path.name for name, path in result["files"].items()}
     speeds = speed(runners, list(feeds(tokenizer, sentences[:32 * args.batches])), args.rounds)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown")
+    cpu = cpu_name() or platform.processor() or "unknown"
     import nncf
     import openvino
 

@@ -282,6 +282,7 @@ def main(argv=None) -> int:
     import transformers
 
     from sharedbert.atomic import atomic_write_text
+    from sharedbert.precision import cpu_name
     from sharedbert.training import data, native_bf16
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -325,11 +326,8 @@ def main(argv=None) -> int:
             "load_average": os.getloadavg(),
             "seconds": time.time() - started,
         }
-        try:
-            meta["cpu"] = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                               if line.startswith("model name"))
-        except (OSError, StopIteration):
-            pass
+        if cpu := cpu_name():
+            meta["cpu"] = cpu
         table = render(summary, meta)
         out = Path(args.out)
         atomic_write_text(out.with_suffix(".json"), json.dumps({"meta": meta, **summary, "samples": samples}, indent=2,

@@ -24,16 +24,26 @@ def precision_option():
         "natively. A checkpoint may be resumed in another precision.", "choices": PRECISIONS})
 
 
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
-    """The CPU's feature flags as Linux reports them (empty where there is no /proc/cpuinfo)."""
+def _cpuinfo_field(name: str, cpuinfo: str | Path) -> str | None:
+    """The first `name: value` line's value in Linux's /proc/cpuinfo (None where there is none)."""
     try:
         text = Path(cpuinfo).read_text(errors="replace")
     except OSError:
-        return frozenset()
+        return None
     for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
+        if line.startswith(name):
+            return line.partition(":")[2].strip()
+    return None
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU's feature flags as Linux reports them (empty where there is no /proc/cpuinfo)."""
+    return frozenset((_cpuinfo_field("flags", cpuinfo) or "").split())
+
+
+def cpu_name(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name as Linux reports it, for results files (None where there is no /proc/cpuinfo)."""
+    return _cpuinfo_field("model name", cpuinfo)
 
 
 def native_bf16(device: str = "cpu") -> bool:

@@ -28,6 +28,14 @@ def test_no_cpuinfo_means_no_native_bf16(tmp_path):
     assert precision.cpu_flags(tmp_path / "missing") == frozenset()
 
 
+def test_the_cpu_name_for_results_files_is_cpuinfos_model_name_or_none(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2\n")
+    assert precision.cpu_name(cpuinfo) == "AMD EPYC 9R14"
+    assert precision.cpu_flags(cpuinfo) == frozenset({"fpu", "avx2"})
+    assert precision.cpu_name(tmp_path / "missing") is None
+
+
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision must be one of"):
         precision.resolve_precision("fp16")

@@ -514,12 +514,9 @@ def machine() -> dict:
     import torch
     import transformers
 
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                cpu = line.partition(":")[2].strip()
-                break
+    from sharedbert.precision import cpu_name
+
+    cpu = cpu_name() or platform.processor() or platform.machine()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     return {"cpu": cpu, "gpu": gpu, "torch": torch.__version__, "transformers": transformers.__version__,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import sys
 from pathlib import Path
 
@@ -43,15 +44,16 @@ def judge(builds: dict[str, dict]) -> dict[str, str]:
 def measure(folder: Path, sts_tsv: Path) -> dict:
     """One build: its attention type, healing (steps, minutes, precision, CPU), parameters and STS-B dev Spearman."""
     from sharedbert import sentence_embeddings
-    from sharedbert.modeling_sharedbert import SharedBertModel
     from sharedbert.params import count_model_parameters
+    from sharedbert.precision import cpu_name
 
     report = json.loads((folder / "conversion_report.json").read_text())
     heal = report.get("heal") or {}
     if not heal or heal.get("interrupted"):
         raise SystemExit(f"{folder}: the healing did not finish (conversion_report.json's 'heal' is {heal}); run the "
                          "same `sharedbert convert` command again to resume it.")
-    model = SharedBertModel.from_pretrained(folder)
+    sentence_model = sentence_embeddings.load(folder)
+    model = sentence_model[0].auto_model  # the SharedBertModel inside: loaded once, for STS-B and the counts
     return {
         "attention_type": model.config.attention_type,
         "attention_rank": getattr(model.config, "attention_rank", None),
@@ -59,20 +61,9 @@ def measure(folder: Path, sts_tsv: Path) -> dict:
         "heal_steps": heal["steps"], "heal_minutes": round(heal["elapsed_seconds"] / 60, 1),
         "heal_precision": heal.get("precision"), "heal_first_loss": heal.get("first_loss"),
         "heal_last_loss": heal.get("last_loss"),
-        "cpu": _cpu(), "retained_energy": report.get("retained_energy"),
-        "sts_b": sentence_embeddings.sts_spearman(sentence_embeddings.load(folder), sts_tsv),
+        "cpu": cpu_name() or platform.processor() or platform.machine(), "retained_energy": report.get("retained_energy"),
+        "sts_b": sentence_embeddings.sts_spearman(sentence_model, sts_tsv),
     }
-
-
-def _cpu() -> str:
-    """This machine's CPU: the one that healed the builds too, as `runs/` does not survive a change of machine."""
-    import platform
-
-    cpuinfo = Path("/proc/cpuinfo")
-    for line in cpuinfo.read_text(errors="replace").splitlines() if cpuinfo.is_file() else ():
-        if line.startswith("model name"):
-            return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine()
 
 
 def markdown(builds: dict[str, dict], verdicts: dict[str, str]) -> str:
