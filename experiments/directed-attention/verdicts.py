@@ -87,7 +87,9 @@ def judge(cells: list[dict]) -> dict:
                 "to_standard": dict(zip(("mean", "standard_error"), report.mean_and_standard_error(to_standard))),
                 "to_shared": dict(zip(("mean", "standard_error"), report.mean_and_standard_error(to_shared))),
                 "excess": {"mean": e_mean, "standard_error": e_error},
-                "share_closed": -statistics.fmean(to_shared) / shared_gap_on_seeds if shared_gap_on_seeds else None,
+                # A share of shared's gap only where there is one: where shared does not trail, "closed" means nothing.
+                "share_closed": (-statistics.fmean(to_shared) / shared_gap_on_seeds
+                                 if shared_gap["verdict"] == "trails" and shared_gap_on_seeds else None),
                 "precision": sorted({p for p, _ in hardware}), "verdict": verdict,
             }
         verdicts[setting] = {"shared_gap": shared_gap, "types": rows}

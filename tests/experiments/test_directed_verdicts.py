@@ -41,6 +41,10 @@ def test_no_gap_to_close_too_few_seeds_or_mixed_hardware_leave_it_open():
     no_gap = verdicts.judge(_cells({"shared-kv": [-0.3, -0.3, -0.3]}, shared_gap=(0.01, -0.01, 0.0)))
     assert no_gap["clm-cpu"]["shared_gap"]["verdict"] == "on par"
     assert no_gap["clm-cpu"]["types"]["shared-kv"]["verdict"] == "left open"
+    assert no_gap["clm-cpu"]["types"]["shared-kv"]["share_closed"] is None  # no gap, so no share of it
+    shared_ahead = verdicts.judge(_cells({"shared-kv": [-0.1, -0.1, -0.1]}, shared_gap=(-0.3, -0.3, -0.3)))
+    assert shared_ahead["clm-cpu"]["shared_gap"]["verdict"] == "ahead"
+    assert shared_ahead["clm-cpu"]["types"]["shared-kv"]["share_closed"] is None
     two_seeds = verdicts.judge(_cells({"shared-kv": [0.0, 0.0]}))
     assert two_seeds["clm-cpu"]["types"]["shared-kv"]["verdict"] == "left open"
     mixed = verdicts.judge(_cells({"shared-kv": [0.0, 0.0, 0.0]}, precision="fp32"))
