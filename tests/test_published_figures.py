@@ -492,6 +492,42 @@ FIGURES = [
            CHARLM, lambda: [charlm("shared")["paired"]["mean"], charlm("shared")["paired"]["standard_error"],
                             charlm("standard")["mean"], charlm("pairwise")["paired"]["mean"],
                             charlm("pairwise")["paired"]["standard_error"]]),
+    # experiments/directed-attention/README.md: MLM at width 256, where shared is ahead of standard
+    Figure("experiments/directed-attention/README.md",
+           phrase("the unigram model scores {} on this validation text"), CHARLM,
+           lambda: [results(CHARLM)["mlm-cpu-w256-h8"]["unigram_validation_loss"]]),
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| `{arm}` | {{}} / {{}} / {{}} / {{}} / {{}} | {{}} | {{}} |{tail}"), CHARLM,
+             lambda arm=arm: [*charlm(arm, "mlm-cpu-w256-h8")["losses"], charlm(arm, "mlm-cpu-w256-h8")["mean"],
+                              charlm(arm, "mlm-cpu-w256-h8")["parameters"][0],
+                              *[charlm(arm, "mlm-cpu-w256-h8")["paired"][key] for key in ("mean", "standard_error")
+                                if arm == "shared"]])
+      for arm, tail in (("standard", " | | | |"), ("shared", " {} ± {} | | | |"))],
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} / {{}} / {{}} / {{}} / {{}} | {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}} ± {{}} "
+                    f"| left open |"), DIRECTED,
+             lambda arm=arm: [*directed("mlm-cpu-w256-h8", arm)["losses"], directed("mlm-cpu-w256-h8", arm)["mean"],
+                              *directed("mlm-cpu-w256-h8", arm)["parameters"],
+                              *directed_differences("mlm-cpu-w256-h8", arm)])
+      for arm, label in (("shared-lowrank-query", "`shared_lowrank_query`"), ("shared-head-query", "`shared_head_query`"),
+                         ("shared-kv", "`shared_kv` (reference, 67%)"))],
+    Figure("experiments/directed-attention/README.md",
+           phrase("`shared` left the plateau near 3.05 on every seed and ends {} ± {} nats *below* `standard`"), DIRECTED,
+           lambda: [-results(DIRECTED)["mlm-cpu-w256-h8"]["shared_gap"]["mean"],
+                    results(DIRECTED)["mlm-cpu-w256-h8"]["shared_gap"]["standard_error"]]),
+    Figure("experiments/directed-attention/README.md",
+           phrase("`shared_lowrank_query` ends below {} on {} seeds of five, `shared_head_query` on {}, and"), DIRECTED,
+           lambda: [3.0, *[sum(loss < 3.0 for loss in directed("mlm-cpu-w256-h8", arm)["losses"])
+                           for arm in ("shared-lowrank-query", "shared-head-query")]]),
+    Figure("experiments/directed-attention/README.md",
+           phrase("the best, `shared`, ends {} below it"), CHARLM,
+           lambda: [results(CHARLM)["mlm-cpu-w256-h8"]["unigram_validation_loss"]
+                    - charlm("shared", "mlm-cpu-w256-h8")["mean"]]),
+    Figure("experiments/directed-attention/README.md",
+           phrase("`shared_lowrank_query` closes at least half of `shared`'s gap at both widths ({}% and {}%) and "
+                  "`shared_head_query` does not ({}% and {}%)"), DIRECTED,
+           lambda: [100 * directed(setting, arm)["share_closed"]
+                    for arm in ("shared-lowrank-query", "shared-head-query") for setting in ("clm-cpu", "clm-cpu-w256-h8")]),
     Figure("docs/model.md", phrase("`symmetric`, `pairwise`) left it on every seed and end {} ± {} and {} ± {} nats "
                                    "ahead of `standard`"), CHARLM,
            lambda: [-charlm("symmetric", "mlm-cpu")["paired"]["mean"],
