@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv=None) -> int:
@@ -34,6 +36,7 @@ def main(argv=None) -> int:
     from sharedbert.atomic import atomic_write_text
     from sharedbert.calibrate import calibrate, calibration_batches
     from sharedbert.convert import from_bert
+    from sharedbert.precision import cpu_name
     from sharedbert.training import resolve_source, shared_data_dir
     from sharedbert.training.conversion import calibration_texts
 
@@ -72,10 +75,15 @@ def main(argv=None) -> int:
             print(rows[-1], flush=True)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.output_dir / "calibration.json",
-                      json.dumps({"threads": args.threads, "rows": rows}, indent=1) + "\n")
+    command = "python experiments/healing/calibration.py" + "".join(
+        f" --{name} {' '.join(map(str, value))}" for name, value in (("types", args.types), ("sentences", args.sentences))
+        if value != parser.get_default(name)) + f" --threads {args.threads}" + (
+        f" --output-dir {os.path.relpath(args.output_dir.resolve(), REPO)}" if args.output_dir != RESULTS else "")
+    atomic_write_text(args.output_dir / "calibration.json", json.dumps(
+        {"command": command, "threads": args.threads, "cpu": cpu_name(), "torch": torch.__version__, "rows": rows},
+        indent=1) + "\n")
     lines = ["# Calibration before healing: all-MiniLM-L6-v2, STS-B dev Spearman (no healing, no fine-tuning)", "",
-             f"`python experiments/healing/calibration.py --threads {args.threads}`", "",
+             f"`{command}` (fp32, {cpu_name()})", "",
              "| attention type | fit | calibration pieces (tokens) | STS-B dev | calibration seconds |",
              "|---|---|---|---|---|"]
     for row in rows:

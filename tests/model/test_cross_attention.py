@@ -114,8 +114,10 @@ def test_shared_kv_scores_are_not_a_symmetric_form_of_the_two_sides():
     assert not torch.allclose(*scores["shared_kv"], atol=1e-3)
 
 
-def test_a_bert_decoder_whose_keys_and_values_share_a_projection_converts_to_shared_kv_exactly():
-    """from_bert fits shared_kv cross-attention per channel (rank 1 over Wk and Wv): exact when Wv = diag(c)·Wk."""
+@pytest.mark.parametrize("fit_method", ["weights", "auto"])
+def test_a_bert_decoder_whose_keys_and_values_share_a_projection_converts_to_shared_kv_exactly(fit_method):
+    """Exact when Wv = diag(c)·Wk, by either fit: the weight fit (per channel, rank 1 over Wk and Wv; the query
+    copied) and the default, invariant one (keys and values on one subspace per head; query and output refitted)."""
     torch.manual_seed(0)
     bert = BertLMHeadModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                       intermediate_size=37, is_decoder=True, add_cross_attention=True)).eval()
@@ -125,10 +127,11 @@ def test_a_bert_decoder_whose_keys_and_values_share_a_projection_converts_to_sha
             factor = torch.rand(32) + 0.5
             cross.value.weight.copy_(factor[:, None] * cross.key.weight)
             cross.value.bias.copy_(factor * cross.key.bias)
-    ours = from_bert(bert, attention_type="standard", cross_attention_type="shared_kv").eval()
+    ours = from_bert(bert, attention_type="standard", cross_attention_type="shared_kv", fit_method=fit_method).eval()
     assert all(isinstance(m.self, SharedKeyValueAttention) for m in ours.sharedbert.encoder.crossattention)
-    assert torch.equal(ours.sharedbert.encoder.crossattention[0].self.query.weight,
-                       bert.bert.encoder.layer[0].crossattention.self.query.weight)
+    copied = torch.equal(ours.sharedbert.encoder.crossattention[0].self.query.weight,
+                         bert.bert.encoder.layer[0].crossattention.self.query.weight)
+    assert copied == (fit_method == "weights")
     ids, states = torch.randint(0, 50, (2, 7)), torch.randn(2, 5, 32)
     with torch.no_grad():
         torch.testing.assert_close(ours(ids, encoder_hidden_states=states).logits,
