@@ -74,6 +74,8 @@ GPU_SHARED_CELL = "experiments/charlm/results/cells/clm-gpu-i850-shared-seed1.js
 NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU recipe (5,000 iterations on a GPU)
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
 CONVERSIONS = "experiments/directed-attention/results/conversions.json"
+CONVERSIONS_KV_INVARIANT = "experiments/directed-attention/results/shared-kv-invariant-fit/conversions.json"
+DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
 DIRECTED_TRANSFER = "experiments/directed-attention/results/transfer.json"
 COPY = "experiments/cross-attention-copy/results.json"
 
@@ -124,6 +126,12 @@ def finetuned_in_domain(path: str, arm: str) -> float:
 
 def conversion(attention_type: str) -> dict:
     return results(CONVERSIONS)["builds"][attention_type]
+
+
+def calibration_row(attention_type: str, fit: str, sentences: int = 0) -> dict:
+    """A row of the directed-attention study's calibration measurements (experiments/healing/calibration.py)."""
+    return next(row for row in results(DIRECTED_CALIBRATION)["rows"] if row["attention_type"] == attention_type
+                and row["fit"] == fit and row["sentences"] == sentences)
 
 
 def transfer_seeds(arm: str) -> int:
@@ -433,6 +441,21 @@ FIGURES = [
                   "{}."), CONVERSIONS,
            lambda: [conversion(kind)[key] for key in ("heal_first_loss", "heal_last_loss")
                     for kind in ("shared", "shared_lowrank_query", "shared_head_query", "shared_kv")]),
+    # experiments/directed-attention/README.md: shared_kv's invariant fit, measured after the study
+    Figure("experiments/directed-attention/README.md",
+           phrase("unhealed, STS-B {} against the weight fit's {}; calibrated on {} pieces, with no healing at all, {}"),
+           DIRECTED_CALIBRATION, lambda: [*[calibration_row("shared_kv", fit)["spearman"] for fit in ("invariant", "weights")],
+                                          128, calibration_row("shared_kv", "calibrated", 128)["spearman"]]),
+    Figure("experiments/directed-attention/README.md",
+           phrase("healing loss starts at {} instead of {} and ends at {}, and STS-B is {} ({} to `shared`, the same "
+                  "verdict) against the first build's {}"), CONVERSIONS_KV_INVARIANT,
+           lambda: [results(CONVERSIONS_KV_INVARIANT)["builds"]["shared_kv"]["heal_first_loss"],
+                    conversion("shared_kv")["heal_first_loss"],
+                    results(CONVERSIONS_KV_INVARIANT)["builds"]["shared_kv"]["heal_last_loss"],
+                    results(CONVERSIONS_KV_INVARIANT)["builds"]["shared_kv"]["sts_b"],
+                    results(CONVERSIONS_KV_INVARIANT)["builds"]["shared_kv"]["sts_b"]
+                    - results(CONVERSIONS_KV_INVARIANT)["builds"]["shared"]["sts_b"],
+                    conversion("shared_kv")["sts_b"]]),
     # experiments/directed-attention/README.md: the transfer study's evaluations of the builds (transfer.json)
     Figure("experiments/directed-attention/README.md", phrase("| `shared` | {} | {} | | | | |"), DIRECTED_TRANSFER,
            lambda: [results(DIRECTED_TRANSFER)["probes"]["directed-shared"]["test"],
