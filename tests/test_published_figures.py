@@ -515,6 +515,69 @@ FIGURES = [
            CHARLM, lambda: [charlm("shared")["paired"]["mean"], charlm("shared")["paired"]["standard_error"],
                             charlm("standard")["mean"], charlm("pairwise")["paired"]["mean"],
                             charlm("pairwise")["paired"]["standard_error"]]),
+    Figure(README, phrase("with {} iterations, {} seeds, every arm learns and shared trails standard by {} ± {}"),
+           CHARLM, lambda: [results("experiments/charlm/results/cells/mlm-cpu-i6000-shared-seed1.json")[
+                                "hyperparameters"]["iters"], len(charlm("shared", "mlm-cpu-i6000")["seeds"]),
+                            charlm("shared", "mlm-cpu-i6000")["paired"]["mean"],
+                            charlm("shared", "mlm-cpu-i6000")["paired"]["standard_error"]]),
+    Figure("docs/model.md", phrase("then `shared` trails `standard` by {} ± {} nats ({} ± {} at equal parameters)"),
+           CHARLM, lambda: [charlm(arm, "mlm-cpu-i6000")["paired"][key] for arm in ("shared", "shared-matched")
+                            for key in ("mean", "standard_error")]),
+    Figure("docs/model.md", phrase("no type closes half of its gap (`shared_head_query` {}%, `shared_lowrank_query` "
+                                   "{}%, `shared_kv` {}%)"), DIRECTED,
+           lambda: [100 * directed("mlm-cpu-i6000", arm)["share_closed"]
+                    for arm in ("shared-head-query", "shared-lowrank-query", "shared-kv")]),
+    Figure("experiments/README.md", phrase("every arm learns and `shared` trails by {} nats"), CHARLM,
+           lambda: [charlm("shared", "mlm-cpu-i6000")["paired"]["mean"]]),
+    # experiments/charlm/README.md: MLM with three times the iterations (mlm-cpu-i6000), one row per arm
+    Figure("experiments/charlm/README.md", phrase("| `standard` | {} / {} / {} | {} ± {} | {} | | |"), CHARLM,
+           lambda: [*charlm("standard", "mlm-cpu-i6000")["losses"], charlm("standard", "mlm-cpu-i6000")["mean"],
+                    charlm("standard", "mlm-cpu-i6000")["standard_error"],
+                    charlm("standard", "mlm-cpu-i6000")["parameters"][0]]),
+    *[Figure("experiments/charlm/README.md",
+             phrase(f"| {label} | {{}} / {{}} / {{}} | {{}} ± {{}} | {{}} | {{}} ± {{}} | {verdict} |"), CHARLM,
+             lambda arm=arm: [*charlm(arm, "mlm-cpu-i6000")["losses"], charlm(arm, "mlm-cpu-i6000")["mean"],
+                              charlm(arm, "mlm-cpu-i6000")["standard_error"],
+                              charlm(arm, "mlm-cpu-i6000")["parameters"][0],
+                              charlm(arm, "mlm-cpu-i6000")["paired"]["mean"],
+                              charlm(arm, "mlm-cpu-i6000")["paired"]["standard_error"]])
+      for arm, label, verdict in (("bert", "`bert` (transformers' `BertForMaskedLM`)", "left open"),
+                                  ("shared", "`shared`", "trails"), ("shared-matched", "`shared-matched`", "trails"),
+                                  ("symmetric", "`symmetric`", "left open"), ("pairwise", "`pairwise`", "ahead"))],
+    Figure("experiments/charlm/README.md",
+           phrase("the worst, `shared-matched`, ends {} below the unigram model (the goal: at least 1.2), `shared` {} "
+                  "below"), CHARLM,
+           lambda: [results(CHARLM)["mlm-cpu-i6000"]["unigram_validation_loss"]
+                    - max(row["mean"] for row in results(CHARLM)["mlm-cpu-i6000"]["arms"].values()),
+                    results(CHARLM)["mlm-cpu-i6000"]["unigram_validation_loss"] - charlm("shared", "mlm-cpu-i6000")["mean"]]),
+    Figure("experiments/charlm/README.md",
+           phrase("`shared` trails `standard` by {} ± {} nats, and `shared-matched`, its saved parameters spent on a "
+                  "wider feed-forward layer, by {} ± {}"), CHARLM,
+           lambda: [charlm(arm, "mlm-cpu-i6000")["paired"][key] for arm in ("shared", "shared-matched")
+                    for key in ("mean", "standard_error")]),
+    Figure("experiments/charlm/README.md", phrase("`standard`'s own seeds spread over {} nats ({} to {})"), CHARLM,
+           lambda: [max(charlm("standard", "mlm-cpu-i6000")["losses"]) - min(charlm("standard", "mlm-cpu-i6000")["losses"]),
+                    min(charlm("standard", "mlm-cpu-i6000")["losses"]), max(charlm("standard", "mlm-cpu-i6000")["losses"])]),
+    # experiments/directed-attention/README.md: the second MLM recipe (mlm-cpu-i6000), one row per new type
+    Figure("experiments/directed-attention/README.md",
+           phrase("`shared` is behind `standard` by {} ± {} at this recipe"), DIRECTED,
+           lambda: [results(DIRECTED)["mlm-cpu-i6000"]["shared_gap"][key] for key in ("mean", "standard_error")]),
+    *[Figure("experiments/directed-attention/README.md",
+             phrase(f"| {label} | {{}} / {{}} / {{}} | {{}} | {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}} ± {{}} | {{}}% "
+                    f"| {verdict} |"), DIRECTED,
+             lambda arm=arm: [*directed("mlm-cpu-i6000", arm)["losses"], directed("mlm-cpu-i6000", arm)["mean"],
+                              *directed("mlm-cpu-i6000", arm)["parameters"],
+                              *directed_differences("mlm-cpu-i6000", arm),
+                              100 * directed("mlm-cpu-i6000", arm)["share_closed"]])
+      for arm, label, verdict in (("shared-lowrank-query", "`shared_lowrank_query`", "left open"),
+                                  ("shared-head-query", "`shared_head_query`", "left open"),
+                                  ("shared-kv", "`shared_kv` (reference, 67%)", "closes less than half"))],
+    Figure("experiments/directed-attention/README.md",
+           phrase("`shared_kv`, which closes {}% of the gap in causal LM, closes less than half here"), DIRECTED,
+           lambda: [100 * directed("clm-cpu", "shared-kv")["share_closed"]]),
+    Figure("experiments/directed-attention/README.md",
+           phrase("where every arm learns and `shared` trails by {} nats"), DIRECTED,
+           lambda: [results(DIRECTED)["mlm-cpu-i6000"]["shared_gap"]["mean"]]),
     # experiments/directed-attention/README.md: MLM at width 256, where shared is ahead of standard
     Figure("experiments/directed-attention/README.md",
            phrase("the unigram model scores {} on this validation text"), CHARLM,
