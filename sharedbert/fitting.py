@@ -201,11 +201,7 @@ def _fit_invariant(attention_type, q, k, v, o, num_heads):
       top eigenspace of S_h²/‖S_h‖² + M_hᵀM_h/‖M_h‖² (both needs weighted alike); on it the best symmetric form is
       C = U_h·S_h·U_hᵀ = E·Λ·Eᵀ, so the channels are E's directions (rows EᵀU_h), dq⊙dk = Λ (scaled), the value path
       M_h·U_hᵀ·E is exact on span(U_h) and goes into the output projection.
-    * shared_kv: keys and values are the head's channels S_h (times dk, dv) and the query is free, so the score form
-      can be Q'_hᵀ·S_h for any Q'_h and the value path O'_h·S_h for any O'_h: both are exact on span(S_h). That span
-      must hold the score form's key side (the row space of B_h) and the value path's (of M_h): U_h is the top
-      eigenspace of B_hᵀB_h/‖B_h‖² + M_hᵀM_h/‖M_h‖², S_h = c·U_h, and Q'_h, O'_h are the least-squares fits
-      U_h·B_hᵀ and M_h·U_hᵀ (scaled), the latter into the output projection.
+    * shared_kv: one subspace for the keys' and the values' needs, the query and output refitted (`_fit_shared_kv_head`).
     """
     hidden, width = q.shape
     head_dim = hidden // num_heads
@@ -238,24 +234,11 @@ def _fit_invariant(attention_type, q, k, v, o, num_heads):
             bilinear = basis @ form @ basis.T / scale**2
             extra.append(bilinear)
             kept.append((frac(form, basis.T @ (basis @ form @ basis.T) @ basis), 1.0))
-        elif attention_type == "shared_kv":
+        elif attention_type in ("shared", "shared_kv"):
             path = o_h @ v_h  # (hidden, width)
-            needs = form.T @ form / max(float(form.pow(2).sum()), 1e-30) + path.T @ path / max(
-                float(path.pow(2).sum()), 1e-30)
-            basis = _top_eigenvectors(needs, head_dim)  # (head_dim, width), orthonormal rows
-            # Channels as large as the key and value rows they replace on average, dk and dv their ratios to that,
-            # so every scale starts near BERT's magnitudes and near 1.
-            key_rms, value_rms = (float(t.pow(2).mean(1).sum().sqrt()) / head_dim**0.5 for t in (k_h, v_h))
-            size = (key_rms * value_rms) ** 0.5 or 1.0
-            key_scale, value_scale = key_rms / size or 1.0, value_rms / size or 1.0
-            rows_out.append(size * basis)
-            q_new = basis @ form.T / (size * key_scale)  # Q'ᵀ·(dk·S) = B·Uᵀ·U
-            new_o[:, block] = path @ basis.T / (size * value_scale)  # O'·(dv·S) = M·Uᵀ·U
-            extra.append((q_new, key_scale, value_scale))
-            kept.append((frac(form, form @ basis.T @ basis), frac(path, path @ basis.T @ basis)))
-        elif attention_type == "shared":
-            path = o_h @ v_h  # (hidden, width)
-            shared, scales, new_o[:, block], kept_h = _fit_shared_head(form, sym, path, head_dim, frac)
+            shared, scales, new_o[:, block], kept_h = (
+                _fit_shared_head(form, sym, path, head_dim, frac) if attention_type == "shared"
+                else _fit_shared_kv_head(form, path, k_h, v_h, head_dim, frac))
             rows_out.append(shared)
             extra.append(scales)
             kept.append(kept_h)
@@ -268,12 +251,9 @@ def _fit_invariant(attention_type, q, k, v, o, num_heads):
     if attention_type == "pairwise":
         return {**linear("query", rows), **linear("value", v), "head_bilinear": torch.stack(extra).float()}, retained
     if attention_type == "shared_kv":
-        ones = torch.ones(head_dim, dtype=torch.float32)
-        fitted = {**linear("query", torch.cat([e[0] for e in extra])), **linear("shared_proj", rows),
-                  "key_scale": torch.cat([e[1] * ones for e in extra]),
-                  "value_scale": torch.cat([e[2] * ones for e in extra]),
-                  "output.dense.weight": new_o.float()}
-        return fitted, retained
+        query, key_scale, value_scale = (torch.cat([e[i] for e in extra]) for i in range(3))
+        return {**linear("query", query), **linear("shared_proj", rows), "key_scale": key_scale.float(),
+                "value_scale": value_scale.float(), "output.dense.weight": new_o.float()}, retained
     qk_scale = torch.cat([e[0] for e in extra])
     v_scale = torch.cat([e[1] for e in extra])
     fitted = {**linear("shared_proj", rows)}
@@ -286,6 +266,29 @@ def _fit_invariant(attention_type, q, k, v, o, num_heads):
         **{"output.dense.weight": new_o.float()},
     )
     return fitted, retained
+
+
+def _fit_shared_kv_head(form, path, k_h, v_h, head_dim: int, frac):
+    """One head of shared_kv's invariant fit: (channels S_h, (query rows, dk, dv), the output projection's columns,
+    (score-form energy kept, value-path energy kept)).
+
+    Keys and values are the head's channels S_h (times dk, dv) and the query is free, so the score form can be
+    Q'_hᵀ·S_h for any Q'_h and the value path O'_h·S_h for any O'_h: both are exact on span(S_h). That span must hold
+    the score form's key side (the row space of B_h) and the value path's (of M_h): U_h is the top eigenspace of
+    B_hᵀB_h/‖B_h‖² + M_hᵀM_h/‖M_h‖², S_h = c·U_h, and Q'_h, O'_h are the least-squares fits U_h·B_hᵀ and M_h·U_hᵀ
+    (scaled), the latter into the output projection."""
+    needs = form.T @ form / max(float(form.pow(2).sum()), 1e-30) + path.T @ path / max(float(path.pow(2).sum()), 1e-30)
+    basis = _top_eigenvectors(needs, head_dim)  # (head_dim, width), orthonormal rows
+    # Channels as large as the key and value rows they replace on average, dk and dv their ratios to that, so every
+    # scale starts near BERT's magnitudes and near 1.
+    key_rms, value_rms = (float(t.pow(2).mean(1).sum().sqrt()) / head_dim**0.5 for t in (k_h, v_h))
+    size = (key_rms * value_rms) ** 0.5 or 1.0
+    key_scale, value_scale = key_rms / size or 1.0, value_rms / size or 1.0
+    query = basis @ form.T / (size * key_scale)  # Q'ᵀ·(dk·S) = B·Uᵀ·U
+    output = path @ basis.T / (size * value_scale)  # O'·(dv·S) = M·Uᵀ·U
+    ones = torch.ones(head_dim, dtype=form.dtype)
+    kept = (frac(form, form @ basis.T @ basis), frac(path, path @ basis.T @ basis))
+    return size * basis, (query, key_scale * ones, value_scale * ones), output, kept
 
 
 def _fit_shared_head(form, sym, path, head_dim: int, frac):
