@@ -230,34 +230,36 @@ def test_invariant_shared_kv_fit_recovers_a_layer_whose_keys_and_values_share_a_
     assert max(float((a - b).norm() / b.norm()) for a, b in zip(got, want)) > 0.1
 
 
-def test_invariant_shared_kv_fit_beats_its_weight_fit_on_the_layer_function():
-    g = torch.Generator().manual_seed(7)
+def random_layer(seed: int):
+    """A random BERT attention layer (hidden 16, 4 heads): q, k, v (biases appended), o, and its forms and paths."""
+    g = torch.Generator().manual_seed(seed)
     q, k, v = (augmented(16, g) for _ in range(3))
     o = torch.randn(16, 16, generator=g)
-    want = forms_and_paths(q, k, v, o, 4)
+    return q, k, v, o, forms_and_paths(q, k, v, o, 4)
 
-    def error(fitted, o_new):
-        return sum(float((a - b).pow(2).sum() / b.pow(2).sum())
-                   for a, b in zip(shared_kv_forms_and_paths(fitted, o_new, 4), want))
 
+def relative_error(got, want) -> float:
+    """Summed relative squared error of fitted score forms and value paths against the layer's."""
+    return sum(float((a - b).pow(2).sum() / b.pow(2).sum()) for a, b in zip(got, want))
+
+
+def test_invariant_shared_kv_fit_beats_its_weight_fit_on_the_layer_function():
+    q, k, v, o, want = random_layer(7)
     invariant, _ = fit_attention("shared_kv", q, k, v, 4, o=o)
     weights, _ = fit_attention("shared_kv", q, k, v, 4)
-    assert error(invariant, invariant["output.dense.weight"]) < 0.8 * error(weights, o)
+    assert relative_error(shared_kv_forms_and_paths(invariant, invariant["output.dense.weight"], 4), want) < (
+        0.8 * relative_error(shared_kv_forms_and_paths(weights, o, 4), want))
     assert set(invariant) == set(weights) | {"output.dense.weight"}  # the same parameters, the output refitted
 
 
 def test_invariant_fit_beats_weight_fit_on_the_layer_function():
     """On a random layer, the invariant shared fit reproduces the score forms and value paths better."""
-    g = torch.Generator().manual_seed(5)
-    q, k, v = (augmented(16, g) for _ in range(3))
-    o = torch.randn(16, 16, generator=g)
-    want = forms_and_paths(q, k, v, o, 4)
+    q, k, v, o, want = random_layer(5)
 
     def error(fitted, o_new):
         s = rows_of(fitted, "shared_proj")
-        got = forms_and_paths((fitted["query_scale"] * fitted["key_scale"]).double()[:, None] * s, s,
-                              fitted["value_scale"].double()[:, None] * s, o_new, 4)
-        return sum(float((a - b).pow(2).sum() / b.pow(2).sum()) for a, b in zip(got, want))
+        return relative_error(forms_and_paths((fitted["query_scale"] * fitted["key_scale"]).double()[:, None] * s, s,
+                                              fitted["value_scale"].double()[:, None] * s, o_new, 4), want)
 
     invariant, _ = fit_attention("shared", q, k, v, 4, o=o)
     weights, _ = fit_attention("shared", q, k, v, 4)

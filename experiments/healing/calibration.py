@@ -79,11 +79,12 @@ def main(argv=None) -> int:
         f" --{name} {' '.join(map(str, value))}" for name, value in (("types", args.types), ("sentences", args.sentences))
         if value != parser.get_default(name)) + f" --threads {args.threads}" + (
         f" --output-dir {os.path.relpath(args.output_dir.resolve(), REPO)}" if args.output_dir != RESULTS else "")
+    cpu = cpu_name()
     atomic_write_text(args.output_dir / "calibration.json", json.dumps(
-        {"command": command, "threads": args.threads, "cpu": cpu_name(), "torch": torch.__version__, "rows": rows},
+        {"command": command, "threads": args.threads, "cpu": cpu, "torch": torch.__version__, "rows": rows},
         indent=1) + "\n")
     lines = ["# Calibration before healing: all-MiniLM-L6-v2, STS-B dev Spearman (no healing, no fine-tuning)", "",
-             f"`{command}` (fp32, {cpu_name()})", "",
+             f"`{command}` (fp32, {cpu})", "",
              "| attention type | fit | calibration pieces (tokens) | STS-B dev | calibration seconds |",
              "|---|---|---|---|---|"]
     for row in rows:
