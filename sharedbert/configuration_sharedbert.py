@@ -84,6 +84,12 @@ class SharedBertConfig(PreTrainedConfig):
             The rank r of `"shared_lowrank_query"`'s query term (X·A + a)·B. None (the default): hidden_size // 12,
             which keeps its projections at about 39% of standard attention's. Recorded in config.json when the type
             uses it. Ignored by the other types.
+        num_key_value_heads (`int`, *optional*):
+            Grouped-query attention for `"standard"` attention (Llama's field): the key and value projections have
+            this many heads, each shared by `num_attention_heads / num_key_value_heads` query heads; 1 is multi-query
+            attention. A decoder's cache holds keys and values at this many heads. None (the default): one per query
+            head. Applies to every standard attention sublayer of the model (self-attention, and cross-attention when
+            its type is standard); refused for the other types, whose keys and values are not separate projections.
         layer_sharing (`str`, defaults to `"none"`):
             Which sublayers are shared across depth: `"none"`, `"all"` (attention and feed-forward), `"attention"`
             (attention blocks only) or `"ffn"` (feed-forward blocks only).
@@ -174,6 +180,7 @@ class SharedBertConfig(PreTrainedConfig):
     decoder_start_token_id: int | None = None
     attention_type: Literal[ATTENTION_TYPES] = DEFAULT_ATTENTION_TYPE
     attention_rank: int | None = positive_int_field(default=None)
+    num_key_value_heads: int | None = positive_int_field(default=None)
     layer_sharing: Literal[LAYER_SHARING_MODES] = "none"
     num_unique_layers: int | None = positive_int_field(default=None)
     sharing_order: Literal[SHARING_ORDERS] = "sequence"
@@ -253,6 +260,22 @@ class SharedBertConfig(PreTrainedConfig):
             raise ValueError(
                 f"`hidden_size` ({self.hidden_size}) must be divisible by `num_attention_heads` "
                 f"({self.num_attention_heads}), e.g. {[h for h in (1, 2, 4, 8, 12, 16) if self.hidden_size % h == 0]}."
+            )
+
+    def validate_num_key_value_heads(self):
+        if self.num_key_value_heads is None:
+            return
+        if self.attention_type != "standard":
+            raise ValueError(
+                f"`num_key_value_heads` ({self.num_key_value_heads}) groups the key and value projections of "
+                f"standard attention, but `attention_type` is {self.attention_type!r}, whose keys and values are not "
+                "separate projections: set attention_type='standard' or leave num_key_value_heads None."
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            divisors = [h for h in range(1, self.num_attention_heads + 1) if self.num_attention_heads % h == 0]
+            raise ValueError(
+                f"`num_key_value_heads` ({self.num_key_value_heads}) must divide `num_attention_heads` "
+                f"({self.num_attention_heads}) so that each key/value head serves a whole group: one of {divisors}."
             )
 
     def validate_layer_sharing(self):

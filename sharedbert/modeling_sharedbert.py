@@ -115,6 +115,16 @@ class SharedBertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
+def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """(batch, kv_heads, seq, head_dim) -> (batch, kv_heads * n_rep, seq, head_dim): each key/value head serves
+    `n_rep` consecutive query heads (grouped-query attention), as in transformers' Llama."""
+    if n_rep == 1:
+        return hidden_states
+    batch, num_key_value_heads, length, head_dim = hidden_states.shape
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, length, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, length, head_dim)
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -125,6 +135,8 @@ def eager_attention_forward(
     dropout: float = 0.0,
     **kwargs: Unpack[TransformersKwargs],
 ):
+    key = repeat_kv(key, module.num_key_value_groups)
+    value = repeat_kv(value, module.num_key_value_groups)
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         attn_weights = attn_weights + attention_mask
@@ -151,6 +163,9 @@ class SharedBertAttentionBase(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.scaling = self.head_dim**-0.5
+        # Query heads per key/value head: more than 1 only in grouped-query `StandardAttention`. The attention
+        # backends (ours and transformers' SDPA) read it to share each key/value head among its group.
+        self.num_key_value_groups = 1
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         # Causality is passed per call (`is_causal`): one stored module may serve an encoder and a decoder depth.
         self.is_causal = False
@@ -164,7 +179,8 @@ class SharedBertAttentionBase(nn.Module):
         return None
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+        """(batch, seq, heads·head_dim) -> (batch, heads, seq, head_dim); grouped keys and values have fewer heads."""
+        return x.view(*x.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
     def per_head(self, vector: torch.Tensor) -> torch.Tensor:
         """A (hidden,) vector shaped to scale per-head (batch, heads, seq, head_dim) tensors channel by channel."""
@@ -264,13 +280,18 @@ class SharedProjectionAttention(SharedBertAttentionBase):
 
 
 class StandardAttention(SharedBertAttentionBase):
-    """BERT's separate query, key and value projections (the baseline)."""
+    """BERT's separate query, key and value projections (the baseline). With `config.num_key_value_heads` below the
+    number of heads it is grouped-query attention (Ainslie et al. 2023; multi-query with 1, Shazeer 2019): the key
+    and value projections have `num_key_value_heads` heads, each serving a group of query heads, and a decoder's cache
+    holds keys and values at that many heads."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
+        num_key_value_heads = config.num_key_value_heads or self.num_heads
+        self.num_key_value_groups = self.num_heads // num_key_value_heads
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
+        self.value = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
 
     def project_query(self, hidden_states):
         return self.split_heads(self.query(hidden_states))

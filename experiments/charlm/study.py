@@ -98,6 +98,37 @@ ARMS = {
     "standard-pre-ln": {"attention_type": "standard", "layer_norm_position": "pre"},
 }
 
+# The frontier study (experiments/frontier): every way the package cuts attention's projections, alone and composed.
+# "-attN": attention-only cross-layer sharing with N stored attention layers (ALBERT; Takase & Kiyono's order is
+# "sequence" unless the name says "-cycle" / "-cycle-rev"). "gqa-2" / "mqa": standard attention with 2 / 1 key-value
+# heads. "-ffn": the saved parameters spent on the feed-forward width, "-wide" on the model width, to the named arm's
+# parameter count; "standard-narrow": standard attention narrowed to `shared`'s parameter count.
+ATT = {"layer_sharing": "attention"}
+FRONTIER_ARMS = {
+    "gqa-2": {"attention_type": "standard", "num_key_value_heads": 2},
+    "mqa": {"attention_type": "standard", "num_key_value_heads": 1},
+    "standard-att2": {"attention_type": "standard", **ATT, "num_unique_layers": 2},
+    "standard-att2-cycle": {"attention_type": "standard", **ATT, "num_unique_layers": 2, "sharing_order": "cycle"},
+    "standard-att2-cycle-rev": {"attention_type": "standard", **ATT, "num_unique_layers": 2,
+                                "sharing_order": "cycle_rev"},
+    "standard-att1": {"attention_type": "standard", **ATT, "num_unique_layers": 1},
+    "mqa-att1": {"attention_type": "standard", "num_key_value_heads": 1, **ATT, "num_unique_layers": 1},
+    "shared-kv-att2": {"attention_type": "shared_kv", **ATT, "num_unique_layers": 2},
+    "shared-att1": {"attention_type": "shared", **ATT, "num_unique_layers": 1},
+    "shared-head-query-att1": {"attention_type": "shared_head_query", **ATT, "num_unique_layers": 1},
+    "shared-lowrank-query-att1": {"attention_type": "shared_lowrank_query", **ATT, "num_unique_layers": 1},
+    "standard-narrow": {"attention_type": "standard", "match_parameters_of": "shared", "match_by": "width"},
+    "standard-att1-ffn": {"attention_type": "standard", **ATT, "num_unique_layers": 1,
+                          "match_parameters_of": "standard"},
+    "shared-lowrank-query-att1-ffn": {"attention_type": "shared_lowrank_query", **ATT, "num_unique_layers": 1,
+                                      "match_parameters_of": "standard"},
+    "standard-att1-wide": {"attention_type": "standard", **ATT, "num_unique_layers": 1,
+                           "match_parameters_of": "standard", "match_by": "width"},
+}
+ARMS.update(FRONTIER_ARMS)
+# Keys of an arm that are not SharedBertConfig fields.
+ARM_KEYS = ("match_parameters_of", "match_by")
+
 
 # --------------------------------------------------------------------------------------------------------------------
 # Data
@@ -219,6 +250,64 @@ class TrainWindows:
         return {"input_ids": inputs, "labels": labels}
 
 
+# MLM's scored positions, split by what the model sees there: every selected position; `[MASK]`; a character other
+# than the target (the 10% random replacement; a random draw of the target itself reads as "unchanged"); the target.
+MLM_VIEWS = ("selected", "mask", "random", "unchanged")
+
+
+def mlm_view_masks(inputs, labels, mask_id: int) -> dict:
+    selected = labels != -100
+    mask = selected & (inputs == mask_id)
+    unchanged = selected & (inputs == labels)
+    return {"selected": selected, "mask": mask, "random": selected & ~mask & ~unchanged, "unchanged": unchanged}
+
+
+def view_means(losses, inputs, labels, mask_id: int) -> dict:
+    """Mean of per-position `losses` over each of MLM_VIEWS, and the position counts."""
+    masks = mlm_view_masks(inputs, labels, mask_id)
+    return {view: float(losses[masks[view]].double().mean()) for view in MLM_VIEWS}, {
+        view: int(masks[view].sum()) for view in MLM_VIEWS}
+
+
+def mlm_nulls(data: CharData, validation: list[dict]) -> dict:
+    """What two context-free predictors score on the validation masks, per view: `unigram` predicts the training
+    character frequencies u everywhere; `context_free` sees the character at the position and nothing else, and
+    predicts the Bayes posterior of BERT's corruption: u under `[MASK]`, and under a visible c (equally likely left
+    unchanged or replaced by a uniform draw over V characters) p(t | c) ∝ u(t)·(½·[t = c] + ½/V). A model that learns
+    from context scores below `context_free`."""
+    import torch
+
+    counts = torch.bincount(data.train_ids, minlength=data.vocab_size).double()
+    unigram = counts / counts.sum()
+    posterior = unigram[None, :] * (0.5 * torch.eye(data.vocab_size, dtype=torch.double) + 0.5 / data.vocab_size)
+    posterior = torch.cat([posterior / posterior.sum(1, keepdim=True), unigram[None, :]])  # row V: under [MASK]
+    inputs = torch.stack([example["input_ids"] for example in validation])
+    labels = torch.stack([example["labels"] for example in validation])
+    targets = labels.clamp(min=0)
+    scores = {"unigram": -unigram.log()[targets], "context_free": -posterior.log()[inputs, targets]}
+    views = {name: view_means(losses, inputs, labels, data.vocab_size)[0] for name, losses in scores.items()}
+    return {**views, "positions": view_means(scores["unigram"], inputs, labels, data.vocab_size)[1]}
+
+
+def mlm_model_views(model, validation: list[dict], mask_id: int, precision: str, device: str) -> dict:
+    """The trained model's validation loss over each of MLM_VIEWS (at the precision it trained and evaluated in)."""
+    import torch
+    import torch.nn.functional as F
+
+    model.eval()
+    losses, inputs, labels = [], [], []
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        for start in range(0, len(validation), 64):
+            batch = validation[start:start + 64]
+            batch_inputs = torch.stack([example["input_ids"] for example in batch])
+            batch_labels = torch.stack([example["labels"] for example in batch])
+            logits = model(input_ids=batch_inputs.to(device)).logits.float().cpu()
+            losses.append(F.cross_entropy(logits.transpose(1, 2), batch_labels.clamp(min=0), reduction="none"))
+            inputs.append(batch_inputs)
+            labels.append(batch_labels)
+    return view_means(torch.cat(losses), torch.cat(inputs), torch.cat(labels), mask_id)[0]
+
+
 def validation_windows(ids, context: int, objective: str, mask_probability: float, vocab_size: int) -> list[dict]:
     """Every non-overlapping window of the validation text. CLM: the next character at each of the `context`
     positions. MLM: exactly round(mask_probability * context) positions per window, chosen and corrupted by one
@@ -257,7 +346,7 @@ def sharedbert_model(settings: dict, objective: str, recipe: Recipe, vocab_size:
     from sharedbert import SharedBertConfig, SharedBertForMaskedLM, SharedBertLMHeadModel
     from sharedbert.configuration_sharedbert import ATTENTION_TYPES
 
-    fields = {key: value for key, value in settings.items() if key != "match_parameters_of"}
+    fields = {key: value for key, value in settings.items() if key not in ARM_KEYS}
     try:
         config = SharedBertConfig(
             is_decoder=objective == "clm", vocab_size=vocab_size, hidden_size=recipe.width,
@@ -309,6 +398,16 @@ def matched_intermediate_size(arm: str, objective: str, recipe: Recipe, vocab_si
     return recipe.ffn + round((target - base) / per_unit), target
 
 
+def matched_width(arm: str, objective: str, recipe: Recipe, vocab_size: int) -> tuple[int, int]:
+    """The model width (a multiple of the head count, FFN 4 × width, the recipe's heads and layers) at which `arm`'s
+    parameter count is the closest to the arm it is matched to; ties go to the narrower. Returns (width, target)."""
+    target = parameter_count(ARMS[arm]["match_parameters_of"], objective, recipe, vocab_size)
+    candidates = range(recipe.heads, 4 * recipe.width + 1, recipe.heads)
+    width = min(candidates, key=lambda w: (abs(parameter_count(arm, objective, dataclasses.replace(recipe, width=w),
+                                                               vocab_size, 4 * w) - target), w))
+    return width, target
+
+
 def build_model(arm: str, objective: str, recipe: Recipe, vocab_size: int, intermediate_size: int | None = None):
     """The arm's model and what sets it apart: (model, details)."""
     settings = ARMS[arm]
@@ -318,11 +417,25 @@ def build_model(arm: str, objective: str, recipe: Recipe, vocab_size: int, inter
         return reference_model(settings["reference"], recipe, vocab_size), {"class": settings["reference"]}
     details = {}
     if intermediate_size is None and "match_parameters_of" in settings:
-        intermediate_size, target = matched_intermediate_size(arm, objective, recipe, vocab_size)
-        details = {"matched_to": settings["match_parameters_of"], "matched_parameters": target}
+        if settings.get("match_by", "ffn") == "width":
+            width, target = matched_width(arm, objective, recipe, vocab_size)
+            recipe, intermediate_size = dataclasses.replace(recipe, width=width), 4 * width
+        else:
+            intermediate_size, target = matched_intermediate_size(arm, objective, recipe, vocab_size)
+        details = {"matched_to": settings["match_parameters_of"], "matched_parameters": target,
+                   "matched_by": settings.get("match_by", "ffn")}
     intermediate_size = intermediate_size or recipe.ffn
     model = sharedbert_model(settings, objective, recipe, vocab_size, intermediate_size)
-    return model, {**details, "intermediate_size": intermediate_size, "class": type(model).__name__}
+    return model, {**details, "width": recipe.width, "intermediate_size": intermediate_size,
+                   "class": type(model).__name__}
+
+
+def attention_projection_parameters(model) -> int:
+    """The self-attention projection parameters the model stores (Wq, Wk, Wv and whatever replaces them; not the
+    output projection), a tensor shared across layers counted once: SharedBert's `.attention.N.self.`, BERT's
+    `.attention.self.`, GPT-2's `attn.c_attn`."""
+    return sum(parameter.numel() for name, parameter in model.named_parameters()
+               if ".self." in name and ".attention." in name or ".attn.c_attn." in name)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -454,7 +567,12 @@ def train_cell(cell: "Cell", data: CharData, run_dir: Path, stop_after_checkpoin
     curve = learning_curve(trainer.state.log_history, recipe)
     from sharedbert.params import count_model_parameters
 
+    views = {}
+    if cell.objective == "mlm":
+        views = {"validation_views": {"model": mlm_model_views(trainer.model, validation, data.vocab_size,
+                                                               precision, device), **mlm_nulls(data, validation)}}
     return {
+        **views, "attention_projection_parameters": attention_projection_parameters(model),
         "parameters": count_model_parameters(model), "model": details, "final_validation_loss": curve[-1]["loss"],
         "curve": curve, "validation_windows": len(validation), "validation_sha256": examples_sha256(validation),
         "train_losses": [{"iteration": e["step"], "loss": e["loss"]}

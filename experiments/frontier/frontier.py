@@ -1,0 +1,70 @@
+"""The frontier study's plan and its grid (README.md is the report). The cells are the char-level harness's
+(experiments/charlm/study.py, run as a program, not imported), written to this study's results/cells.
+
+    python experiments/frontier/frontier.py grid                     # the width-128 grid, seed by seed, resumable
+    python experiments/frontier/frontier.py grid --seeds 1 --objectives clm --dry-run   # print the commands only
+    python experiments/frontier/frontier.py grid --width 256          # the width-256 arms the declared rule picks
+
+Two copies may run at once (one per core): the harness claims each cell with a lock, so each takes the next free one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+HARNESS = REPO / "experiments" / "charlm" / "study.py"
+RESULTS_DIR = HERE / "results" / "cells"
+
+# Every arm at width 128, in the order the grid runs them within a seed (the harness's ARMS defines each).
+ARMS = (
+    "standard", "shared", "shared-kv", "shared-head-query", "shared-lowrank-query",
+    "gqa-2", "mqa", "standard-att2", "standard-att1", "shared-kv-att2",
+    "shared-att1", "shared-lowrank-query-att1", "shared-head-query-att1", "mqa-att1",
+    "standard-narrow", "standard-att1-ffn", "shared-lowrank-query-att1-ffn", "standard-att1-wide",
+    "standard-att2-cycle", "standard-att2-cycle-rev",
+)
+# Each objective's harness options: causal LM at the CPU recipe, MLM at three times its iterations (mlm-cpu-i6000).
+OBJECTIVES = {"clm": [], "mlm": ["--iters", "6000"]}
+SEEDS = (1, 2, 3, 4, 5)
+# Width 256 keeps the head size (32): 8 heads.
+WIDE = {256: ["--width", "256", "--heads", "8"]}
+
+
+def harness_commands(arms, seeds, objectives, width: int, results_dir: Path, threads: int) -> list[list[str]]:
+    """One harness call per (seed, objective), seed-major: every arm gets each seed before any arm gets the next."""
+    commands = []
+    for seed in seeds:
+        for objective in objectives:
+            commands.append([sys.executable, str(HARNESS), "--grid", "--objective", objective, *OBJECTIVES[objective],
+                             *WIDE.get(width, []), "--arms", *arms, "--seeds", str(seed), "--threads", str(threads),
+                             "--results-dir", str(results_dir)])
+    return commands
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    grid = commands.add_parser("grid", help="run the missing cells (finished ones are skipped)")
+    grid.add_argument("--arms", nargs="+", default=list(ARMS))
+    grid.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    grid.add_argument("--objectives", nargs="+", choices=list(OBJECTIVES), default=list(OBJECTIVES))
+    grid.add_argument("--width", type=int, choices=(128, *WIDE), default=128)
+    grid.add_argument("--threads", type=int, default=1)
+    grid.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    grid.add_argument("--dry-run", action="store_true", help="print the harness commands, run nothing")
+    args = parser.parse_args(argv)
+    for command in harness_commands(args.arms, args.seeds, args.objectives, args.width, args.results_dir,
+                                    args.threads):
+        print(" ".join(command), flush=True)
+        if not args.dry_run:
+            subprocess.run(command, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
