@@ -4,13 +4,16 @@
 
 For each setting (objective x width) and new type T, paired over the seeds that `standard`, `shared` and T all have
 (at least three, else "left open"): per seed e = (loss(T) - loss(standard)) - 1/2 (loss(shared) - loss(standard)),
-the excess over half of shared's gap; with mean(e) and SE(e) = sd(e) / sqrt(n),
+the excess over half of shared's gap, judged by `sharedbert.verdicts.gap_closure` on its 95% Student-t interval
+(df = n - 1):
 
-    "closes at least half" if mean(e) + 2 SE(e) < 0;  "closes less than half" if mean(e) - 2 SE(e) > 0;
+    "closes at least half" if the interval lies below 0;  "closes less than half" if it lies above 0;
     "left open" otherwise, and wherever `shared` does not trail `standard` by the charlm rule (no gap to close).
 
-Beside each verdict: T's paired differences to `standard` and to `shared`, the share of shared's gap T closes, and
-the parameters. Cells of one comparison must share precision and CPU; a setting whose cells differ is not judged.
+Beside each verdict: T's paired comparisons to `standard` (the charlm rule, margin 0.02 nats) and to `shared`, each
+with its per-seed differences, interval and verdict, the share of shared's gap T closes, the parameters, and the
+verdict of the study's first rule (mean ± 2 SE, "verdict_2se"); verdicts.md lists those the interval changed. Cells
+of one comparison must share precision and CPU; a setting whose cells differ is not judged.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+from sharedbert.verdicts import gap_closure
 
 HERE = Path(__file__).resolve().parent
 CHARLM = HERE.parent / "charlm"
@@ -41,6 +46,35 @@ def _charlm_report():
 report = _charlm_report()
 
 
+def _old_rule(closure, n: int) -> str:
+    """The study's first rule, mean ± 2 SE, for listing what the t interval changed."""
+    if n < MIN_SEEDS or closure.gap.verdict_at(2) != "trails":
+        return "left open"
+    return {"ahead": "closes at least half", "trails": "closes less than half"}.get(closure.excess.verdict_at(2),
+                                                                                    "left open")
+
+
+def type_row(loss: dict, arms: dict, arm: str, seeds: list) -> dict:
+    """One new type's row at one setting: its comparisons, the gap closure and both rules' verdicts."""
+    on = {name: {s: loss[name][s] for s in seeds} for name in ("standard", "shared", arm)}
+    closure = gap_closure(on[arm], on["shared"], on["standard"], share=0.5, margin=report.MARGIN,
+                          higher_is_better=False, min_n=MIN_SEEDS)
+    hardware = {(arms[a][s]["precision"], arms[a][s].get("cpu")) for a in ("standard", "shared", arm) for s in seeds}
+    verdict = "not judged: cells differ in precision or CPU" if len(hardware) > 1 else closure.verdict
+    return {
+        "seeds": seeds, "losses": [loss[arm][s] for s in seeds], "mean": statistics.fmean(on[arm].values()),
+        "parameters": sorted({arms[arm][s]["parameters"] for s in seeds}),
+        "to_standard": report.recorded(report.compare(on[arm], on["standard"])),
+        "to_shared": report.recorded(report.compare(on[arm], on["shared"])),
+        "excess": report.recorded(closure.excess),
+        "gap_on_these_seeds": report.recorded(closure.gap),
+        # A share of shared's gap only where there is one: where shared does not trail, "closed" means nothing.
+        "share_closed": closure.share_closed,
+        "precision": sorted({p for p, _ in hardware}), "verdict": verdict,
+        "verdict_2se": verdict if len(hardware) > 1 else _old_rule(closure, len(seeds)),
+    }
+
+
 def judge(cells: list[dict]) -> dict:
     """{setting: {"shared_gap": {...}, "types": {arm: row}}} for every declared setting with cells."""
     by_setting: dict[str, dict[str, dict[int, dict]]] = {}
@@ -53,47 +87,25 @@ def judge(cells: list[dict]) -> dict:
         if "standard" not in arms or "shared" not in arms:
             continue
         loss = {arm: {seed: cell["final_validation_loss"] for seed, cell in seeds.items()} for arm, seeds in arms.items()}
-        gap_seeds = sorted(set(loss["standard"]) & set(loss["shared"]))
-        gap_mean, gap_error = report.mean_and_standard_error([loss["shared"][s] - loss["standard"][s] for s in gap_seeds])
-        shared_gap = {"seeds": gap_seeds, "mean": gap_mean, "standard_error": gap_error,
-                      "verdict": report.verdict(gap_mean, gap_error)}
+        shared_gap = report.recorded(report.compare(loss["shared"], loss["standard"]))
         rows = {}
         for arm in TYPES:
-            if arm not in loss:
-                continue
-            seeds = sorted(set(gap_seeds) & set(loss[arm]))
-            if not seeds:
-                continue
-            hardware = {(arms[a][s]["precision"], arms[a][s].get("cpu")) for a in ("standard", "shared", arm) for s in seeds}
-            to_standard = [loss[arm][s] - loss["standard"][s] for s in seeds]
-            to_shared = [loss[arm][s] - loss["shared"][s] for s in seeds]
-            excess = [d - 0.5 * (loss["shared"][s] - loss["standard"][s]) for d, s in zip(to_standard, seeds)]
-            e_mean, e_error = report.mean_and_standard_error(excess)
-            if len(hardware) > 1:
-                verdict = "not judged: cells differ in precision or CPU"
-            elif len(seeds) < MIN_SEEDS or shared_gap["verdict"] != "trails" or e_error is None:
-                verdict = "left open"
-            elif e_mean + 2 * e_error < 0:
-                verdict = "closes at least half"
-            elif e_mean - 2 * e_error > 0:
-                verdict = "closes less than half"
-            else:
-                verdict = "left open"
-            shared_gap_on_seeds = statistics.fmean(loss["shared"][s] - loss["standard"][s] for s in seeds)
-            rows[arm] = {
-                "seeds": seeds, "losses": [loss[arm][s] for s in seeds],
-                "mean": statistics.fmean(loss[arm][s] for s in seeds),
-                "parameters": sorted({arms[arm][s]["parameters"] for s in seeds}),
-                "to_standard": dict(zip(("mean", "standard_error"), report.mean_and_standard_error(to_standard))),
-                "to_shared": dict(zip(("mean", "standard_error"), report.mean_and_standard_error(to_shared))),
-                "excess": {"mean": e_mean, "standard_error": e_error},
-                # A share of shared's gap only where there is one: where shared does not trail, "closed" means nothing.
-                "share_closed": (-statistics.fmean(to_shared) / shared_gap_on_seeds
-                                 if shared_gap["verdict"] == "trails" and shared_gap_on_seeds else None),
-                "precision": sorted({p for p, _ in hardware}), "verdict": verdict,
-            }
+            seeds = sorted(set(shared_gap["seeds"]) & set(loss.get(arm, {})))
+            if seeds:
+                rows[arm] = type_row(loss, arms, arm, seeds)
         verdicts[setting] = {"shared_gap": shared_gap, "types": rows}
     return verdicts
+
+
+def flips(verdicts: dict) -> list[dict]:
+    """Every verdict the t interval changed from the first rule (mean ± 2 SE): the gap's, then each type's."""
+    changed = [{"setting": setting, "arm": "shared (its gap to standard)", "was": judged["shared_gap"]["verdict_2se"],
+                "now": judged["shared_gap"]["verdict"]}
+               for setting, judged in verdicts.items()
+               if judged["shared_gap"]["verdict"] != judged["shared_gap"]["verdict_2se"]]
+    return changed + [{"setting": setting, "arm": arm, "was": row["verdict_2se"], "now": row["verdict"]}
+                      for setting, judged in verdicts.items() for arm, row in judged["types"].items()
+                      if row["verdict"] != row["verdict_2se"]]
 
 
 def _pm(value: dict, digits: int = 3) -> str:
@@ -101,23 +113,38 @@ def _pm(value: dict, digits: int = 3) -> str:
     return f"{value['mean']:+.{digits}f}" + (f" ± {error:.{digits}f}" if error is not None else "")
 
 
+def _interval(value: dict) -> str:
+    return f"[{value['interval'][0]:+.3f}, {value['interval'][1]:+.3f}]" if value.get("interval") else "–"
+
+
+def _was(row: dict) -> str:
+    return "" if row["verdict"] == row["verdict_2se"] else f" (was: {row['verdict_2se']} with 2 SE)"
+
+
 def markdown(verdicts: dict) -> str:
     lines = ["# Directed attention: verdicts", "",
              "Written by `python experiments/directed-attention/verdicts.py` from the charlm cells, by the rule "
-             "declared in README.md. e: the excess over half of shared's gap (negative: more than half closed).", ""]
+             "declared in README.md on 95% Student-t intervals (`sharedbert.verdicts`). e: the excess over half of "
+             "shared's gap (negative: more than half closed); to `standard`: the charlm rule's verdict (margin "
+             f"{report.MARGIN} nats). Where the first rule (mean ± 2 SE) said otherwise, it is given as \"was\".", ""]
     for setting, judged in verdicts.items():
         gap = judged["shared_gap"]
         lines += [f"## {setting}", "",
-                  f"`shared` to `standard`: {_pm(gap)} over seeds {', '.join(map(str, gap['seeds']))} "
-                  f"({gap['verdict']}).", "",
-                  "| type | seeds | mean loss | parameters | to `standard` | to `shared` | e | share closed | verdict |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  f"`shared` to `standard`: {_pm(gap)} over seeds {', '.join(map(str, gap['seeds']))}, 95% interval "
+                  f"{_interval(gap)} ({gap['verdict']}{_was(gap)}).", "",
+                  "| type | seeds | mean loss | parameters | to `standard` | to `shared` | e | 95% interval of e "
+                  "| share closed | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
         for arm, row in judged["types"].items():
             share = f"{100 * row['share_closed']:.0f}%" if row["share_closed"] is not None else ""
             lines.append(f"| `{arm}` | {', '.join(map(str, row['seeds']))} | {row['mean']:.3f} "
-                         f"| {' / '.join(f'{p:,}' for p in row['parameters'])} | {_pm(row['to_standard'])} "
-                         f"| {_pm(row['to_shared'])} | {_pm(row['excess'])} | {share} | {row['verdict']} |")
+                         f"| {' / '.join(f'{p:,}' for p in row['parameters'])} "
+                         f"| {_pm(row['to_standard'])} ({row['to_standard']['verdict']}) "
+                         f"| {_pm(row['to_shared'])} | {_pm(row['excess'])} | {_interval(row['excess'])} | {share} "
+                         f"| {row['verdict']}{_was(row)} |")
         lines.append("")
+    changed = flips(verdicts)
+    lines += ["## Verdicts the 95% t interval changed (was: mean ± 2 SE)", ""]
+    lines += [f"- {c['setting']}, `{c['arm']}`: {c['was']} -> {c['now']}" for c in changed] or ["None."]
     return "\n".join(lines)
 
 
@@ -129,7 +156,8 @@ def main(argv=None) -> int:
     from sharedbert.atomic import atomic_write_text
 
     verdicts = judge(report.load_cells(args.cells))
-    atomic_write_text(args.output_dir / "verdicts.json", json.dumps(verdicts, indent=1) + "\n")
+    atomic_write_text(args.output_dir / "verdicts.json",
+                      json.dumps({**verdicts, "flips": flips(verdicts)}, indent=1) + "\n")
     text = markdown(verdicts)
     atomic_write_text(args.output_dir / "verdicts.md", text + "\n")
     print(text)

@@ -212,7 +212,7 @@ def _cell(arm, seed, loss, setting="clm-cpu"):
 def test_the_report_pairs_seeds_and_applies_the_declared_rule(tmp_path):
     standard = {1: 2.0, 2: 2.1, 3: 2.2}
     differences = {"behind": [0.10, 0.12, 0.11], "level": [0.001, -0.002, 0.003], "better": [-0.1, -0.12, -0.11],
-                   "unclear": [0.05, -0.05, 0.0], "edge": [0.03, 0.01, 0.02]}
+                   "unclear": [0.05, -0.05, 0.0], "edge": [0.03, 0.01, 0.02], "flip": [0.03, 0.05, 0.07]}
     cells = [_cell("standard", seed, loss) for seed, loss in standard.items()]
     for arm, ds in differences.items():
         cells += [_cell(arm, seed, standard[seed] + d) for seed, d in zip((1, 2, 3), ds)]
@@ -230,20 +230,30 @@ def test_the_report_pairs_seeds_and_applies_the_declared_rule(tmp_path):
         assert arms[arm]["paired"]["standard_error"] == pytest.approx(se)
     verdicts = {arm: arms[arm]["paired"]["verdict"] for arm in differences}
     assert verdicts == {"behind": "trails", "level": "on par", "better": "ahead", "unclear": "left open",
-                        "edge": "left open"}  # edge: mean 0.02 ± 2×0.0058 reaches beyond the margin
+                        "edge": "left open", "flip": "left open"}  # edge: mean 0.02 ± 4.30×0.0058 spans the margin
+    # flip: 0.05 ± 0.0115; mean - 2 SE = 0.027 clears the margin, mean - 4.30 SE = 0.0003 does not
+    flip = arms["flip"]["paired"]
+    assert flip["verdict_2se"] == "trails" and flip["t_quantile"] == pytest.approx(4.3027, abs=1e-4)
+    assert flip["differences"] == pytest.approx([0.03, 0.05, 0.07]) and flip["margin"] == 0.02
+    assert flip["higher_is_better"] is False
+    assert flip["interval"][0] == pytest.approx(0.05 - 4.302653 * 0.02 / math.sqrt(3), abs=1e-6)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(f["setting"], f["arm"], f["was"], f["now"]) for f in summary["flips"]] == [
+        ("clm-cpu", "flip", "trails", "left open")]
     assert arms["extra"]["paired"]["seeds"] == [1] and arms["extra"]["paired"]["verdict"] == "left open"
     assert arms["standard"]["mean"] == pytest.approx(2.1) and "paired" not in arms["standard"]
     assert arms["standard"]["standard_error"] == pytest.approx(0.1 / math.sqrt(3))
     text = (tmp_path / "summary.md").read_text()
     assert "| `behind` | 1, 2, 3 |" in text and "trails" in text
+    assert "| left open (was: trails with 2 SE) |" in text and "| clm-cpu | `flip` |" in text
     assert (tmp_path / "curves-clm-cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_report_judges_how_the_gap_changes_along_a_series_by_the_declared_rule(tmp_path):
     # Width series: gaps of 0.10, 0.20 and 0.20 (tight) -> grows, stays, and grows first to last; seeds 4 and 5 of the
     # CPU recipe are left out of the gap, and a setting without `shared` cells is skipped (the series is incomplete).
-    gaps = {"clm-cpu": [0.10, 0.11, 0.09, 5.0, 5.0], "clm-cpu-w256-h8": [0.20, 0.21, 0.19],
-            "clm-cpu-w384-h12": [0.20, 0.205, 0.195]}
+    gaps = {"clm-cpu": [0.10, 0.11, 0.09, 5.0, 5.0], "clm-cpu-w256-h8": [0.20, 0.205, 0.195],
+            "clm-cpu-w384-h12": [0.20, 0.203, 0.197]}
     cells = []
     for setting, ds in gaps.items():
         for seed, d in enumerate(ds, start=1):
@@ -261,11 +271,37 @@ def test_the_report_judges_how_the_gap_changes_along_a_series_by_the_declared_ru
         ("clm-cpu", "clm-cpu-w384-h12", "grows")]
     first = width["steps"][0]
     assert first["change"] == pytest.approx(0.10)
-    assert first["standard_error"] == pytest.approx(math.sqrt(2) * 0.01 / math.sqrt(3))
+    assert first["standard_error"] == pytest.approx(math.sqrt(0.01 ** 2 + 0.005 ** 2) / math.sqrt(3))
+    # Welch's degrees of freedom (not 4), and the 95% t factor they give
+    assert 2 < first["degrees_of_freedom"] < 4 and first["t_quantile"] > 2.776
+    stays = width["steps"][1]
+    assert stays["interval"][1] < 0.02 and stays["verdict_2se"] == "stays"
     # h2 has no shared cells, h4 only seeds 1 and 2: incomplete, judged on what there is
     assert [g["setting"] for g in heads["gaps"]] == ["clm-cpu-w256-h4", "clm-cpu-w256-h8"]
     assert heads["gaps"][0]["seeds"] == [1, 2] and len(heads["steps"]) == 1
-    assert report.trend_verdict(-0.1, 0.01) == "shrinks" and report.trend_verdict(0.01, 0.0082) == "left open"
-    assert report.trend_verdict(0.1, None) == "left open"
+    shrink = report.trend(report.compare([0.2, 0.21, 0.19], [0.0] * 3), report.compare([0.1, 0.11, 0.09], [0.0] * 3))
+    assert shrink["verdict"] == "shrinks" and shrink["mean"] == pytest.approx(-0.1)
     text = "\n".join(report.scaling_markdown([width, heads]))
-    assert "### heads at width 256 (incomplete)" in text and "| clm-cpu | clm-cpu-w256-h8 | 0.100 ± 0.008 | grows |" in text
+    assert "### heads at width 256 (incomplete)" in text
+    assert "| clm-cpu | clm-cpu-w256-h8 | 0.100 ± 0.006 | [" in text and "| grows |" in text
+
+
+def test_the_mlm_nulls_are_scored_on_the_cells_own_validation_masks(tmp_path, text_file):
+    import hashlib
+
+    data = study.load_data(text_file, 0.9)
+    windows = study.validation_windows(data.validation_ids, 64, "mlm", 0.15, data.vocab_size)
+    cell = {"data_sha256": hashlib.sha256(text_file.read_bytes()).hexdigest(),
+            "validation_sha256": study.examples_sha256(windows),
+            "hyperparameters": {"train_fraction": 0.9, "context": 64, "mask_probability": 0.15}}
+    nulls = report.mlm_nulls(text_file, cell)
+    seen, drawn = nulls["positions"], nulls["corruption_drawn"]
+    assert seen["selected"] == 10 * len(windows) == sum(drawn.values())
+    assert seen["mask"] == drawn["mask"] and seen["mask"] + seen["random"] + seen["unchanged"] == seen["selected"]
+    assert seen["unchanged"] >= drawn["unchanged"]  # a random draw can hit the target itself
+    # under [MASK] the context-free predictor is the unigram model; a visible character helps it where it is the target
+    assert nulls["context_free"]["mask"] == pytest.approx(nulls["unigram"]["mask"])
+    assert nulls["context_free"]["unchanged"] < nulls["unigram"]["unchanged"]
+    assert nulls["context_free"]["selected"] < nulls["unigram"]["selected"]
+    with pytest.raises(SystemExit, match="fingerprint"):
+        report.mlm_nulls(text_file, {**cell, "validation_sha256": "0" * 64})

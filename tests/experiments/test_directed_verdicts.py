@@ -38,7 +38,7 @@ def test_the_rule_judges_the_excess_over_half_of_shareds_gap():
 
 
 def test_no_gap_to_close_too_few_seeds_or_mixed_hardware_leave_it_open():
-    no_gap = verdicts.judge(_cells({"shared-kv": [-0.3, -0.3, -0.3]}, shared_gap=(0.01, -0.01, 0.0)))
+    no_gap = verdicts.judge(_cells({"shared-kv": [-0.3, -0.3, -0.3]}, shared_gap=(0.004, -0.004, 0.0)))
     assert no_gap["clm-cpu"]["shared_gap"]["verdict"] == "on par"
     assert no_gap["clm-cpu"]["types"]["shared-kv"]["verdict"] == "left open"
     assert no_gap["clm-cpu"]["types"]["shared-kv"]["share_closed"] is None  # no gap, so no share of it
@@ -64,3 +64,17 @@ def test_main_writes_both_files(tmp_path):
     assert json.loads((tmp_path / "verdicts.json").read_text())["mlm-cpu"]["types"]["shared-kv"]["verdict"] == (
         "closes at least half")
     assert "| `shared-kv` | 1, 2, 3 |" in (tmp_path / "verdicts.md").read_text()
+
+
+def test_the_rule_reads_the_t_interval_and_records_what_2_se_said():
+    # e = -0.05, -0.02, -0.08 (gap 0.2): mean -0.05, SE 0.0173; -0.05 + 2 SE < 0 but -0.05 + 4.30 SE > 0
+    judged = verdicts.judge(_cells({"shared-kv": [0.05, 0.08, 0.02]}))
+    row = judged["clm-cpu"]["types"]["shared-kv"]
+    assert row["verdict"] == "left open" and row["verdict_2se"] == "closes at least half"
+    assert row["excess"]["differences"] == pytest.approx([-0.05, -0.02, -0.08])
+    assert row["excess"]["margin"] == 0.0 and row["excess"]["higher_is_better"] is False
+    assert row["excess"]["t_quantile"] == pytest.approx(4.3027, abs=1e-4)
+    assert row["to_standard"]["margin"] == 0.02 and row["to_standard"]["differences"] == pytest.approx([0.05, 0.08, 0.02])
+    assert verdicts.flips(judged) == [{"setting": "clm-cpu", "arm": "shared-kv", "was": "closes at least half",
+                                       "now": "left open"}]
+    assert "left open (was: closes at least half with 2 SE)" in verdicts.markdown(judged)
