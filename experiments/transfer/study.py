@@ -4,7 +4,7 @@ declared before the runs, and the report.)
     python experiments/transfer/study.py prepare --healed DIR        # data, the noise control, the 2,860-step heal
     python experiments/transfer/study.py prepare --arms noise-healed  # one of the two heals (one process per core)
     python experiments/transfer/study.py run --healed DIR --threads 1 # every cell; re-run to resume
-    python experiments/transfer/study.py report
+    python experiments/transfer/study.py report                      # and verdicts.json: the rules' verdicts
     python experiments/transfer/study.py run --arms directed-shared directed-shared-kv ... --directed DIR --results F
                                                                       # the directed-attention study's builds
 
@@ -525,6 +525,102 @@ def gap_table(cells: dict, title: str, arms: list[str], against: str, sets: list
     return lines
 
 
+# The declared rules read 95% Student-t intervals of paired differences in points (sharedbert.verdicts), with no
+# practical margin: "ahead" / "trails" where the interval lies entirely above / below zero, else "left open".
+MARGIN_POINTS = 0.0
+MAX_IN_DOMAIN_LOSS = 0.5  # points: a candidate that helps may lose no more than this in domain (its mean)
+
+
+def compared(cells: dict, arm: str, against: str, measure) -> dict | None:
+    """measure(arm) - measure(against) in points paired by seed, judged by sharedbert.verdicts (higher is better),
+    with the first rule's verdict (mean ± 2 SE) beside; None without a shared seed."""
+    from sharedbert.verdicts import paired_comparison
+
+    base = {c["seed"]: 100 * measure(c) for c in cells.values() if c["arm"] == against}
+    values = {c["seed"]: 100 * measure(c) for c in cells.values() if c["arm"] == arm and c["seed"] in base}
+    if not values:
+        return None
+    comparison = paired_comparison(values, base, margin=MARGIN_POINTS, higher_is_better=True)
+    return {**comparison.as_dict(), "verdict_2se": comparison.verdict_at(2)}
+
+
+def _measures(cells: dict) -> dict:
+    mixed = bool(cells) and all("accuracy_mixed" in c for c in cells.values())
+    return {"in domain": lambda c: c["accuracy"]["test"], "mean of buckets": long_mean,
+            **({"mean of mixed": mixed_mean} if mixed else {})}
+
+
+def verdicts(cells: dict) -> dict:
+    """The declared rules on the cells: whether the loss is specific to the shared form (`healed` behind
+    `noise-healed` in domain or on a mean of the documents), whether each candidate helps (ahead of `healed` on a mean
+    of the documents, losing no more than 0.5 points in domain), and the directed types' builds against the `shared`
+    build; each comparison with its per-seed differences and interval, each rule with the 2-SE reading beside."""
+    measures = _measures(cells)
+
+    def against(arm: str, base: str) -> dict:
+        return {name: compared(cells, arm, base, measure) for name, measure in measures.items()}
+
+    judged: dict = {"margin_points": MARGIN_POINTS}
+    specific = against("healed", "noise-healed")
+    if all(specific.values()):
+        judged["specific_to_shared_form"] = {
+            "comparisons": specific,
+            **{key: any(c[field] == "trails" for c in specific.values())
+               for key, field in (("specific", "verdict"), ("specific_2se", "verdict_2se"))}}
+    candidates = {}
+    for arm in STUDY_ARMS:
+        if ARMS[arm]["start"] in ("bert", "noise-healed") or arm == "healed" or not against(arm, "healed")["in domain"]:
+            continue
+        gaps = against(arm, "healed")
+        keeps_domain = gaps["in domain"]["mean"] >= -MAX_IN_DOMAIN_LOSS
+        candidates[arm] = {"comparisons": gaps, **{
+            key: keeps_domain and any(c[field] == "ahead" for name, c in gaps.items() if name != "in domain")
+            for key, field in (("helps", "verdict"), ("helps_2se", "verdict_2se"))}}
+    judged["candidates"] = candidates
+    judged["directed"] = {arm: against(arm, "directed-shared") for arm in DIRECTED_ARMS
+                          if arm != "directed-shared" and against(arm, "directed-shared")["in domain"]}
+    return judged
+
+
+def verdicts_path() -> Path:
+    """Where `report` writes the rules' verdicts: verdicts.json beside this study's results.json, else
+    STEM-verdicts.json beside another results file."""
+    return RESULTS.with_name("verdicts.json" if RESULTS == HERE / "results.json" else f"{RESULTS.stem}-verdicts.json")
+
+
+def _judged_cell(comparison: dict) -> str:
+    was = "" if comparison["verdict"] == comparison["verdict_2se"] else f" (was: {comparison['verdict_2se']} with 2 SE)"
+    low, high = comparison["interval"] if comparison["interval"] else (math.nan, math.nan)
+    return f"{_fmt((comparison['mean'], comparison['standard_error'], comparison['n']))} [{low:+.1f}, {high:+.1f}] " \
+           f"{comparison['verdict']}{was}"
+
+
+def verdicts_markdown(judged: dict) -> list[str]:
+    """The rules' verdicts: each comparison with its 95% t interval, and what the first rule (2 SE) said where it
+    differs."""
+    lines = ["", "Verdicts by the declared rules on 95% Student-t intervals (paired by seed, points, no margin; "
+             "`sharedbert.verdicts`):", ""]
+    rows = []
+    if "specific_to_shared_form" in judged:
+        rule = judged["specific_to_shared_form"]
+        rows.append(("`healed` against `noise-healed` (specific to the shared form?)", rule["comparisons"],
+                     ("yes" if rule["specific"] else "not shown") + ("" if rule["specific"] == rule["specific_2se"]
+                     else f" (was: {'yes' if rule['specific_2se'] else 'not shown'} with 2 SE)")))
+    for arm, rule in judged["candidates"].items():
+        rows.append((f"{arm} against `healed` (helps?)", rule["comparisons"],
+                     ("helps" if rule["helps"] else "does not help") + ("" if rule["helps"] == rule["helps_2se"]
+                     else f" (was: {'helps' if rule['helps_2se'] else 'does not help'} with 2 SE)")))
+    for arm, gaps in judged["directed"].items():
+        rows.append((f"{arm} against `directed-shared`", gaps, ""))
+    if not rows:
+        return []
+    names = list(rows[0][1])
+    lines += ["| comparison | " + " | ".join(names) + " | rule |", "|---|" + "---|" * (len(names) + 1)]
+    lines += [f"| {title} | " + " | ".join(_judged_cell(gaps[name]) if gaps.get(name) else "–" for name in names)
+              + f" | {outcome} |" for title, gaps, outcome in rows]
+    return lines
+
+
 def report() -> str:
     results = load_results()
     cells, probes = results.get("cells", {}), results.get("probes", {})
@@ -559,6 +655,8 @@ def report() -> str:
         for model, scores in probes.items():
             scores = {**scores, **mixed_probes.get(model, {})}
             lines.append(f"| {model} | " + " | ".join(f"{scores[s]:.3f}" if s in scores else "–" for s in sets) + " |")
+    if cells:
+        lines += verdicts_markdown(verdicts(cells))
     return "\n".join(lines) + "\n"
 
 
@@ -615,6 +713,10 @@ def main(argv=None) -> int:
                 cell = run_cell(arm, seed, args.work_dir, args.healed, args.threads, args.directed)
                 merge("cells", key, cell)
                 print(f"{key}: {cell['accuracy']}", flush=True)
+    if args.command == "report" and load_results().get("cells"):
+        from sharedbert.atomic import atomic_write_text
+
+        atomic_write_text(verdicts_path(), json.dumps(verdicts(load_results()["cells"]), indent=1) + "\n")
     print(report())
     return 0
 

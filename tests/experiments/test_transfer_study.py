@@ -3,6 +3,7 @@ buckets with one label each, and the report's paired gaps."""
 
 import random
 
+import pytest
 from conftest import experiment_script
 
 study = experiment_script("transfer/study.py")
@@ -96,3 +97,29 @@ def test_the_report_pairs_the_directed_builds_with_the_shared_build(monkeypatch)
     section = text.split("against the `shared` build")[1]
     assert "| directed-shared-lowrank-query | " + " | ".join(["+2.0 ± 0.0"] * 5) + " |" in section
     assert "| directed-shared-kv |" not in section
+
+
+def test_the_rules_read_95_percent_t_intervals_and_keep_the_2_se_reading(monkeypatch):
+    sets = ["test", *(f"{low}-{high}" for low, high in study.BUCKETS)]
+
+    def cell(arm, seed, test, documents):
+        return {"arm": arm, "seed": seed, "accuracy": {"test": test, **{s: documents for s in sets[1:]}}}
+
+    # healed behind noise-healed in domain by 0.5, 0.35, 0.2 points: mean - 2 SE < 0 < mean + 4.30 SE
+    cells = {f"{a}/seed{s}": cell(a, s, t, d) for a, values in (
+        ("noise-healed", [(0.820, 0.95), (0.820, 0.95), (0.820, 0.95)]),
+        ("healed", [(0.815, 0.95), (0.8165, 0.95), (0.818, 0.95)]),
+        ("ft-pull", [(0.815, 0.96), (0.8165, 0.961), (0.818, 0.962)]),  # documents +1.0, +1.05, +1.1: helps
+        ("ft-llrd", [(0.80, 0.96), (0.80, 0.961), (0.80, 0.962)])) for s, (t, d) in enumerate(values, start=1)}
+    judged = study.verdicts(cells)
+    specific = judged["specific_to_shared_form"]
+    in_domain = specific["comparisons"]["in domain"]
+    assert in_domain["differences"] == pytest.approx([-0.5, -0.35, -0.2])
+    assert in_domain["verdict"] == "left open" and in_domain["verdict_2se"] == "trails"
+    assert in_domain["higher_is_better"] is True and in_domain["margin"] == 0.0
+    assert specific["specific"] is False and specific["specific_2se"] is True
+    assert judged["candidates"]["ft-pull"]["helps"] is True
+    assert judged["candidates"]["ft-llrd"]["comparisons"]["mean of buckets"]["verdict"] == "ahead"
+    assert judged["candidates"]["ft-llrd"]["helps"] is False  # loses 1.65 points in domain, more than 0.5
+    monkeypatch.setattr(study, "load_results", lambda: {"cells": cells})
+    assert "not shown (was: yes with 2 SE)" in study.report()
