@@ -11,6 +11,10 @@ atomic), flushed to disk, then renamed into place:
 * `recover_directory(final_dir)`: after a crash, finish or undo an interrupted replacement and delete stale
   temporary siblings. Call it before reading a folder that a killed run may have been writing.
 * `file_lock(path)`: an exclusive advisory lock, for read-modify-write of a file several processes share.
+* `check_output_folder(out, overwrite=..., inputs=...)`: the one rule every command that writes a folder follows
+  before it starts: stale temporary siblings of a killed run are cleaned up; an output that is one of its inputs, lies
+  inside one or holds one is refused, naming both; an existing, non-empty folder is refused unless the caller
+  recognises it as an earlier output of its own (`earlier_output`) or the user passed `--overwrite`.
 
 Sibling names, for a destination `name`: `.name.tmp-*` (being written, possibly incomplete), `.name.new-*` (complete,
 about to be renamed in; after an atomic exchange, briefly the previous version, about to be deleted), `.name.old-*`
@@ -31,7 +35,8 @@ import tempfile
 from pathlib import Path
 
 
-__all__ = ["atomic_directory", "atomic_write_bytes", "atomic_write_text", "file_lock", "recover_directory"]
+__all__ = ["OutputFolderError", "atomic_directory", "atomic_write_bytes", "atomic_write_text", "check_output_folder",
+           "file_lock", "recover_directory"]
 
 
 @contextlib.contextmanager
@@ -150,7 +155,63 @@ def recover_directory(final_dir) -> Path | None:
     for kind in ("tmp", "new", "old"):
         for stale in siblings(kind):
             shutil.rmtree(stale, ignore_errors=True)
+    for stale in final.parent.glob(f".{final.name}.tmp-*"):  # a file `atomic_write_bytes(final)` left half-written
+        if not stale.is_dir():
+            stale.unlink(missing_ok=True)
     return final if final.exists() else None
+
+
+class OutputFolderError(ValueError):
+    """An output folder a command must not write: it is one of the command's inputs (or inside or around one), or it
+    holds files the command did not make and the user did not pass --overwrite."""
+
+
+def check_output_folder(output_dir, overwrite: bool = False, *, inputs=(), earlier_output=None,
+                        label: str = "The output folder", flag: str = "--overwrite") -> Path:
+    """The rule every command that writes a folder follows when it starts, before any long work: nothing of the
+    user's is written over unless they said so, and an input is never written over at all.
+
+    1. An output that is one of `inputs` (paths; names that are no local path, such as Hub ids, are skipped), lies
+       inside one, or holds one is refused, naming both: replacing it would delete or change what the command reads.
+    2. Temporary siblings a killed run left (`.NAME.tmp-*`, `.NAME.new-*`, `.NAME.old-*`) are cleaned up
+       (`recover_directory`), so a complete version an interrupted replacement left aside is put back first.
+    3. An existing file, or a non-empty folder, is refused unless `overwrite` is set or `earlier_output(path)` says
+       the folder is an earlier output of the same command (which it replaces without asking).
+
+    `label` names the output in messages (e.g. "--output-dir"), `flag` the option that allows replacing it. Returns
+    the output as a `Path`; raises `OutputFolderError` (a ValueError) naming the folder and the fix."""
+    path = Path(output_dir)
+    for source in inputs:
+        _refuse_overlap(path, source, label)
+    recover_directory(path)
+    if path.exists() and not path.is_dir():
+        raise OutputFolderError(f"{label} {path} exists and is not a folder; pick a new folder name.")
+    if not path.is_dir() or overwrite:
+        return path
+    entries = sorted(entry.name for entry in path.iterdir())
+    if entries and not (earlier_output is not None and earlier_output(path)):
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise OutputFolderError(
+            f"{label} {path} exists and is not empty; pass {flag} to replace it, or pick a new folder. Replacing it "
+            f"deletes everything it holds: {shown}.")
+    return path
+
+
+def _refuse_overlap(output: Path, source, label: str) -> None:
+    if source is None or not os.path.exists(os.fspath(source)):
+        return  # a Hub id or a name resolved elsewhere: nothing on this disk to protect
+    out, given = output.resolve(), Path(source).resolve()
+    if out == given:
+        relation = "is the input"
+    elif given in out.parents:
+        relation = "is inside the input"
+    elif out in given.parents:
+        relation = "holds the input"
+    else:
+        return
+    raise OutputFolderError(
+        f"{label} {output} {relation} {source}: writing it would replace or change what this command reads. Pick an "
+        f"output folder outside {source} that does not contain it.")
 
 
 def _exchange(first: Path, second: Path) -> bool:

@@ -3,7 +3,8 @@
 `from_bert` copies every weight that has a counterpart (embeddings, attention output, feed-forward, pooler, task
 heads) and fills the attention projections of the chosen `attention_type` by a least-squares fit to BERT's Wq, Wk, Wv:
 
-* ``standard``: copied; the converted model computes exactly what BERT computes.
+* ``standard``: copied; the converted model computes exactly what BERT computes. With `num_key_value_heads` (grouped-
+  query attention) each key and value head is the mean of the heads of its group (GQA's uptraining recipe).
 * ``shared``: per output channel c, the rows [Wq_c | bq_c], [Wk_c | bk_c], [Wv_c | bv_c] form a 3×(d+1) matrix; its best
   rank-1 approximation σ·u·vᵀ (SVD, Eckart–Young) gives the shared row [Ws_c | b_c] ∝ v and the three scales ∝ σ·u.
 * ``symmetric``: the single query/key projection closest to both: (Wq + Wk) / 2 (bias likewise); V copied.
@@ -33,6 +34,7 @@ from huggingface_hub import snapshot_download
 from safetensors.torch import load_file
 from transformers import BertConfig, EncoderDecoderModel, PreTrainedModel
 
+from .checkpoint_checks import check_weights
 from .configuration_sharedbert import SharedBertConfig
 from .fitting import FIT_METHODS, fit_attention, resolve_fit_method
 from .modeling_sharedbert import (
@@ -48,6 +50,7 @@ from .modeling_sharedbert import (
     SharedBertModel,
     SharedBertPreTrainedModel,
 )
+from .remote_code import check_remote_code
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +182,7 @@ def _load_bert(model_or_path):
         raise ValueError(
             f"{folder} holds a {model_type!r} model; from_bert converts BERT checkpoints (model_type 'bert')."
         )
+    check_weights(folder)  # readable, undamaged and finite, or refused naming the file (the package's weights gate)
     weight_files = sorted(folder.glob("*.safetensors"))
     if not weight_files:
         raise OSError(f"{folder} has no .safetensors weights (pickle .bin files are not read: they can run code).")
@@ -214,6 +218,10 @@ def _load_encoder_decoder(model_or_path):
     folder = _checkpoint_folder(model_or_path)
     if json.loads((folder / "config.json").read_text()).get("model_type") != "encoder-decoder":
         return None
+    # Its parts are built by Auto*.from_config with no trust setting: code in a sub-config would reach transformers'
+    # prompt. from_bert runs no code a checkpoint ships (the package's remote-code gate refuses it first).
+    check_remote_code(folder, parts=("model",))
+    check_weights(folder)
     return EncoderDecoderModel.from_pretrained(folder, use_safetensors=True)
 
 
@@ -275,7 +283,8 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
         o = target[f"{att}.output.dense.weight"] if invariant else None
         fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o,
-                                         rank=config.effective_attention_rank)
+                                         rank=config.effective_attention_rank,
+                                         num_key_value_heads=config.num_key_value_heads)
         if "output.dense.weight" in fitted:  # the value channels changed basis: the output projection follows
             target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})
@@ -358,6 +367,7 @@ def warm_start_seq2seq(model_or_path, tokenizer=None, fit_method: str = "auto", 
         source_config, state_dict = model_or_path.config, model_or_path.state_dict()
     elif not isinstance(model_or_path, PreTrainedModel) and _model_type(model_or_path) == "sharedbert":
         folder = _checkpoint_folder(model_or_path)
+        check_weights(folder)
         source_config = SharedBertConfig.from_pretrained(folder)
         state_dict = {}
         for path in sorted(folder.glob("*.safetensors")):

@@ -42,6 +42,7 @@ def fit_attention(
     num_heads: int,
     o: torch.Tensor | None = None,
     rank: int | None = None,
+    num_key_value_heads: int | None = None,
 ):
     """Fit the attention parameters of `attention_type` to BERT's projections.
 
@@ -59,6 +60,10 @@ def fit_attention(
     may then also hold "output.dense.weight", the refitted output projection. "Energy kept" is the mean over the
     score forms and value paths of 1 − ‖fit − original‖² / ‖original‖².
 
+    Standard attention with `num_key_value_heads` below `num_heads` (grouped-query attention) keeps the query and
+    takes each key and value head as the mean of the heads of its group, as GQA's uptraining does (Ainslie et al.
+    2023); the other types ignore it.
+
     "shared_head_query" and "shared_lowrank_query" (of rank `rank`) take shared's fit by either method, then fit their
     query's extra parameters to BERT's per-head score forms against K = S (`_fit_query_direction`); "energy kept" is
     the shared fit's, which they start from (a score-form measure of their own is `score_form_energy_kept`).
@@ -75,7 +80,13 @@ def fit_attention(
         return {f"{name}.weight": rows[:, :-1].contiguous(), f"{name}.bias": rows[:, -1].contiguous()}
 
     if attention_type == "standard":
-        return {**linear("query", q), **linear("key", k), **linear("value", v)}, 1.0
+        if num_key_value_heads is None or num_key_value_heads == num_heads:
+            return {**linear("query", q), **linear("key", k), **linear("value", v)}, 1.0
+        pooled = [_mean_pool_heads(m, num_heads, num_key_value_heads) for m in (k, v)]
+        groups = num_heads // num_key_value_heads
+        lost = sum(float((m - _repeat_heads(p, num_key_value_heads, groups)).double().pow(2).sum())
+                   for m, p in zip((k, v), pooled))
+        return {**linear("query", q), **linear("key", pooled[0]), **linear("value", pooled[1])}, 1 - lost / total
     if attention_type == "shared_kv":
         # The query is copied; keys and values are the per-channel rank-1 fit of [Wk_c | bk_c], [Wv_c | bv_c].
         row, (key_scale, value_scale) = _rank_one_rows([k, v])
@@ -105,6 +116,19 @@ def fit_attention(
         retained = 1 - float((k.double() - k_fit).pow(2).sum()) / total
         return {**linear("query", q), **linear("value", v), "head_bilinear": bilinear.float()}, retained
     raise ValueError(f"Unknown attention_type {attention_type!r}.")
+
+
+def _mean_pool_heads(rows: torch.Tensor, num_heads: int, num_key_value_heads: int) -> torch.Tensor:
+    """(heads·head_dim, d + 1) projection rows -> (kv_heads·head_dim, d + 1): each key/value head the mean of the
+    `num_heads / num_key_value_heads` consecutive heads it serves (`repeat_kv`'s grouping)."""
+    head_dim = rows.shape[0] // num_heads
+    groups = num_heads // num_key_value_heads
+    return rows.view(num_key_value_heads, groups, head_dim, -1).mean(1).reshape(num_key_value_heads * head_dim, -1)
+
+
+def _repeat_heads(rows: torch.Tensor, num_key_value_heads: int, groups: int) -> torch.Tensor:
+    head_dim = rows.shape[0] // num_key_value_heads
+    return rows.view(num_key_value_heads, 1, head_dim, -1).expand(-1, groups, -1, -1).reshape(-1, rows.shape[1])
 
 
 def _fit_query_direction(attention_type, fitted, q, k, num_heads, rank, shared_retained):

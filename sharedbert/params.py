@@ -120,6 +120,7 @@ def standard_bert_config(config: SharedBertConfig) -> SharedBertConfig:
     decoder (as bert-base)."""
     baseline = copy.deepcopy(config)
     baseline.attention_type = "standard"
+    baseline.num_key_value_heads = None
     baseline.layer_sharing = "none"
     baseline.num_unique_layers = baseline.num_hidden_layers
     baseline.tie_word_embeddings = True

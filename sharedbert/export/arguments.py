@@ -44,6 +44,9 @@ class ExportModelArguments:
         "OUT/openvino/ under the names sentence-transformers' backends load, as on the Hub", "choices": list(LAYOUTS)})
     opset: int = field(default=18, metadata={"help": "ONNX opset"})
     trust_remote_code: bool = trust_remote_code_option()
+    overwrite: bool = field(default=False, metadata={
+        "help": "flat layout: replace OUT when it exists and is not empty (everything in it is deleted); without it "
+        "such an OUT is refused before anything is loaded"})
 
     def resolved_task(self) -> str:
         """The task, read from the model folder for "auto" (`detect_task`)."""

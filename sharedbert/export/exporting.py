@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_directory
+from ..atomic import atomic_directory, check_output_folder
 from ..folding import fold_for_inference, has_foldable_attention
 from .arguments import ExportArguments
 from .errors import ExportError, import_onnxruntime, import_openvino
@@ -80,6 +80,8 @@ def export(arguments: ExportArguments | None = None, /, **fields) -> ExportRepor
     ExportError when a runtime is missing, the model is not a SharedBert, or a file fails its check (then nothing is
     written)."""
     args = replace(arguments, **fields) if arguments is not None else ExportArguments(**fields)
+    if args.layout == "flat":  # the sentence-transformers layout adds onnx/ and openvino/ to the model folder
+        check_output_folder(args.output_dir, args.overwrite, inputs=[args.model], label="OUT")
     onnxruntime = import_onnxruntime()
     if args.openvino or args.openvino_int8:
         import_openvino()

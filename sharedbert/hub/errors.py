@@ -16,3 +16,8 @@ class VerificationError(HubError):
 
 class UploadError(HubError):
     """Talking to the Hub failed."""
+
+
+class StagingFolderError(HubError, ValueError):
+    """The folder to stage into may not be written (it is the model folder, or holds files of the user's); a
+    ValueError too, as every command's refused output folder is (`sharedbert.atomic.OutputFolderError`)."""

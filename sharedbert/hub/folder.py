@@ -261,3 +261,20 @@ def hub_files(folder: str | os.PathLike) -> list[str]:
     """Every file under `folder` as a relative POSIX path (what a staged folder uploads), sorted."""
     folder = Path(folder)
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+def holds_only_model_files(folder: str | os.PathLike, extra: tuple[str, ...] = (), backends: bool = True) -> bool:
+    """Whether everything under `folder` is a file of a saved SharedBert folder (`is_hub_file`; exported ONNX /
+    OpenVINO files only with `backends`) or named in `extra`, in module folders at most one level down, with no
+    links: what a command that writes such a folder recognises as an earlier output of its own."""
+    folder = Path(folder)
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder).as_posix()
+        backend = relative.split("/")[0] in BACKEND_FOLDERS
+        if path.is_symlink() or (backend and not backends):
+            return False
+        if path.is_dir() and ("/" in relative or not is_module_folder(relative)):
+            return False
+        if path.is_file() and not (is_hub_file(relative) or relative in extra):
+            return False
+    return True
+
+

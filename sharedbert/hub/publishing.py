@@ -40,6 +40,8 @@ class UploadArguments:
     dry_run: str | None = field(default=None, metadata={
         "metavar": "OUT_DIR", "help": "Stage and verify into OUT_DIR (new, empty, or an earlier staged folder) and "
         "upload nothing; no token needed."})
+    overwrite: bool = field(default=False, metadata={
+        "help": "With --dry-run: replace OUT_DIR even when it holds files staging did not write (they are deleted)."})
     card: str | None = field(default=None, metadata={
         "metavar": "README", "group": "model card",
         "help": "Publish this README.md instead of generating one (e.g. an edited dry-run card)."})
@@ -85,7 +87,8 @@ def publish(arguments: UploadArguments | None = None, /, **fields) -> PublishRes
     stage_kwargs = dict(repo_id=args.repo_id, license=args.license, language=args.language,
                         base_model=args.base_model, datasets=args.datasets, card=args.card, log=logger.info)
     if args.dry_run is not None:
-        return PublishResult(stage_for_hub(args.model_dir, args.dry_run, **stage_kwargs), None)
+        return PublishResult(stage_for_hub(args.model_dir, args.dry_run, overwrite=args.overwrite, **stage_kwargs),
+                             None)
     with tempfile.TemporaryDirectory(prefix="sharedbert-upload-") as work:
         staged = stage_for_hub(args.model_dir, Path(work) / "staged", **stage_kwargs)
         logger.info("Uploading %d files to %s (%s) in one commit ...", len(staged.files), args.repo_id,

@@ -19,10 +19,10 @@ from typing import Callable
 
 from huggingface_hub import ModelCard
 
-from ..atomic import atomic_directory
+from ..atomic import OutputFolderError, atomic_directory, check_output_folder
 from ..configuration_sharedbert import AUTO_MAP
 from .card import build_model_card
-from .errors import HubError
+from .errors import HubError, StagingFolderError
 from ..sentence_embeddings import copy_modules
 from .exported_files import check_backend_files, copy_backend_files
 from .folder import (
@@ -31,9 +31,9 @@ from .folder import (
     WEIGHTS_FILE,
     WEIGHTS_INDEX,
     LoadedModel,
+    holds_only_model_files,
     hub_files,
     is_hub_file,
-    is_module_folder,
     load_for_hub,
 )
 from .metadata import hub_base_model, looks_like_local_path, short_local_name
@@ -66,6 +66,7 @@ class StagingOptions:
     datasets: list[str] | None = None
     card: str | os.PathLike | None = None  # an existing README.md to publish instead of the generated card
     verify: bool = True  # load the staged folder in a fresh Python without this package (verify.py)
+    overwrite: bool = False  # replace an existing `out_dir` that holds more than an earlier staged folder
 
 
 def stage_for_hub(
@@ -89,8 +90,7 @@ def stage_for_hub(
     log = log or (lambda message: None)
     check_repo_id(options.repo_id)
     if out_dir is not None:
-        out_dir = Path(out_dir)
-        _check_out_dir(out_dir, Path(model_dir))
+        out_dir = check_staging_folder(out_dir, model_dir, options.overwrite)
     if loaded is None:
         loaded = load_for_hub(model_dir)
         log(
@@ -130,19 +130,21 @@ def stage_for_hub(
     return StagedModel(final, files, loaded.architecture, loaded.auto_class, report, backends)
 
 
-def _check_out_dir(out_dir: Path, model_dir: Path) -> None:
-    if model_dir.exists() and out_dir.exists() and out_dir.resolve() == model_dir.resolve():
-        raise HubError(f"The output folder {out_dir} is the model folder itself; pick a new folder for the copy.")
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise HubError(f"{out_dir} exists and is a file; pick a new folder for the staged copy.")
-        others = sorted(p.name for p in out_dir.iterdir()
-                        if not (p.is_file() and is_hub_file(p.name) or p.is_dir() and is_module_folder(p.name)))
-        if others:
-            raise HubError(
-                f"{out_dir} exists and holds other files ({', '.join(others[:5])}); pick a new or empty folder, or an "
-                "earlier staged folder (which is replaced)."
-            )
+def check_staging_folder(out_dir, model_dir, overwrite: bool = False) -> Path:
+    """The package's one output rule (`atomic.check_output_folder`) for a staged folder: not the model folder, nor
+    inside or around it; new, empty, or an earlier staged folder (`is_staged_folder`, replaced as it is), or anything
+    else only with `overwrite`. Cleans up a killed run's temporary copies. Raises HubError naming the fix."""
+    try:
+        return check_output_folder(out_dir, overwrite, inputs=[model_dir], earlier_output=is_staged_folder,
+                                   label="The staging folder", flag="--overwrite")
+    except OutputFolderError as error:
+        raise StagingFolderError(f"{error} (An earlier staged folder, holding only the Hub files, is replaced "
+                                 "without it.)") from None
+
+
+def is_staged_folder(folder: Path) -> bool:
+    """Whether `folder` holds nothing but what staging writes: Hub files and module folders of Hub files, no links."""
+    return holds_only_model_files(folder)
 
 
 # Loading arguments that must not be saved into a published tokenizer_config.json.

@@ -3,7 +3,8 @@
 
     from sharedbert.training import FinetuneArguments, evaluate, finetune, pretrain
 
-    pretrain(corpus=["../shared/data/mlm-text"], config="bert-mini", output_dir="runs/mlm", max_steps=200)
+    pretrain(corpus=["../shared/data/mlm-text"], encoding="cp1252", config="bert-mini", output_dir="runs/mlm",
+             max_steps=200)
     finetune(FinetuneArguments(task="sst2", model="runs/mlm", output_dir="runs/sst2"))
     evaluate(model="runs/sst2", task="sst2")
 

@@ -35,6 +35,7 @@ from .. import sentence_embeddings
 from ..atomic import atomic_directory, atomic_write_text
 from ..folding import fold_for_inference
 from ..hub import load_for_hub, stage_for_hub
+from ..hub.staging import check_staging_folder
 from ..modeling_sharedbert import SharedBertModel
 from ..params import count_model_parameters
 from ..shared_data import RAW_TEXT, not_found_message, raw_text_dir
@@ -290,6 +291,8 @@ class BuildArguments:
     speed_rounds: int = field(default=5, metadata={"help": "Alternating rounds of the speed measurement."})
     heal_overrides: dict | None = field(default=None, metadata={
         "cli": False, "help": "Fields of heal_recipe's HealConfig to change (for recipe studies)."})
+    overwrite: bool = field(default=False, metadata={
+        "help": "Replace OUT even when it holds files staging did not write (they are deleted)."})
 
     def __post_init__(self):
         if self.steps is None and self.minutes is None:
@@ -309,6 +312,7 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
         torch.set_num_threads(args.threads)
     work_dir = Path(args.work_dir)
     healed_dir = work_dir / "healed"
+    check_staging_folder(args.out, healed_dir, args.overwrite)  # before hours of healing, not after
     if args.sts is None and shared_data_dir(STS_DEV) is None:
         raise FileNotFoundError(not_found_message(STS_DEV, "--sts GLUE_ROOT/STS-B/dev.tsv"))
     sts = Path(args.sts) if args.sts else shared_data_dir(STS_DEV) / STS_DEV
@@ -342,7 +346,8 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
             _provenance(args, conversion, recipe, files, held_out, measured), indent=1))
 
     logger.info("3. Stage and verify the Hub folder %s", args.out)
-    staged = stage_for_hub(healed_dir, args.out, repo_id=args.repo_id, log=lambda line: logger.info("   %s", line),
+    staged = stage_for_hub(healed_dir, args.out, repo_id=args.repo_id, overwrite=args.overwrite,
+                           log=lambda line: logger.info("   %s", line),
                            loaded=load_for_hub(healed_dir))
     report = dict(
         out=str(args.out), repo_id=args.repo_id, heal=conversion["heal"], heal_config=asdict(recipe),

@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from ..atomic import atomic_directory, atomic_write_text
+from ..atomic import atomic_directory, atomic_write_text, check_output_folder
 from ..calibrate import calibrate, calibration_batches, unsupported
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE, LAYER_SHARING_MODES, SHARING_ORDERS
 from ..convert import FIT_METHODS, from_bert, resolve_fit_method
+from ..hub.folder import holds_only_model_files
 from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..remote_code import (
     RemoteCodeRefused,
@@ -38,10 +39,12 @@ from .data import TextInMemory, TextPieces
 from .healing import HealConfig, has_checkpoint, write_model_card
 from .healing import heal as heal_by_distillation
 from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
+from .trainer import input_paths
 
 logger = logging.getLogger(__name__)
 
 CALIBRATION_RECORD = "calibration.json"  # in the checkpoint folder: the calibration its healing started from
+CONVERSION_REPORT = "conversion_report.json"  # in OUT: what the conversion did (`convert_checkpoint`'s result)
 
 
 @dataclass
@@ -65,6 +68,9 @@ class ConvertModelArguments:
         "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
         "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
     trust_remote_code: bool = trust_remote_code_option()
+    overwrite: bool = field(default=False, metadata={
+        "help": "Replace OUT when it exists and is not empty (everything in it is deleted). Without it such an OUT "
+        "is refused before anything is loaded."})
 
 
 @dataclass
@@ -131,6 +137,11 @@ def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -
         torch.set_num_threads(args.threads)
     source = resolve_source(args.src)
     check_source(source)
+    # Before anything is loaded: OUT is never the source or a corpus (nor inside or around one), a folder of the
+    # user's is replaced only with --overwrite, an earlier conversion as it is (a rerun resumes and saves again), and
+    # a killed run's temporary copies of OUT are cleaned up.
+    check_output_folder(args.out, args.overwrite, inputs=[source, *input_paths(args)], label="OUT",
+                        earlier_output=is_converted_folder)
     check_remote_code(source, args.trust_remote_code)
     model, report = _convert(args, source)
     try:
@@ -233,7 +244,7 @@ def _save(args: ConvertArguments, source: str, model, tokenizer, report, result,
         if _is_local_sentence_transformer(source):
             sentence_files = copy_modules(source, tmp)
             summary["sentence_transformers_files"] = sentence_files
-        (Path(tmp) / "conversion_report.json").write_text(json.dumps(summary, indent=1))
+        (Path(tmp) / CONVERSION_REPORT).write_text(json.dumps(summary, indent=1))
     logger.info("Saved %s%s", args.out,
                 f" (a sentence-transformers model: {', '.join(sentence_files)})" if sentence_files else "")
 
@@ -284,9 +295,18 @@ def resumed_calibration(checkpoint_dir, calibration_sentences: int) -> dict | No
     return calibration
 
 
+def is_converted_folder(folder) -> bool:
+    """Whether `folder` is an earlier output of `convert_checkpoint`: its report beside nothing but the files a
+    conversion writes (the model, code, tokenizer, card and sentence-transformers files; not onnx/ or openvino/,
+    which `sharedbert export` adds and a new conversion would delete)."""
+    return (Path(folder) / CONVERSION_REPORT).is_file() and holds_only_model_files(
+        folder, extra=(CONVERSION_REPORT, "generation_config.json"), backends=False)
+
+
 def _is_local_sentence_transformer(source: str) -> bool:
     return Path(source).is_dir() and is_sentence_transformer(source)
 
 
-__all__ = ["CALIBRATION_RECORD", "ConvertArguments", "ConvertHealingArguments", "ConvertModelArguments",
-           "calibration_skipped", "calibration_texts", "convert_checkpoint", "record_calibration", "resumed_calibration"]
+__all__ = ["CALIBRATION_RECORD", "CONVERSION_REPORT", "ConvertArguments", "ConvertHealingArguments",
+           "ConvertModelArguments", "calibration_skipped", "calibration_texts", "convert_checkpoint",
+           "is_converted_folder", "record_calibration", "resumed_calibration"]

@@ -162,7 +162,7 @@ def finetune(arguments: FinetuneArguments | None = None, /, **options) -> dict:
     started = time.time()
     output_dir = args.resolved_output_dir()
     if args.save and is_main_process():
-        check_output_dir(output_dir, args.overwrite)
+        check_output_dir(output_dir, args.overwrite, args)
     checkpoints = (RunCheckpoints(output_dir, args.signature(), args.checkpoint_dir, args.checkpoint_steps,
                                   args.checkpoint_minutes, resume=not args.no_resume) if args.save else None)
     run = _prepare(args)

@@ -1,7 +1,8 @@
 """Masked-language-model pretraining from raw text with `Trainer` and `DataCollatorForLanguageModeling`
 (`sharedbert pretrain`).
 
-The corpus is text files, folders (their .txt/.raw/.text files) or glob patterns, decoded tolerantly (CRLF, Latin-1),
+The corpus is text files, folders (their .txt/.raw/.text files) or glob patterns, decoded in the encoding a file's
+byte-order mark names, else as UTF-8, else as `encoding` (a file that is none of these is refused; CRLF becomes LF),
 or a `datasets` dataset with a text column. By default lines are packed into blocks of exactly `block_size` tokens
 with a [SEP] between documents (each file, or also each blank line with `documents="blank-line"`); `line_by_line`
 makes each line one example. The architecture is a preset (bert-tiny ... bert-large, minilm-l6) or a JSON config,
@@ -70,6 +71,9 @@ class PretrainDataArguments:
     dataset_config: str | None = _option(None, "The dataset's configuration, e.g. wikitext-2-raw-v1.")
     dataset_split: str = _option("train", "With --dataset: the split.")
     text_column: str = _option("text", "With --dataset: the text column.")
+    encoding: str | None = _option(None, "The encoding of corpus files that are not UTF-8 and have no byte-order mark "
+                                   "(e.g. cp1252 for old Latin-1 texts); without it such a file is refused.",
+                                   metavar="NAME")
     block_size: int = _option(128, "Tokens per example.")
     line_by_line: bool = _option(False, "One example per non-empty line, not packed.")
     documents: str = _option("file", "Where a new document starts when packing: each file, or also each blank line.",
@@ -134,6 +138,8 @@ class PretrainArguments(PretrainModelArguments, PretrainDataArguments, JobTraini
             raise ValueError(f"--eval-fraction must be in [0, 0.5), got {self.eval_fraction}.")
         if self.max_steps < 1:
             raise ValueError(f"--max-steps must be positive, got {self.max_steps}.")
+        if self.encoding is not None:
+            data_module.check_encoding_name(self.encoding)
         super().__post_init__()
 
 
@@ -152,7 +158,7 @@ def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
     args = replace(arguments, **fields) if arguments is not None else PretrainArguments(**fields)
     started = time.time()
     if is_main_process():
-        check_output_dir(args.output_dir, args.overwrite)
+        check_output_dir(args.output_dir, args.overwrite, args)
     values = _model_values(args)  # the architecture first: a bad config fails before any text is read
     checkpoints = RunCheckpoints(args.output_dir, args.signature(), args.checkpoint_dir, args.checkpoint_steps,
                                  args.checkpoint_minutes, resume=not args.no_resume)
@@ -218,7 +224,7 @@ def _read_text(args: PretrainArguments) -> tuple[dict, list[str]]:
     """The corpus as units (`text`, `doc`), and a description of its sources."""
     if args.corpus is not None:
         files = data_module.corpus_files(args.corpus)
-        units = data_module.corpus_units(files, documents=args.documents)
+        units = data_module.corpus_units(files, documents=args.documents, encoding=args.encoding)
         source = [str(f) for f in files]
     else:
         units = data_module.corpus_units_from_dataset(args.dataset, args.dataset_config, args.dataset_split,

@@ -181,7 +181,7 @@ def finetune_seq2seq(args: Seq2SeqFinetuneArguments) -> dict:
     logger.info("data: %d training / %d validation pairs", len(train_pairs), len(eval_pairs))
     output_dir = args.resolved_output_dir()
     if args.save and is_main_process():
-        check_output_dir(output_dir, args.overwrite)
+        check_output_dir(output_dir, args.overwrite, args)
     checkpoints = (RunCheckpoints(output_dir, args.signature(), args.checkpoint_dir, args.checkpoint_steps,
                                   args.checkpoint_minutes, resume=not args.no_resume) if args.save else None)
     set_seed(args.seed)

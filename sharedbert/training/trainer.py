@@ -33,7 +33,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINING_ARGS_NAME
 from transformers.utils import logging
 
-from ..atomic import atomic_directory, atomic_write_bytes, atomic_write_text, recover_directory
+from ..atomic import atomic_directory, atomic_write_bytes, atomic_write_text, check_output_folder
 from .checkpointing import (
     CHECKPOINT_PREFIX,
     OPTIMIZER_FILE,
@@ -60,16 +60,27 @@ def atomic_write_json(path, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
-def check_output_dir(output_dir, overwrite: bool) -> Path:
-    """Refuse to replace a non-empty folder unless asked (a finished run is valuable). First clean up after a run
-    that was killed while writing it (its temporary siblings; see `atomic.recover_directory`)."""
-    path = Path(output_dir)
-    recover_directory(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--output-dir {path} exists and is not a folder.")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
-        raise ValueError(f"--output-dir {path} exists and is not empty; pass --overwrite to replace it.")
-    return path
+# The fields of a job's arguments that name what it reads: its output folder may be none of them, nor lie inside or
+# hold one (`atomic.check_output_folder`).
+INPUT_FIELDS = ("src", "model", "tokenizer", "config", "corpus", "data_dir", "train_file", "validation_file",
+                "distill_from")
+
+
+def input_paths(args) -> list:
+    """The paths among `args`' `INPUT_FIELDS` (a list field, such as `corpus`, gives each of its entries)."""
+    found = []
+    for name in INPUT_FIELDS:
+        value = getattr(args, name, None)
+        found += [str(v) for v in value] if isinstance(value, (list, tuple)) else [] if value is None else [str(value)]
+    return found
+
+
+def check_output_dir(output_dir, overwrite: bool, args=None) -> Path:
+    """Refuse to replace a non-empty folder unless asked (a finished run is valuable), and an output that is, lies in
+    or holds one of the job's inputs (`input_paths(args)`): the package's one rule, `atomic.check_output_folder`,
+    which first cleans up after a run that was killed while writing the folder (its temporary siblings)."""
+    inputs = input_paths(args) if args is not None else ()
+    return check_output_folder(output_dir, overwrite, inputs=inputs, label="--output-dir")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -440,6 +451,7 @@ __all__ = [
     "add_trainer_files",
     "atomic_write_json",
     "check_output_dir",
+    "input_paths",
     "output_folder",
     "save_model",
     "save_run",

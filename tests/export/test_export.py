@@ -75,6 +75,18 @@ def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_t
         assert not [name for name in names if name.endswith("_scale")]
 
 
+@pytest.mark.parametrize("num_key_value_heads", [1, 2])
+def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_value_heads):
+    config = tiny_config(vocab_size=len(VOCAB), attention_type="standard", num_key_value_heads=num_key_value_heads)
+    model = SharedBertModel(config).eval()
+    report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
+    assert report.max_abs_difference <= 1e-4 and not report.folded
+    input_ids, attention_mask = other_shape_inputs(len(VOCAB))
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.numpy()
+    np.testing.assert_allclose(run(tmp_path / "onnx" / "model.onnx", input_ids, attention_mask), expected, atol=1e-4)
+
+
 def test_classifier_export_is_detected_and_matches(tmp_path):
     model = SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB), num_labels=3)).eval()
     report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")

@@ -202,8 +202,17 @@ def test_dry_run_verifies_before_placing_the_folder(staged, sources, tmp_path, m
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
     code, _, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", occupied, "-q"])
-    assert code == 1 and "holds other files" in stderr and "notes.txt" in stderr
+    assert code == 1 and "exists and is not empty; pass --overwrite" in stderr and "notes.txt" in stderr
     assert [p.name for p in occupied.iterdir()] == ["notes.txt"] and len(verified) == 2
+    # A module folder of the same name holding a file of the user's is not an earlier staged folder either.
+    (out / "1_Pooling").mkdir()
+    (out / "1_Pooling" / "notes.md").write_text("mine")
+    code, _, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", out, "-q"])
+    assert code == 1 and "1_Pooling" in stderr and (out / "1_Pooling" / "notes.md").read_text() == "mine"
+    code, _, stderr = run_cli(upload, [sources["seq"], "--repo-id", SEQ_REPO, "--dry-run", occupied, "-q",
+                                       "--overwrite"])
+    assert code == 0, stderr
+    assert {p.name for p in occupied.iterdir()} == HUB_FILES and len(verified) == 3
 
 
 def test_sharedbert_upload_dry_run_stages_a_folder_with_a_generated_card(staged, sources, tmp_path, monkeypatch,

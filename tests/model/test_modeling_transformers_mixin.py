@@ -166,6 +166,10 @@ class StandardAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "standard"}
 
 
+class GroupedQueryAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "standard", "num_key_value_heads": 2}
+
+
 class SymmetricAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "symmetric"}
 
@@ -231,6 +235,11 @@ class SharedKeyValueDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "shared_kv"}
 
 
+class MultiQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
+    config_overrides = {"attention_type": "standard", "num_key_value_heads": 1, "layer_sharing": "attention",
+                        "num_unique_layers": 1}
+
+
 class SharedHeadQueryDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "shared_head_query"}
 
@@ -282,6 +291,12 @@ class Seq2SeqSharingNothingTest(_SharedBertSeq2SeqMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "standard"}
     # Two embedding tables: resize_token_embeddings is refused by design, as EncoderDecoderModel refuses it
     # (tests/model/test_seq2seq.py checks the refusal).
+    test_resize_embeddings = False
+
+
+class Seq2SeqGroupedQueryTest(_SharedBertSeq2SeqMixinTest, unittest.TestCase):
+    # Grouped keys and values in self- and cross-attention (both standard).
+    config_overrides = {"attention_type": "standard", "num_key_value_heads": 2}
     test_resize_embeddings = False
 
 

@@ -9,9 +9,10 @@
 * `loading`: the shared data folder, GLUE's TSVs (the GLUE download script's layout: ``SST-2/train.tsv``, ...), the
   same tasks from the Hub (``nyu-mll/glue``) when online, or your files, read through `datasets` (cached on disk) into
   one layout: ``text``, optional ``text_pair``, and ``label`` (class id, or float for regression);
-* `text`: raw text for masked-LM pretraining and healing: files or folders, decoded tolerantly (CRLF, Latin-1), one
-  example per line or packed into fixed-length blocks; a corpus held in memory (`TextInMemory`); healing's pieces of
-  random word length (`TextPieces`).
+* `text`: raw text for masked-LM pretraining and healing: files or folders, decoded in the encoding their byte-order
+  mark names (UTF-8, UTF-16, UTF-32), else as UTF-8, else in an encoding the user names (anything else is refused),
+  one example per line or packed into fixed-length blocks; a corpus held in memory (`TextInMemory`); healing's
+  pieces of random word length (`TextPieces`).
 
 Every public name is importable from here (`from sharedbert.training.data import load_task`).
 """
@@ -25,6 +26,7 @@ from .checks import (
     read_utf8,
     table_format,
 )
+from .decoding import check_encoding_name
 from .loading import (
     SHARED_DATA_PLACES,
     TaskData,
@@ -56,6 +58,7 @@ from .text import (
     corpus_units,
     corpus_units_from_dataset,
     mlm_dataset,
+    read_corpus_text,
     read_text,
 )
 
@@ -71,6 +74,7 @@ __all__ = [
     "TextInMemory",
     "TextPieces",
     "check_custom_task",
+    "check_encoding_name",
     "check_glue_file",
     "check_glue_task",
     "check_table_file",
@@ -89,6 +93,7 @@ __all__ = [
     "load_task",
     "mlm_dataset",
     "predictions_from_logits",
+    "read_corpus_text",
     "read_text",
     "read_utf8",
     "shared_data_dir",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from .decoding import byte_order_mark, decode, read_bytes
 from .tasks import DataError, TaskSpec, custom_task
 
 logger = logging.getLogger(__name__)
@@ -35,27 +36,15 @@ class CheckedFile:
 
 
 def read_utf8(path: Path) -> str:
-    """Read a whole file as UTF-8 (a byte-order mark is allowed). Raises DataError for a missing, empty or non-UTF-8
-    file, naming the line and the byte."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: file not found.")
-    if not path.is_file():
-        raise DataError(f"{path}: not a file.")
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise DataError(f"{path}: the file is empty.")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        # utf-8-sig reports positions after the byte-order mark.
-        start = error.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        line = raw.count(b"\n", 0, start) + 1
-        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
-        raise DataError(
-            f"{path}, line {line}, byte {column} of the line: not UTF-8 text (byte 0x{raw[start]:02x}). Re-save the "
-            "file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
-        ) from None
+    """Read a whole file as UTF-8 (a UTF-8 byte-order mark is allowed), as the loader reads it. Raises DataError for a
+    missing, empty or non-UTF-8 file (another byte-order mark, a byte that is not UTF-8, a NUL byte), naming the line
+    and the byte."""
+    raw = read_bytes(path)
+    mark = byte_order_mark(raw)
+    if mark is not None and mark[1] != "utf-8":
+        raise DataError(f"{path}: the file is {mark[2]} text (it starts with that byte-order mark), and data files "
+                        f"are read as UTF-8. Re-save it as UTF-8 (e.g. `iconv -f {mark[1]} -t utf-8`).")
+    return decode(raw, path)[0]
 
 
 def check_glue_file(path: Path, spec: TaskSpec, labelled: bool = True) -> CheckedFile:

@@ -1,6 +1,7 @@
-"""Raw text for masked-LM pretraining and healing: files or folders, decoded tolerantly (CRLF, Latin-1), one example
-per line or packed into fixed-length blocks; a corpus held in memory (`TextInMemory`); healing's pieces of random
-word length (`TextPieces`)."""
+"""Raw text for masked-LM pretraining and healing: files or folders, decoded in the encoding their byte-order mark
+names, as UTF-8 or in an encoding the user names (anything else is refused), one example per line or packed into
+fixed-length blocks; a corpus held in memory (`TextInMemory`); healing's pieces of random word length
+(`TextPieces`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from .decoding import byte_order_mark, check_encoding_name, decode, read_bytes
 from .tasks import DataError
 
 logger = logging.getLogger(__name__)
@@ -50,12 +52,27 @@ def corpus_files(inputs) -> list[Path]:
     return list(files)
 
 
+def read_corpus_text(path, encoding: str | None = None) -> str:
+    """A pretraining corpus file as text, strictly (`decoding.decode`): in the encoding its byte-order mark names
+    (UTF-8, UTF-16 LE/BE, UTF-32 LE/BE), else UTF-8, else `encoding` (for files that are not UTF-8 and have no mark,
+    such as old Latin-1 Gutenberg files: cp1252). Anything else raises DataError naming the file, the line and the
+    byte; nothing is replaced or guessed. CRLF and CR line ends become LF."""
+    raw = read_bytes(path, allow_empty=True)  # an empty file adds nothing; a corpus of nothing is refused as such
+    text, used = decode(raw, path, encoding, fix="pass --encoding NAME (encoding= from Python)")
+    if used != "UTF-8":
+        logger.info("%s: read as %s.", path, used)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_text(path: Path) -> str:
-    """Decode a text file tolerantly: UTF-8 when it is UTF-8, otherwise Windows-1252/Latin-1 (old Gutenberg
-    files) with undecodable bytes replaced; CRLF and CR line ends become LF."""
+    """Decode a text file tolerantly, for text where a few odd bytes do not matter (held-out passages, studies):
+    the encoding its byte-order mark names, else UTF-8 when it is UTF-8, otherwise Windows-1252/Latin-1 (old
+    Gutenberg files) with undecodable bytes replaced; CRLF and CR line ends become LF. The pretraining corpus is read
+    strictly instead (`read_corpus_text`)."""
     raw = Path(path).read_bytes()
+    mark = byte_order_mark(raw)
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw[len(mark[0]):].decode(mark[1]) if mark else raw.decode("utf-8")
     except UnicodeDecodeError:
         utf8 = raw.decode("utf-8", errors="replace")
         # A UTF-8 file with a few broken bytes still has real multi-byte characters; a Latin-1 file has none.
@@ -67,16 +84,20 @@ def read_text(path: Path) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def corpus_units(files, line_by_line: bool = False, documents: str = "file") -> dict[str, list]:
+def corpus_units(files, line_by_line: bool = False, documents: str = "file", encoding: str | None = None) -> dict:
     """Split files into units for tokenisation: `text` (one non-empty line each) and `doc` (a document number; a new
-    document starts at each file, and also at each blank line when `documents="blank-line"`)."""
+    document starts at each file, and also at each blank line when `documents="blank-line"`). Files are read by
+    `read_corpus_text`: a file that is not UTF-8 and has no byte-order mark is refused unless `encoding` names its
+    encoding."""
     if documents not in ("file", "blank-line"):
         raise ValueError(f"documents must be 'file' or 'blank-line', got {documents!r}.")
+    if encoding is not None:
+        check_encoding_name(encoding, "encoding=")
     texts, docs, doc = [], [], -1
     for path in files:
         doc += 1
         previous_blank = False
-        for line in read_text(path).split("\n"):
+        for line in read_corpus_text(path, encoding).split("\n"):
             line = line.strip()
             if not line:
                 previous_blank = True
@@ -241,4 +262,4 @@ class TextPieces:
 
 
 __all__ = ["TEXT_SUFFIXES", "TextInMemory", "TextPieces", "corpus_files", "corpus_units", "corpus_units_from_dataset",
-           "mlm_dataset", "read_text"]
+           "mlm_dataset", "read_corpus_text", "read_text"]
