@@ -3,9 +3,10 @@
 * `tasks`: labelled tasks (the six GLUE tasks, or your own CSV/TSV/JSON files with text column(s) and a label), their
   tokenisation, and their metrics as GLUE reports them (accuracy, F1, Matthews correlation, Pearson/Spearman);
 * `checks`: every file is checked *before* any model is loaded or trained: a missing or empty file, missing columns, a
-  column named twice, a row with the wrong number of fields, an empty label, a label outside the label set, a
-  regression score that is not a finite number or bytes that are not UTF-8 raise `DataError` naming the file and the
-  line (and column) and the fix. A label written as a number is that number (`1` and `1.0` are one class);
+  column named twice or left unnamed, a row with the wrong number of fields, a quote never closed, a field over a
+  million characters, an empty label, a label outside the label set, a regression score or JSON label that is not a
+  finite number or bytes that are not UTF-8 raise `DataError` naming the file and the line (and column) and the fix.
+  A label written as a number is that number (`1` and `1.0` are one class);
 * `loading`: the shared data folder, GLUE's TSVs (the GLUE download script's layout: ``SST-2/train.tsv``, ...), the
   same tasks from the Hub (``nyu-mll/glue``) when online, or your files, read through `datasets` (cached on disk) into
   one layout: ``text``, optional ``text_pair``, and ``label`` (class id, or float for regression);

@@ -1,11 +1,14 @@
 """Checking a task's files before anything is loaded or trained: a missing or empty file, missing columns, a column
-named twice, a row with the wrong number of fields, an empty label, a label outside the label set, a regression score
-that is not a finite number or bytes that are not UTF-8 raise `DataError` naming the file and the line (and column)."""
+named twice or left unnamed, a row with the wrong number of fields, a quote never closed, a field over
+`FIELD_SIZE_LIMIT`, an empty label, a label outside the label set, a regression score or JSON label that is not a
+finite number or bytes that are not UTF-8 raise `DataError` naming the file and the line (and column). Lines are
+counted as csv, json and the loader count them, never by `str.splitlines`."""
 
 from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import logging
 import math
@@ -118,9 +121,15 @@ def field_count_error(path, line: int, columns, fields, fmt: str, quoted: bool =
         column = found + 1
         problem = (f"no value for {columns[found]!r}. Add the missing field(s) (separated by {separator}s) or remove "
                    "the row.")
+    elif quoted and found == expected + 1 and not fields[-1]:
+        column = found
+        problem = (f"the row ends with a {separator} the header does not have (an empty last field, as some "
+                   f"spreadsheet exports write on every row). Remove the trailing {separator}, or, if every row has "
+                   f"one, end the header with a {separator} too: a last column without a name is left out.")
     else:
         column = expected + 1
-        problem = f"{found - expected} field(s) after {columns[-1]!r}. " + (
+        last = repr(columns[-1]) if columns[-1] else f"column {expected}"
+        problem = f"{found - expected} field(s) after {last}. " + (
             ("Remove the stray tab(s)" + (", or quote a text that holds a tab." if quoted else ".")) if fmt == "tsv"
             else 'Quote a text that holds a comma ("like, this"), or remove the stray comma(s).'
         )
@@ -196,6 +205,12 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_la
             if isinstance(raw, (list, dict)):
                 raise DataError(f"{path}, {where} {number}, column {spec.label_column!r}: {raw!r} is not a single "
                                 "label; give one value (a word or a number) per row.")
+            if classes and isinstance(raw, _NonFinite):
+                raise DataError(
+                    f"{path}, {where} {number}, column {spec.label_column!r}: the label {raw.written} is not a finite "
+                    "number (JSON reads NaN and Infinity as numbers, and one beyond a float's range, such as 1e400, as "
+                    "infinity), so it would become a class named " + repr(str(float(raw))) + ". Give the row its "
+                    "class (a word, or a finite number such as 1), or remove the row.")
             value = label_string(raw)
             if not infer_labels:
                 _check_label(path, f"{where} {number}", spec, value)
@@ -214,26 +229,110 @@ def check_table_file(path: Path, spec: TaskSpec, labelled: bool = True, infer_la
     return CheckedFile(path, fmt, columns, True, rows, labelled, tuple(label_values))
 
 
+# The longest field the checks read, in characters (csv's own default, 131,072, ended in a raw error). Far beyond
+# what a model reads of a text (its first --max-length tokens): a longer field is nearly always a quote never closed.
+FIELD_SIZE_LIMIT = 2**20
+
+
 def delimited_rows(path, fmt: str, text: str):
     """The header of a CSV/TSV (quotes honoured) and an iterator over its data rows as (line, {column: value}).
-    Refuses a header naming a column twice and, as it reaches it, a row whose field count differs from the header's
-    (`csv.DictReader` would pad a short row with None and put a long row's extra fields aside)."""
-    reader = csv.reader(text.splitlines(keepends=True), delimiter="\t" if fmt == "tsv" else ",")
-    columns = tuple(next(reader, None) or ())
-    check_unique_columns(path, columns)
+
+    Lines are counted as csv and the loader count them (LF, CRLF or CR; U+2028, U+0085 or a form feed in a text are
+    characters of it). Refuses a header naming a column twice or leaving one unnamed, and, as it reaches it, a row
+    whose field count differs from the header's (`csv.DictReader` would pad a short row with None and put a long
+    row's extra fields aside), a field over `FIELD_SIZE_LIMIT` and a quote never closed. Empty names at the header's
+    end (a spreadsheet's trailing comma on every row) are left out, with their empty values."""
+    delimiter = "\t" if fmt == "tsv" else ","
+    lines = io.StringIO(text, newline="").readlines()
+    reader = csv.reader(lines, delimiter=delimiter)
+    header = tuple(_read_row(path, reader, lines, 1, delimiter, ()) or ())
+    columns = _named_columns(path, header)
 
     def rows():
         last_line = reader.line_num
-        for fields in reader:
+        while (fields := _read_row(path, reader, lines, last_line + 1, delimiter, header)) is not None:
             # A quoted field may hold line breaks: the row starts on the line after the previous row ended.
             line, last_line = last_line + 1, reader.line_num
             if not fields:  # a blank line: skipped, as the loader (pandas) skips it
                 continue
-            if len(fields) != len(columns):
-                raise field_count_error(path, line, columns, fields, fmt)
+            if not len(columns) <= len(fields) <= len(header):
+                raise field_count_error(path, line, header if len(fields) > len(header) else columns, fields, fmt)
+            for position in range(len(columns), len(fields)):
+                if fields[position]:
+                    raise DataError(f"{path}, line {line}, column {position + 1}: a value ({fields[position]!r}) in "
+                                    "a column the header gives no name. Name the column in the header, or remove the "
+                                    "value.")
             yield line, dict(zip(columns, fields))
 
     return columns, rows()
+
+
+def _named_columns(path, header: tuple[str, ...]) -> tuple[str, ...]:
+    """The header's columns without the empty names at its end (a trailing comma, as spreadsheets write when a
+    column to the right was ever used); an empty name elsewhere, or a name given twice, is refused."""
+    named = len(header)
+    while named and not header[named - 1]:
+        named -= 1
+    columns = header[:named]
+    if "" in columns:
+        position = columns.index("") + 1
+        raise DataError(f"{path}, line 1, column {position}: the header gives this column no name. Name it, or remove "
+                        "the column.")
+    check_unique_columns(path, columns)
+    return columns
+
+
+def _read_row(path, reader, lines: list[str], line: int, delimiter: str, header) -> list[str] | None:
+    """The next row of `reader` (None at the end), starting at `line`, read under `FIELD_SIZE_LIMIT` (csv's limit
+    is process-wide: it is set for this read only). The last row is checked for a quote left open."""
+    previous = csv.field_size_limit(FIELD_SIZE_LIMIT)
+    try:
+        fields = next(reader, None)
+    except csv.Error as error:
+        if "field larger than field limit" not in str(error):
+            raise DataError(f"{path}, line {line}: not valid CSV ({error}).") from None
+        column = _unclosed_quote("".join(lines[line - 1:]), delimiter)
+        if column is not None:
+            raise _unclosed_quote_error(path, line, column, header) from None
+        raise DataError(f"{path}, line {line}: a field longer than {FIELD_SIZE_LIMIT:,} characters, the most the "
+                        "checks read in one field. Shorten the text (a model reads only its first --max-length "
+                        "tokens) or split it over several rows.") from None
+    finally:
+        csv.field_size_limit(previous)
+    if fields is not None and reader.line_num == len(lines):  # a quote left open runs to the end of the file
+        column = _unclosed_quote("".join(lines[line - 1:]), delimiter)
+        if column is not None:
+            raise _unclosed_quote_error(path, line, column, header)
+    return fields
+
+
+def _unclosed_quote(rest: str, delimiter: str) -> int | None:
+    """The column (from 1) of the field whose opening quote is never closed, in `rest`, the text from a row's start
+    to the end of the file, read as csv reads it (a quote opens a field only at its start; "" inside is a quote);
+    None if the row ends with every quote closed."""
+    column, at, ends = 1, 0, re.compile(f"[{re.escape(delimiter)}\r\n]")
+    while True:
+        if rest.startswith('"', at):
+            at += 1
+            while True:
+                at = rest.find('"', at)
+                if at < 0:
+                    return column
+                if not rest.startswith('"', at + 1):
+                    break
+                at += 2
+            at += 1
+        end = ends.search(rest, at)
+        if end is None or end.group() != delimiter:
+            return None
+        column, at = column + 1, end.end()
+
+
+def _unclosed_quote_error(path, line: int, column: int, header) -> DataError:
+    name = f" ({header[column - 1]!r})" if column <= len(header) else ""
+    return DataError(f"{path}, line {line}, column {column}{name}: the quote that opens this field is never closed, so "
+                     "the field runs to the end of the file. Close it; a quote inside a quoted text is written twice "
+                     '("").')
 
 
 def _check_delimited(path: Path, fmt: str, text: str, required, check_row) -> tuple[tuple[str, ...], int]:
@@ -260,22 +359,49 @@ class _Record(dict):
         self.repeated = [key for i, key in enumerate(keys) if key in keys[:i]]
 
 
+class _NonFinite(float):
+    """A JSON number that is not finite (NaN, Infinity, -Infinity, or beyond a float's range such as 1e400), with
+    its spelling in the file."""
+
+    def __new__(cls, written: str):
+        number = super().__new__(cls, written)
+        number.written = written
+        return number
+
+
+def _json_float(written: str) -> float:
+    number = float(written)
+    return number if math.isfinite(number) else _NonFinite(written)
+
+
+def json_loads(text: str):
+    """`json.loads` as the checks read a record: objects that remember a key named twice (`_Record`) and
+    non-finite numbers that remember their spelling (`_NonFinite`)."""
+    return json.loads(text, object_pairs_hook=_Record, parse_float=_json_float, parse_constant=_NonFinite)
+
+
+def json_lines(text: str):
+    """(line number, line) for the non-blank lines of a JSON-lines text: lines end at LF (a CR before it is JSON
+    whitespace), so U+2028, U+0085 or a form feed in a string is a character of it, as the loader reads it."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip(" \t\r"):
+            yield number, line
+
+
 def _check_json(path: Path, text: str, required, check_row) -> tuple[tuple[str, ...], int]:
     """Check one JSON array of objects, or one object per line."""
     records: list[tuple[int, object]]
     if text.lstrip().startswith("["):
         try:
-            data = json.loads(text, object_pairs_hook=_Record)
+            data = json_loads(text)
         except json.JSONDecodeError as error:
             raise DataError(f"{path}, line {error.lineno}, column {error.colno}: invalid JSON ({error.msg}).") from None
         records, where = [(i + 1, item) for i, item in enumerate(data)], "record"
     else:
         records, where = [], "line"
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
+        for number, line in json_lines(text):
             try:
-                records.append((number, json.loads(line, object_pairs_hook=_Record)))
+                records.append((number, json_loads(line)))
             except json.JSONDecodeError as error:
                 raise DataError(
                     f"{path}, line {number}, column {error.colno}: invalid JSON ({error.msg}). JSON files must be "

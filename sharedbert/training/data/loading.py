@@ -67,6 +67,8 @@ def load_checked(checked: dict[str, CheckedFile], spec: TaskSpec, cache_dir: str
             )
             if not info.has_header:
                 kwargs.update(column_names=list(info.columns), header=None)
+            else:  # the checked columns only: a spreadsheet's unnamed, empty last column is left out
+                kwargs.update(usecols=list(info.columns))
             dataset = datasets.load_dataset(
                 "csv", data_files={split: str(info.path)}, split=split, cache_dir=cache_dir, **kwargs
             )

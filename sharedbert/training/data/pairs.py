@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .checks import delimited_rows, read_utf8, table_format
+from .checks import delimited_rows, json_lines, read_utf8, table_format
 from .tasks import DataError
 
 
@@ -41,17 +41,17 @@ def _json_records(path: Path, text: str) -> list[tuple[int, dict]]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise DataError(f"{path}, line {error.lineno}: invalid JSON ({error.msg}).") from None
+            raise DataError(f"{path}, line {error.lineno}: invalid JSON at column {error.colno} "
+                            f"({error.msg}).") from None
         records = list(enumerate(data, start=1))
     else:
         records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    records.append((number, json.loads(line)))
-                except json.JSONDecodeError as error:
-                    raise DataError(f"{path}, line {number}: invalid JSON ({error.msg}); a JSON lines file holds one "
-                                    "object per line.") from None
+        for number, line in json_lines(text):  # lines end at LF only: U+2028 in a string is a character of it
+            try:
+                records.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise DataError(f"{path}, line {number}: invalid JSON at column {error.colno} ({error.msg}); a "
+                                "JSON lines file holds one object per line.") from None
     for number, record in records:
         if not isinstance(record, dict):
             raise DataError(f"{path}, line {number}: expected a JSON object, got {type(record).__name__}.")
@@ -76,7 +76,8 @@ def read_sources(path, source_column: str | None = None) -> list[str]:
     """The sources to generate for: one per line of a .txt file (blank lines are errors), or a column of a table."""
     path = Path(path)
     if path.suffix.lower() == ".txt":
-        lines = read_utf8(path).splitlines()
+        # Lines end at LF, CRLF or CR, as an editor ends them (U+2028 or a form feed is a character of the source).
+        lines = read_utf8(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
         while lines and not lines[-1].strip():
             lines.pop()
         for number, line in enumerate(lines, start=1):

@@ -11,11 +11,15 @@ the line (and column or byte) and the fix, never a raw csv / datasets / torch tr
 Every case plants a small file in a temporary folder."""
 
 import codecs
+import csv
+import json
+import re
 
 import pytest
 
 from sharedbert.training import data
 from sharedbert.training.data import DataError
+from sharedbert.training.data.checks import FIELD_SIZE_LIMIT
 
 
 def _load(tmp_path, name, content, text_columns="text", label_column="label", regression=False):
@@ -23,6 +27,171 @@ def _load(tmp_path, name, content, text_columns="text", label_column="label", re
     path.write_text(content, encoding="utf-8", newline="")
     return data.load_task(files={"train": path}, text_columns=text_columns, label_column=label_column,
                           regression=regression, splits=("train",), cache_dir=str(tmp_path / "cache"))
+
+
+# Characters `str.splitlines` splits on that csv, json and the loader keep inside a line.
+ODD_BREAKS = {"U+2028": "\u2028", "U+2029": "\u2029", "form-feed": "\x0c", "U+0085": "\x85", "vertical-tab": "\x0b",
+              "U+001E": "\x1e"}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Line breaks: what splitlines splits on is text
+
+
+@pytest.mark.parametrize("char", ODD_BREAKS.values(), ids=ODD_BREAKS.keys())
+def test_csv_text_holding_a_character_splitlines_splits_on_is_read_as_written(tmp_path, char):
+    task = _load(tmp_path, "t.csv", f'text,label\n"good{char}film",1\nbad{char}film,0\nfine,1\n')
+    assert task.datasets["train"]["text"] == [f"good{char}film", f"bad{char}film", "fine"]
+    assert task.datasets["train"]["label"] == [1, 0, 1]
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\x85"], ids=["U+2028", "U+2029", "U+0085"])
+def test_jsonl_text_holding_a_character_splitlines_splits_on_is_read_as_written(tmp_path, char):
+    """JSON allows these raw in a string (a form feed must be written \\f, and is: json.dumps escapes it)."""
+    rows = [{"text": f"good{char}film", "label": 1}, {"text": "bad\x0cfilm", "label": 0}]
+    task = _load(tmp_path, "t.jsonl", "\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n")
+    assert task.datasets["train"]["text"] == [f"good{char}film", "bad\x0cfilm"]
+
+
+def test_an_error_after_such_characters_names_its_own_line_and_column(tmp_path):
+    csv_text = 'text,label\n"a\u2028b",1\nc\x0cd\x85e,0\n"f\ng",1\nshort\n'
+    with pytest.raises(DataError, match=r"t\.csv, line 6, column 2: expected 2 comma-separated fields"):
+        _load(tmp_path, "t.csv", csv_text)
+    jsonl = '{"text": "a\u2028b", "label": 1}\n{"text": "c\x85d", "label": 0}\n{"text": "e\u2028f", "label": }\n'
+    column = jsonl.split("\n")[2].index("}") + 1  # json's own column: the character where a value was expected
+    with pytest.raises(DataError, match=rf"t\.jsonl, line 3, column {column}: invalid JSON \(Expecting value\)"):
+        _load(tmp_path, "t.jsonl", jsonl)
+
+
+def test_an_error_in_a_file_with_bare_cr_line_ends_names_the_line_an_editor_shows(tmp_path):
+    with pytest.raises(DataError, match=r"t\.csv, line 4, column 'label': the label is empty"):
+        _load(tmp_path, "t.csv", "text,label\rgood\u2028film,1\rbad,0\rmeh,\r")
+
+
+def test_pairs_and_generation_sources_keep_such_characters(tmp_path):
+    from sharedbert.training.data.pairs import read_pairs, read_sources
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"s": "a\u2028b", "t": "c\x85d"}\n{"s": "e", "t": "f"}\n', encoding="utf-8")
+    assert read_pairs(pairs, "s", "t") == [("a\u2028b", "c\x85d"), ("e", "f")]
+    sources = tmp_path / "sources.txt"
+    sources.write_text("one\u2028source\nsecond\x0csource\n", encoding="utf-8")
+    assert read_sources(sources) == ["one\u2028source", "second\x0csource"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"s": "a\u2028b", "t": "c"}\n{"s": "e" "t": "f"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.jsonl, line 2: invalid JSON at column 11 \(Expecting ','"):
+        read_pairs(bad, "s", "t")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CSV: the field-size limit, quotes never closed
+
+
+def test_a_field_over_csvs_default_limit_is_read_and_the_limit_is_left_as_it_was(tmp_path):
+    before = csv.field_size_limit()
+    long_text = "word " * 40_000  # 200,000 characters: over csv's default 131,072, which raised a raw error
+    task = _load(tmp_path, "t.csv", f'text,label\n"{long_text}",1\nshort,0\n')
+    assert task.datasets["train"]["text"][0] == long_text.strip() and task.datasets["train"]["label"] == [1, 0]
+    assert csv.field_size_limit() == before  # process-wide: set for the checks' reads only
+
+
+def test_a_field_over_the_limit_is_refused_naming_the_line_and_the_limit(tmp_path):
+    content = "text,label\ngood,1\n" + '"' + "x" * (FIELD_SIZE_LIMIT + 1) + '",0\n'
+    with pytest.raises(DataError, match=r"t\.csv, line 3: a field longer than 1,048,576 characters, the most the "
+                                        r"checks read in one field\. Shorten the text"):
+        _load(tmp_path, "t.csv", content)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('text,label\ngood film,"1\nbad film,0\nfine film,1\n', r"line 2, column 2 \('label'\)"),
+        ('text,label\ngood film,1\n"bad film,0\nfine film,1\n', r"line 3, column 1 \('text'\)"),
+        ('text,label\n"a ""quoted"" word",1\n"a\nbroken line",0\nbad,"0\n', r"line 5, column 2 \('label'\)"),
+        ("text,label\ngood film,1\nbad film,\"0\n" + "more text,1\n" * 100_000, r"line 3, column 2 \('label'\)"),
+    ],
+    ids=["label", "text", "after-closed-quotes", "past-the-field-limit"],
+)
+def test_a_quote_never_closed_is_refused_naming_its_line_and_column(tmp_path, content, message):
+    """A label column that swallowed the rest of the file became one class ('1\\nbad film,0...'); past the field
+    limit it was csv's raw error."""
+    with pytest.raises(DataError, match=rf"t\.csv, {message}: the quote that opens this field is never closed, so "
+                                        r"the field runs to the end of the file\. Close it"):
+        _load(tmp_path, "t.csv", content)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A spreadsheet's trailing comma
+
+
+@pytest.mark.parametrize("name, separator", [("t.csv", ","), ("t.tsv", "\t")])
+def test_a_trailing_separator_on_every_row_and_the_header_is_read(tmp_path, name, separator):
+    """Excel writes an empty last column when a cell to the right was ever used: a trailing comma on every row."""
+    rows = ["text", "label", ""], ["good film", "1", ""], ["bad film", "0", ""], ["fine film", "1"]
+    task = _load(tmp_path, name, "\r\n".join(separator.join(row) for row in rows) + "\r\n")
+    assert task.datasets["train"]["text"] == ["good film", "bad film", "fine film"]
+    assert task.datasets["train"]["label"] == [1, 0, 1] and task.spec.labels == ("0", "1")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("text,label\ngood film,1,\nbad film,0,\n",
+         r"line 2, column 3: expected 2 comma-separated fields \(\['text', 'label'\]\), found 3: the row ends with a "
+         r"comma the header does not have \(an empty last field, as some spreadsheet exports write on every row\)\. "
+         r"Remove the trailing comma, or, if every row has one, end the header with a comma too"),
+        ("text,label,\ngood film,1,\nbad film,0,note\n",
+         r"line 3, column 3: a value \('note'\) in a column the header gives no name\. Name the column"),
+        ("text,,label\ngood film,,1\n", r"line 1, column 2: the header gives this column no name\. Name it"),
+        ("text,label,\ngood film,1,,x\n", r"line 2, column 4: expected 3 comma-separated fields .* after column 3"),
+    ],
+    ids=["rows-only", "value-in-the-unnamed-column", "unnamed-in-the-middle", "too-long-for-the-header"],
+)
+def test_other_unnamed_columns_are_refused_naming_the_form(tmp_path, content, message):
+    with pytest.raises(DataError, match=rf"t\.csv, {message}"):
+        _load(tmp_path, "t.csv", content)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# JSON labels that are not finite numbers
+
+
+@pytest.mark.parametrize("written, named", [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"),
+                                            ("1e400", "inf"), ("-1E999", "-inf")])
+@pytest.mark.parametrize("name", ["t.jsonl", "t.json"])
+def test_a_json_label_that_is_not_finite_is_refused(tmp_path, written, named, name):
+    rows = ['{"text": "good", "label": 1}', f'{{"text": "bad", "label": {written}}}']
+    content = "\n".join(rows) + "\n" if name == "t.jsonl" else "[" + ",\n".join(rows) + "]"
+    where = "line 2" if name == "t.jsonl" else "record 2"
+    with pytest.raises(DataError, match=rf"{re.escape(name)}, {where}, column 'label': the label {written} is not a "
+                                        rf"finite number .* a class named '{named}'\. Give the row its class"):
+        _load(tmp_path, name, content)
+
+
+def test_a_json_label_that_is_not_finite_is_refused_in_the_validation_file_too(tmp_path):
+    train, validation = tmp_path / "train.jsonl", tmp_path / "valid.jsonl"
+    train.write_text('{"text": "good", "label": 1}\n{"text": "bad", "label": 0}\n')
+    validation.write_text('{"text": "good", "label": 1}\n{"text": "odd", "label": Infinity}\n')
+    with pytest.raises(DataError, match=r"valid\.jsonl, line 2, column 'label': the label Infinity is not a finite"):
+        data.load_task(files={"train": train, "validation": validation}, text_columns="text", label_column="label")
+
+
+def test_finetune_prints_the_non_finite_label_without_a_traceback(tmp_path, capsys, monkeypatch):
+    from sharedbert.cli import main
+    from sharedbert.training import finetuning
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the data was checked")
+
+    monkeypatch.setattr(finetuning, "load_classifier", no_model)
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"text": "good", "label": 1}\n{"text": "bad", "label": 0}\n{"text": "x", "label": 1e400}\n')
+    out = tmp_path / "out"
+    assert main(["finetune", "--train-file", str(path), "--validation-file", str(path), "--text-columns", "text",
+                 "--label-column", "label", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]) == 2
+    printed = capsys.readouterr().err
+    assert "t.jsonl, line 3, column 'label': the label 1e400 is not a finite number" in printed
+    assert "Traceback" not in printed and not out.exists()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
