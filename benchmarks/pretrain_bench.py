@@ -92,7 +92,7 @@ def corpus_sample(data_dir: Path, recipe: dict, folder: Path) -> tuple[Path, Pat
 
     text = data_dir / "mlm-text"
     source = [str(text / recipe["corpus"])] if recipe.get("corpus") else [str(text)]
-    units = data.corpus_units(data.corpus_files(source))
+    units = data.corpus_units(data.corpus_files(source), encoding="cp1252")  # mlm-text's two Latin-1 books, as before
     tokenizer = train_wordpiece(units["text"], vocab_size=recipe["vocab_size"], model_max_length=recipe["block_size"])
     tokenizer.save_pretrained(str(folder / "tokenizer"))
     sample = folder / "sample.txt"
