@@ -11,18 +11,20 @@ transformers prefers to a folder's own code when `trust_remote_code` is off.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
 from dataclasses import field
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from transformers import PreTrainedModel
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.models.auto import modeling_auto
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 from transformers.utils import cached_file
 
-from .checkpoint_checks import load_model
+from .checkpoint_checks import check_tokenizer, check_tokenizer_files, check_weights, load_model
 
 logger = logging.getLogger(__name__)
 
@@ -51,42 +53,148 @@ def _read_json(source, filename: str, empty, **hub_options):
     return loaded if isinstance(loaded, type(empty)) else empty
 
 
-def remote_code_of(source, **hub_options) -> list[str]:
-    """What loading `source` (a folder or Hub id) would import from the folder or repository itself, as
-    "file: reference" lines; empty when the installed packages provide every class it names."""
+# The files whose `auto_map` can make a loader import code, by the part of a model they describe. config.json's
+# sub-configs (an encoder-decoder's `encoder` and `decoder`, any nested config) are read too: EncoderDecoderModel
+# builds its parts through Auto*.from_config without a trust setting, which asks at transformers' prompt.
+CODE_PARTS = {
+    "model": ("config.json",),
+    "tokenizer": ("tokenizer_config.json",),
+    "processor": ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json"),
+    "sentence-transformers": ("modules.json",),
+}
+# Auto classes that are not model classes, and the mapping that says whether transformers has a class of its own.
+_OTHER_AUTO_MAPPINGS = {
+    "AutoTokenizer": "transformers.models.auto.tokenization_auto:TOKENIZER_MAPPING",
+    "AutoProcessor": "transformers.models.auto.processing_auto:PROCESSOR_MAPPING",
+    "AutoImageProcessor": "transformers.models.auto.image_processing_auto:IMAGE_PROCESSOR_MAPPING",
+    "AutoFeatureExtractor": "transformers.models.auto.feature_extraction_auto:FEATURE_EXTRACTOR_MAPPING",
+    "AutoVideoProcessor": "transformers.models.auto.video_processing_auto:VIDEO_PROCESSOR_MAPPING",
+}
+
+
+def has_local_class(auto_name: str, model_type) -> bool:
+    """Whether transformers has a class of its own, or one registered (as SharedBert's are), for the Auto class
+    `auto_name` and `model_type`: then, without `trust_remote_code`, it uses that class and asks nothing. Otherwise an
+    `auto_map` entry for `auto_name` is code that loading would import (or ask about, at transformers' prompt)."""
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return False
+    if auto_name == "AutoConfig":
+        return True
+    if auto_name in _OTHER_AUTO_MAPPINGS:
+        module, _, name = _OTHER_AUTO_MAPPINGS[auto_name].partition(":")
+        mapping = getattr(importlib.import_module(module), name)
+    elif isinstance(auto_name, str) and auto_name.startswith("AutoModel") and auto_name.isidentifier():
+        mapping = getattr(getattr(modeling_auto, auto_name, None), "_model_mapping", None)
+    else:
+        return False
+    return mapping is not None and CONFIG_MAPPING[model_type] in mapping
+
+
+def _references(value) -> list[str]:
+    """The class references of one `auto_map` entry: a string, or a list of them (a tokenizer's [slow, fast])."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item for item in value if isinstance(item, str)]
+    return []
+
+
+def _sub_configs(config: dict, where: str = "config.json", depth: int = 0):
+    """(where, dict) for `config` and every config nested in it, at any depth: an encoder-decoder's encoder and
+    decoder, a multimodal model's text_config, ..."""
+    yield where, config
+    if depth >= 8:
+        return
+    for key, value in config.items():
+        if isinstance(value, dict) and key != "auto_map":
+            yield from _sub_configs(value, f"{where} {key}", depth + 1)
+
+
+def _tokenizer_is_local(settings: dict, model_type) -> bool:
+    """Whether AutoTokenizer, with `trust_remote_code` off, uses an installed class rather than the folder's: the one
+    `tokenizer_class` names when that is installed, else the model type's. A `tokenizer_class` that is not installed
+    counts as code of the folder's: without it the tokenizer cannot load at all."""
+    class_name = settings.get("tokenizer_class")
+    if isinstance(class_name, str):
+        return bool(tokenizer_class_from_name(class_name.removesuffix("Fast")))
+    return has_local_class("AutoTokenizer", model_type)
+
+
+def _auto_map_entries(where: str, settings: dict, model_type):
+    """(where, Auto class, reference, whether an installed class is used instead) for each `auto_map` entry of one
+    JSON object (a config, a sub-config, a tokenizer or processor config)."""
+    auto_map = settings.get("auto_map")
+    if isinstance(auto_map, (list, tuple)):  # a tokenizer's legacy form: [slow, fast]
+        auto_map = {"AutoTokenizer": auto_map}
+    if not isinstance(auto_map, dict):
+        return
+    for auto_name, value in auto_map.items():
+        if auto_name == "AutoTokenizer":
+            local = _tokenizer_is_local(settings, model_type)
+        else:
+            local = has_local_class(auto_name, model_type)
+        for reference in _references(value):
+            yield where, auto_name, reference, local
+
+
+def code_references(source, parts=tuple(CODE_PARTS), _depth: int = 0, **hub_options) -> list[tuple]:
+    """Every class reference a folder or Hub id's JSON files hold (all `auto_map` forms: `module.Class`,
+    `repo--module.Class`, `folder--module.Class`; sentence-transformers module types that are not
+    sentence-transformers' own), as (where, Auto class or "module", reference, whether an installed class is used
+    instead without `trust_remote_code`). Reads JSON only (through `cached_file`): nothing of the folder runs."""
     found = []
     config = _read_json(source, "config.json", {}, **hub_options)
-    known_model = config.get("model_type") in CONFIG_MAPPING
-    if isinstance(config.get("auto_map"), dict) and not known_model:
-        found += [f"config.json: {name} -> {ref}" for name, ref in config["auto_map"].items()]
-    tokenizer = _read_json(source, "tokenizer_config.json", {}, **hub_options)
-    tokenizer_map = tokenizer.get("auto_map")
-    if isinstance(tokenizer_map, dict) and "AutoTokenizer" in tokenizer_map:
-        tokenizer_map = tokenizer_map["AutoTokenizer"]
-    # Whatever the model type, AutoTokenizer imports the folder's tokenizer when allowed to, unless the class it names
-    # is installed; without that class, and not allowed, it cannot load the tokenizer at all.
-    class_name = tokenizer.get("tokenizer_class")
-    installed = isinstance(class_name, str) and tokenizer_class_from_name(class_name.removesuffix("Fast"))
-    if tokenizer_map and not installed:
-        found.append(f"tokenizer_config.json: AutoTokenizer -> {tokenizer_map}")
-    # sentence-transformers imports a module class that is not its own from the folder, when trusted.
-    modules = _read_json(source, "modules.json", [], **hub_options)
-    found += [f"modules.json: {entry.get('type')}" for entry in modules
-              if isinstance(entry, dict) and not str(entry.get("type", "")).startswith("sentence_transformers.")]
+    model_type = config.get("model_type")
+    if "model" in parts:
+        for where, settings in _sub_configs(config):
+            found += _auto_map_entries(where, settings, settings.get("model_type"))
+    for part in ("tokenizer", "processor"):
+        if part in parts:
+            for filename in CODE_PARTS[part]:
+                found += _auto_map_entries(filename, _read_json(source, filename, {}, **hub_options), model_type)
+    if "sentence-transformers" in parts:
+        found += _module_references(source, parts, _depth, **hub_options)
     return found
 
 
-def check_remote_code(source, trust_remote_code: bool = False, **hub_options) -> None:
-    """Refuse `source` before anything of it is imported when loading it would run code it ships and
-    `trust_remote_code` is off. With the flag on, log what will run."""
-    code = remote_code_of(source, **hub_options)
+def _module_references(source, parts, depth: int, **hub_options) -> list[tuple]:
+    """sentence-transformers imports a module class that is not its own from the folder, when trusted; a module kept
+    in a folder of its own (0_Transformer/) loads that folder's config and tokenizer with the same setting."""
+    found = []
+    for entry in _read_json(source, "modules.json", [], **hub_options):
+        if not isinstance(entry, dict):
+            continue
+        kind = str(entry.get("type", ""))
+        found.append(("modules.json", "module", kind, kind.startswith("sentence_transformers.")))
+        path = entry.get("path")
+        inside = isinstance(path, str) and path and not path.startswith(("/", "\\")) and ".." not in path
+        if inside and depth < 3 and os.path.isdir(os.path.join(str(source), path)):
+            found += [(f"{path}/{where}", *rest) for where, *rest in code_references(
+                os.path.join(str(source), path), parts, depth + 1, **hub_options)]
+    return found
+
+
+def remote_code_of(source, parts=tuple(CODE_PARTS), **hub_options) -> list[str]:
+    """What loading `source` (a folder or Hub id) would import from the folder, its sub-configs or another
+    repository, as "file: reference" lines; empty when the installed packages provide every class it names. `parts`:
+    which of `CODE_PARTS` to read (all by default)."""
+    return [f"{where}: {auto_name} -> {reference}" if auto_name != "module" else f"{where}: {reference}"
+            for where, auto_name, reference, local in code_references(source, parts, **hub_options) if not local]
+
+
+def check_remote_code(source, trust_remote_code: bool = False, parts=tuple(CODE_PARTS), **hub_options) -> None:
+    """The remote-code gate: refuse `source` before anything of it is imported, and before transformers could ask at
+    its prompt, when loading it would run code it ships (in config.json or any sub-config, the tokenizer or processor
+    configs, or modules.json; `parts` narrows that to some of `CODE_PARTS`) and `trust_remote_code` is off. With the
+    flag on, log what will run."""
+    code = remote_code_of(source, parts, **hub_options)
     if not code:
         return
     listed = "; ".join(code)
     if not trust_remote_code:
         raise RemoteCodeRefused(
             f"{source} ships code that loading it would run ({listed}). Nothing of it was imported. Inspect that "
-            f"code, and only if you trust it pass {FLAG}."
+            f"code, and only if you trust it pass {FLAG}; or remove those auto_map entries."
         )
     logger.warning("Running code shipped with %s, as trust_remote_code=True allows: %s", source, listed)
 
@@ -104,16 +212,34 @@ def check_source(source) -> None:
             "id such as owner/name.") from None
 
 
+def check_before_loading(source, trust_remote_code: bool = False, parts=tuple(CODE_PARTS),
+                         weights: bool = True) -> None:
+    """Both gates, in the order every load of a folder or Hub id the user names runs them, before transformers sees
+    it: the name is a folder or could be a Hub id (`check_source`), it ships no code the user did not allow
+    (`check_remote_code`, over `parts`), and, with `weights`, its weights files are readable, undamaged and finite
+    (`checkpoint_checks.check_weights`)."""
+    check_source(source)
+    check_remote_code(source, trust_remote_code, parts)
+    if weights:
+        check_weights(source)
+
+
 def from_pretrained(loader, source, trust_remote_code: bool = False, **kwargs):
     """`loader.from_pretrained(source, trust_remote_code=..., **kwargs)` (an Auto class, a model class or a tokenizer
     class) after `check_source` and `check_remote_code`: the way the package's jobs load what a user names. A model
-    is loaded through `checkpoint_checks.load_model`: safetensors only, its files and weights checked."""
-    check_source(source)
-    check_remote_code(source, trust_remote_code)
+    is loaded through `checkpoint_checks.load_model`: safetensors only, its files and weights checked. A tokenizer
+    must have a vocabulary (`checkpoint_checks.check_tokenizer_files`, `check_tokenizer`)."""
+    check_before_loading(source, trust_remote_code, weights=False)
     # Every AutoModel* class lives in that module; tokenizers and configs take no weights options.
     if loader.__module__ == "transformers.models.auto.modeling_auto" or issubclass(loader, PreTrainedModel):
         return load_model(loader, source, trust_remote_code=trust_remote_code, **kwargs)
-    return loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
+    tokenizer = loader is AutoTokenizer or issubclass(loader, PreTrainedTokenizerBase)
+    if tokenizer:
+        check_tokenizer_files(source)
+    loaded = loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
+    if tokenizer:
+        check_tokenizer(loaded, source)
+    return loaded
 
 
 def trust_remote_code_option():
@@ -124,5 +250,5 @@ def trust_remote_code_option():
         "package is installed."})
 
 
-__all__ = ["FLAG", "RemoteCodeRefused", "check_remote_code", "check_source", "from_pretrained", "remote_code_of",
-           "trust_remote_code_option"]
+__all__ = ["CODE_PARTS", "FLAG", "RemoteCodeRefused", "check_before_loading", "check_remote_code", "check_source",
+           "code_references", "from_pretrained", "has_local_class", "remote_code_of", "trust_remote_code_option"]

@@ -7,6 +7,9 @@ an auto_map) must still load without it, through the package's registered classe
 """
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ import torch
 
 import sharedbert
 from sharedbert.remote_code import RemoteCodeRefused, check_remote_code, remote_code_of
-from conftest import tiny_config
+from conftest import REPO_ROOT, tiny_config
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a", "it", "was", "."]
 
@@ -208,3 +211,136 @@ def test_check_remote_code_lists_what_would_run(planted):
         check_remote_code(planted)
     assert "config.json: AutoConfig -> planted.PlantedConfig" in str(refused.value)
     check_remote_code(planted, trust_remote_code=True)  # allowed: no error (and nothing imported by the check)
+
+
+# -- one gate for every part of a folder (issue 52) ----------------------------------------------------------------
+# The gate reads config.json and every config nested in it, the tokenizer and processor configs and modules.json (and
+# the module folders it names), and knows each auto_map form. An encoder-decoder folder whose decoder sub-config asks
+# for its own code used to pass: EncoderDecoderModel builds its parts through Auto*.from_config without a trust
+# setting, so transformers asked at its prompt, and imported the module on "y".
+
+
+def planted_encoder_decoder(folder: Path, marker: Path, reference: str | None = None) -> Path:
+    """A BERT encoder + ALBERT decoder folder (with weights and a tokenizer) whose decoder sub-config maps
+    AutoModelForCausalLM, which ALBERT lacks, to planted.py (by default as `FOLDER--planted.PlantedModel`, the form
+    transformers imports from a local folder)."""
+    from safetensors.torch import save_file
+    from transformers import AlbertConfig, BertConfig, BertModel, BertTokenizer, EncoderDecoderConfig
+
+    plant(folder, marker)
+    small = dict(vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                 intermediate_size=37)
+    config = EncoderDecoderConfig.from_encoder_decoder_configs(
+        BertConfig(**small), AlbertConfig(**small, embedding_size=16, is_decoder=True, add_cross_attention=True))
+    config = config.to_dict()
+    config["decoder"]["auto_map"] = {"AutoModelForCausalLM": reference or f"{folder}--planted.PlantedModel"}
+    config.update(decoder_start_token_id=2, pad_token_id=0)
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    encoder = BertModel(BertConfig(**small))
+    save_file({f"encoder.{key}": value.contiguous() for key, value in encoder.state_dict().items()},
+              str(folder / "model.safetensors"), metadata={"format": "pt"})
+    BertTokenizer(vocab={token: i for i, token in enumerate(WORDS)}).save_pretrained(folder)
+    return folder
+
+
+def _routes(folder: Path, tmp: Path) -> dict:
+    sources = tmp / "sources.txt"
+    sources.write_text("a good film\n", encoding="utf-8")
+    pairs = tmp / "pairs.csv"
+    pairs.write_text("source,target\na good film,it was good\n", encoding="utf-8")
+    cli = [sys.executable, "-m", "sharedbert"]
+    return {
+        "convert": cli + ["convert", folder, tmp / "converted"],
+        "generate": cli + ["generate", folder, "--input", sources, "--output", tmp / "out.jsonl"],
+        "seq2seq finetune": cli + ["finetune", "--model", folder, "--train-file", pairs, "--validation-file", pairs,
+                                   "--source-column", "source", "--target-column", "target", "--output-dir",
+                                   tmp / "tuned"],
+        "from_bert": [sys.executable, "-c", f"from sharedbert.convert import from_bert; from_bert({str(folder)!r})"],
+    }
+
+
+@pytest.mark.parametrize("route", ["convert", "generate", "seq2seq finetune", "from_bert"])
+def test_a_decoder_sub_config_asking_for_code_is_refused_before_transformers_asks(tmp_path, marker, route):
+    """Each route as a user runs it, in a process of its own whose stdin answers "y" to any prompt: the gate refuses
+    first, naming the decoder's entry and the flag, transformers' prompt never appears, and the module never runs."""
+    folder = planted_encoder_decoder(tmp_path / "encoder-decoder", marker)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               OMP_NUM_THREADS="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    done = subprocess.run([str(part) for part in _routes(folder, tmp_path)[route]], input="y\n" * 5, env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    assert "config.json decoder: AutoModelForCausalLM" in output and "trust_remote_code=True" in output, output[-3000:]
+    assert "Do you wish to run the custom code" not in output
+    assert not marker.exists(), "the planted module ran"
+
+
+REFERENCE_FORMS = ["planted.PlantedModel", "someone/elsewhere--planted.PlantedModel", "{folder}--planted.PlantedModel"]
+
+
+def _place(folder: Path, where: str, reference: str) -> str:
+    """Put `reference` in one part of a SharedBert folder; returns the start of the line the gate should list."""
+    def edit(name, change):
+        path = folder / name
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        change(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data), encoding="utf-8")
+
+    unknown = {"model_type": "planted", "auto_map": {"AutoModel": reference}}
+    if where == "encoder sub-config":
+        edit("config.json", lambda c: c.update(encoder=unknown))
+        return "config.json encoder: AutoModel -> "
+    if where == "nested sub-config":
+        edit("config.json", lambda c: c.update(decoder={"model_type": "albert", "text_config": unknown}))
+        return "config.json decoder text_config: AutoModel -> "
+    if where == "tokenizer (dict form)":
+        edit("tokenizer_config.json", lambda c: c.update(tokenizer_class="PlantedTokenizer",
+                                                          auto_map={"AutoTokenizer": [None, reference]}))
+        return "tokenizer_config.json: AutoTokenizer -> "
+    if where == "tokenizer (list form)":
+        edit("tokenizer_config.json", lambda c: c.update(tokenizer_class="PlantedTokenizer",
+                                                          auto_map=[reference, None]))
+        return "tokenizer_config.json: AutoTokenizer -> "
+    if where in ("processor_config.json", "preprocessor_config.json"):
+        edit(where, lambda c: c.update(processor_class="PlantedProcessor", auto_map={"AutoProcessor": reference}))
+        return f"{where}: AutoProcessor -> "
+    assert where == "sentence-transformers module folder"
+    edit("modules.json", lambda m: None)
+    (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "0_Transformer",
+                                                      "type": "sentence_transformers.models.Transformer"}]))
+    edit("0_Transformer/config.json", lambda c: c.update(unknown))
+    return "0_Transformer/config.json: AutoModel -> "
+
+
+PLACES = ["encoder sub-config", "nested sub-config", "tokenizer (dict form)", "tokenizer (list form)",
+          "processor_config.json", "preprocessor_config.json", "sentence-transformers module folder"]
+
+
+@pytest.mark.parametrize("form", REFERENCE_FORMS)
+@pytest.mark.parametrize("where", PLACES)
+def test_the_gate_finds_code_in_every_part_and_every_auto_map_form(tmp_path, where, form):
+    folder = sharedbert_classifier(tmp_path / "model")
+    reference = form.format(folder=folder)
+    listed = _place(folder, where, reference)
+    assert any(line.startswith(listed) and line.endswith(reference) for line in remote_code_of(folder)), (
+        remote_code_of(folder))
+    with pytest.raises(RemoteCodeRefused, match="--trust-remote-code") as refused:
+        check_remote_code(folder)
+    assert reference in str(refused.value)
+    check_remote_code(folder, trust_remote_code=True)  # the user's flag lets it through
+
+
+def test_a_sub_config_whose_class_transformers_has_is_not_refused(tmp_path):
+    """A BERT decoder's auto_map for AutoModelForCausalLM is never imported without the flag (transformers has
+    BertLMHeadModel and asks nothing): the gate lists it as a reference but does not refuse it."""
+    from sharedbert.remote_code import code_references
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    config = {"model_type": "encoder-decoder", "encoder": {"model_type": "bert"},
+              "decoder": {"model_type": "bert", "auto_map": {"AutoModelForCausalLM": "planted.PlantedModel"}}}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert remote_code_of(folder) == []
+    assert ("config.json decoder", "AutoModelForCausalLM", "planted.PlantedModel", True) in code_references(folder)
+    check_remote_code(folder)
