@@ -1294,3 +1294,12 @@ def test_a_planted_disagreeing_verdict_fails():
     assert any("says ['ahead']" in problem for problem in verdict_mismatches(entry, swapped))
     added = text + "\nIn MLM `shared` is on par with `standard`.\n"
     assert unchecked_verdicts(entry.doc, added) == ["docs/model.md: In MLM `shared` is on par with `standard`."]
+
+
+def test_the_benchmarks_limits_name_the_cpu_and_flags_the_matrix_ran_on():
+    limits = section(read("benchmarks/README.md"), read("benchmarks/README.md").index("## Limits") + 1)
+    sentence = " ".join(limits.split())
+    matrix = results(MATRIX)
+    named = f"an {matrix['cpu']} with " + " and ".join(flag for flag in matrix["cpu_flags"] if flag.startswith("avx512_"))
+    assert f"{named} for the deployment matrix" in sentence, (named, sentence)
+    assert "Xeon" not in sentence  # no committed benchmark result names one
