@@ -80,13 +80,8 @@ def fit_attention(
         return {f"{name}.weight": rows[:, :-1].contiguous(), f"{name}.bias": rows[:, -1].contiguous()}
 
     if attention_type == "standard":
-        if num_key_value_heads is None or num_key_value_heads == num_heads:
-            return {**linear("query", q), **linear("key", k), **linear("value", v)}, 1.0
-        pooled = [_mean_pool_heads(m, num_heads, num_key_value_heads) for m in (k, v)]
-        groups = num_heads // num_key_value_heads
-        lost = sum(float((m - _repeat_heads(p, num_key_value_heads, groups)).double().pow(2).sum())
-                   for m, p in zip((k, v), pooled))
-        return {**linear("query", q), **linear("key", pooled[0]), **linear("value", pooled[1])}, 1 - lost / total
+        k, v, lost = _group_key_value_heads(k, v, num_heads, num_key_value_heads or num_heads)
+        return {**linear("query", q), **linear("key", k), **linear("value", v)}, 1 - lost / total
     if attention_type == "shared_kv":
         # The query is copied; keys and values are the per-channel rank-1 fit of [Wk_c | bk_c], [Wv_c | bv_c].
         row, (key_scale, value_scale) = _rank_one_rows([k, v])
@@ -116,6 +111,18 @@ def fit_attention(
         retained = 1 - float((k.double() - k_fit).pow(2).sum()) / total
         return {**linear("query", q), **linear("value", v), "head_bilinear": bilinear.float()}, retained
     raise ValueError(f"Unknown attention_type {attention_type!r}.")
+
+
+def _group_key_value_heads(k: torch.Tensor, v: torch.Tensor, num_heads: int, num_key_value_heads: int):
+    """Grouped-query attention's key and value rows from multi-head ones (`_mean_pool_heads`), and the squared
+    Frobenius norm the pooling loses (0.0 with one key/value head per head: copied)."""
+    if num_key_value_heads == num_heads:
+        return k, v, 0.0
+    pooled = [_mean_pool_heads(m, num_heads, num_key_value_heads) for m in (k, v)]
+    groups = num_heads // num_key_value_heads
+    lost = sum(float((m - _repeat_heads(p, num_key_value_heads, groups)).double().pow(2).sum())
+               for m, p in zip((k, v), pooled))
+    return pooled[0], pooled[1], lost
 
 
 def _mean_pool_heads(rows: torch.Tensor, num_heads: int, num_key_value_heads: int) -> torch.Tensor:
