@@ -438,6 +438,28 @@ def attention_projection_parameters(model) -> int:
                if ".self." in name and ".attention." in name or ".attn.c_attn." in name)
 
 
+def describe(arm: str, objective: str, recipe: Recipe, vocab_size: int) -> dict:
+    """What an arm's model is, from a meta-device build (no memory, no time): its parameters, the self-attention
+    projection parameters it stores, and the FLOPs of one training step per token (forward and backward at the
+    recipe's context, torch's FLOP counter: matrix products and attention)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        model, details = build_model(arm, objective, recipe, vocab_size)
+        with FlopCounterMode(display=False) as counter:
+            model(input_ids=torch.zeros(1, recipe.context, dtype=torch.long)).logits.float().sum().backward()
+    settings = ARMS[arm]
+    config = {} if "reference" in settings else {
+        **{key: value for key, value in settings.items() if key not in ARM_KEYS},
+        **({"hidden_size": details["width"]} if details["width"] != recipe.width else {}),
+        **({"intermediate_size": details["intermediate_size"]} if details["intermediate_size"] != recipe.ffn else {})}
+    return {"parameters": sum(p.numel() for p in model.parameters()), "model": details,
+            "config": config,  # SharedBertConfig keyword arguments beyond the recipe's sizes
+            "attention_projection_parameters": attention_projection_parameters(model),
+            "training_flops_per_token": counter.get_total_flops() / recipe.context}
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------------------------------
@@ -711,8 +733,13 @@ def main(argv=None) -> int:
     parser.add_argument("--work-dir", type=Path, default=WORK_DIR, help="checkpoints (runs/ is not committed)")
     parser.add_argument("--eval-interval", type=int, help="evaluate and checkpoint every N iterations (default 250)")
     parser.add_argument("--force", action="store_true", help="re-run a finished cell from scratch")
+    parser.add_argument("--describe", action="store_true",
+                        help="print each arm's parameters, stored attention projections and training FLOPs per token "
+                             "as JSON (with --arms), train nothing")
     parser.add_argument("--stop-after-checkpoint", type=int, help=argparse.SUPPRESS)  # the resume test's SIGKILL
     args = parser.parse_args(argv)
+    if args.describe:
+        return print_descriptions(args)
     if args.grid == bool(args.arm) or (args.grid and not args.arms):
         parser.error("give --arm ARM for one cell, or --grid with --arms A B ... (and --seeds)")
     import torch
@@ -731,6 +758,18 @@ def main(argv=None) -> int:
     data = load_data(args.data or default_data_path(), cells[0].recipe.train_fraction)
     for cell in cells:
         run_cell(cell, data, args.results_dir, args.work_dir, args.force, args.stop_after_checkpoint)
+    return 0
+
+
+def print_descriptions(args) -> int:
+    overrides = {option: getattr(args, option) for option in OVERRIDES}
+    data = load_data(args.data or default_data_path(), RECIPES[args.recipe].train_fraction)
+    described = {}
+    for arm in args.arms or [args.arm]:
+        cell = make_cell(args.objective, arm, 1, args.recipe, overrides, args.precision)
+        described[arm] = describe(arm, args.objective, cell.recipe,
+                                  model_vocab_size(args.objective, data.vocab_size))
+    print(json.dumps({"setting": cell.setting, "arms": described}, indent=1))
     return 0
 
 

@@ -3,7 +3,8 @@
 
     python experiments/frontier/frontier.py grid                     # the width-128 grid, seed by seed, resumable
     python experiments/frontier/frontier.py grid --seeds 1 --objectives clm --dry-run   # print the commands only
-    python experiments/frontier/frontier.py grid --width 256          # the width-256 arms the declared rule picks
+    python experiments/frontier/frontier.py grid --width 256 --arms ...   # the width-256 arms the declared rule picks
+    python experiments/frontier/frontier.py describe                 # results/arms.json: budgets, parameters, FLOPs
 
 Two copies may run at once (one per core): the harness claims each cell with a lock, so each takes the next free one.
 """
@@ -11,6 +12,7 @@ Two copies may run at once (one per core): the harness claims each cell with a l
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 HARNESS = REPO / "experiments" / "charlm" / "study.py"
 RESULTS_DIR = HERE / "results" / "cells"
+ARMS_FILE = HERE / "results" / "arms.json"
 
 # Every arm at width 128, in the order the grid runs them within a seed (the harness's ARMS defines each).
 ARMS = (
@@ -46,6 +49,24 @@ def harness_commands(arms, seeds, objectives, width: int, results_dir: Path, thr
     return commands
 
 
+def setting_name(objective: str, width: int) -> str:
+    """The harness's name of a setting (its `Cell.setting`): objective, recipe, then the overrides in its order."""
+    return f"{objective}-cpu" + ("-w256-h8" if width == 256 else "") + ("-i6000" if objective == "mlm" else "")
+
+
+def describe_arms(arms, widths=(128, 256)) -> dict:
+    """{setting: {arm: the harness's --describe}} for every objective and width: what each arm stores and costs."""
+    described = {}
+    for width in widths:
+        for objective in OBJECTIVES:
+            command = [sys.executable, str(HARNESS), "--describe", "--objective", objective, *OBJECTIVES[objective],
+                       *WIDE.get(width, []), "--arms", *arms]
+            output = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+            assert output["setting"] == setting_name(objective, width), output["setting"]
+            described[output["setting"]] = output["arms"]
+    return described
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -57,7 +78,14 @@ def main(argv=None) -> int:
     grid.add_argument("--threads", type=int, default=1)
     grid.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     grid.add_argument("--dry-run", action="store_true", help="print the harness commands, run nothing")
+    commands.add_parser("describe", help=f"write {ARMS_FILE.relative_to(REPO)}: every arm's parameters, stored "
+                                         "attention projections and training FLOPs per token, at both widths")
     args = parser.parse_args(argv)
+    if args.command == "describe":
+        ARMS_FILE.parent.mkdir(parents=True, exist_ok=True)
+        ARMS_FILE.write_text(json.dumps(describe_arms(ARMS), indent=1) + "\n")
+        print(f"wrote {ARMS_FILE.relative_to(REPO)}")
+        return 0
     for command in harness_commands(args.arms, args.seeds, args.objectives, args.width, args.results_dir,
                                     args.threads):
         print(" ".join(command), flush=True)

@@ -1,0 +1,270 @@
+"""The frontier study's report: every landed cell judged by the declared rule (README.md, Method), written to
+results/summary.json and results/summary.md, and the three frontier plots.
+
+    python experiments/frontier/report.py
+
+Reads results/cells/*.json (the harness's cells), results/arms.json (`frontier.py describe`: budgets, parameters,
+FLOPs) and, for the drift check, the charlm study's committed cells of the same names. Runs on a partial grid: what
+has not landed is reported as missing, and a goal needs every declared seed.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # frontier.py, beside this file (this study's own plan)
+
+import frontier  # noqa: E402
+
+from sharedbert.verdicts import ON_PAR, paired_comparison  # noqa: E402
+
+RESULTS = HERE / "results"
+CHARLM_CELLS = HERE.parent / "charlm" / "results" / "cells"
+MARGIN = 0.02  # nats: the charlm study's practical margin
+WIDTH_256_RULE = 0.05  # nats: an arm within this of standard (mean, 5 seeds) in both objectives runs at width 256
+LEARNS_BELOW_NULL = 0.5  # nats below the context-free null on the selected positions, every seed
+DRIFT = 0.01  # nats: a re-run cell further than this from its earlier copy has moved
+BUDGETS = {"best": 0.35, "best_at_10": 0.10}
+EQUAL_PARAMETERS = ("standard-att1-ffn", "shared-lowrank-query-att1-ffn", "standard-att1-wide")
+ORDERS = ("standard-att2-cycle", "standard-att2-cycle-rev")
+SETTINGS = {width: {objective: frontier.setting_name(objective, width) for objective in frontier.OBJECTIVES}
+            for width in (128, 256)}
+
+
+def load_cells(folder: Path) -> dict:
+    """{setting: {arm: {seed: cell}}}."""
+    cells = {}
+    for path in sorted(folder.glob("*.json")):
+        cell = json.loads(path.read_text())
+        cells.setdefault(cell["setting"], {}).setdefault(cell["arm"], {})[cell["seed"]] = cell
+    return cells
+
+
+def provenance(cells: dict) -> dict:
+    """The commit, precision, CPU and torch of the cells; a comparison mixing them is refused (SystemExit)."""
+    seen = {key: sorted({str(c.get(key)) for arms in cells.values() for seeds in arms.values()
+                         for c in seeds.values()}) for key in ("git_commit", "precision", "cpu", "torch")}
+    mixed = {key: values for key, values in seen.items() if key in ("git_commit", "precision") and len(values) > 1}
+    if mixed:
+        raise SystemExit(f"The frontier's cells must share one commit and precision; these differ: {mixed}. Re-run "
+                         "the odd cells at the study's commit (README, Method) or move them out of results/cells.")
+    return {key: values[0] if len(values) == 1 else values for key, values in seen.items()}
+
+
+def losses(seeds: dict, view: str | None = None) -> dict:
+    """{seed: loss}: the harness's validation loss, or an MLM view of the model's (e.g. "mask")."""
+    if view is None:
+        return {seed: cell["final_validation_loss"] for seed, cell in seeds.items()}
+    return {seed: cell["validation_views"]["model"][view] for seed, cell in seeds.items()}
+
+
+def compare(arm_seeds: dict, reference_seeds: dict, view: str | None = None) -> dict:
+    return paired_comparison(losses(arm_seeds, view), losses(reference_seeds, view), margin=MARGIN,
+                             higher_is_better=False).as_dict()
+
+
+def arm_row(setting: str, arm: str, seeds: dict, described: dict, reference: dict) -> dict:
+    values = losses(seeds)
+    row = {"arm": arm, "seeds": sorted(seeds), "losses": values, "mean": statistics.fmean(values.values()),
+           "budget": described[arm]["attention_projection_parameters"] / reference["attention_projection_parameters"],
+           "parameters": described[arm]["parameters"], "width": described[arm]["model"]["width"],
+           "training_flops_per_token": described[arm]["training_flops_per_token"]}
+    if setting.startswith("mlm"):
+        views = {seed: cell["validation_views"] for seed, cell in seeds.items()}
+        row["mask_mean"] = statistics.fmean(v["model"]["mask"] for v in views.values())
+        null = next(iter(views.values()))["context_free"]["selected"]
+        row["learns"] = all(value <= null - LEARNS_BELOW_NULL for value in values.values())
+    return row
+
+
+def judge_setting(setting: str, arms: dict, described: dict) -> dict:
+    """Every arm's row and its paired comparison with standard (and, in MLM, on the [MASK] positions alone)."""
+    standard = arms.get("standard", {})
+    rows = {}
+    for arm in frontier.ARMS:
+        if arm not in arms:
+            continue
+        row = arm_row(setting, arm, arms[arm], described[setting], described[setting]["standard"])
+        if arm != "standard" and standard:
+            row["against_standard"] = compare(arms[arm], standard)
+            if setting.startswith("mlm"):
+                row["against_standard_mask"] = compare(arms[arm], standard, "mask")
+        rows[arm] = row
+    return rows
+
+
+def nulls(arms: dict) -> dict | None:
+    """The context-free nulls of an MLM setting (the same masks in every cell: one cell's)."""
+    for seeds in arms.values():
+        for cell in seeds.values():
+            views = cell["validation_views"]
+            return {name: views[name] for name in ("unigram", "context_free", "positions")}
+    return None
+
+
+def complete(rows: dict, arm: str) -> bool:
+    return arm in rows and len(rows[arm]["seeds"]) == len(frontier.SEEDS)
+
+
+def width_256_arms(judged: dict) -> dict:
+    """The declared rule: standard, shared, and every arm within 0.05 nats of standard (mean over the 5 seeds) in
+    both objectives at width 128. {"arms": [...], "pending": [arms without all seeds in both]}."""
+    chosen, pending = ["standard", "shared"], []
+    for arm in frontier.ARMS:
+        if arm in chosen:
+            continue
+        rows = [judged.get(SETTINGS[128][objective], {}) for objective in frontier.OBJECTIVES]
+        if not all(complete(r, arm) and complete(r, "standard") for r in rows):
+            pending.append(arm)
+        elif all(r[arm]["against_standard"]["mean"] <= WIDTH_256_RULE for r in rows):
+            chosen.append(arm)
+    return {"arms": chosen, "pending": pending}
+
+
+def best_within(budget: float, judged: dict, wide: list[str], described: dict) -> dict | None:
+    """The declared choice: among arms within `budget` at both widths (and running at width 256 by the rule), the
+    smallest mean of the two width-128 mean differences; if none runs at width 256, the best at width 128 alone."""
+    def fits(arm):
+        return all(described[SETTINGS[w]["clm"]][arm]["attention_projection_parameters"]
+                   <= budget * described[SETTINGS[w]["clm"]]["standard"]["attention_projection_parameters"]
+                   for w in (128, 256))
+
+    def score(arm):
+        rows = [judged.get(SETTINGS[128][o], {}).get(arm, {}) for o in frontier.OBJECTIVES]
+        return statistics.fmean(r["against_standard"]["mean"] for r in rows)
+
+    scored = [arm for arm in frontier.ARMS if arm != "standard" and fits(arm)
+              and all(complete(judged.get(SETTINGS[128][o], {}), arm) for o in frontier.OBJECTIVES)]
+    if not scored:
+        return None
+    carried = [arm for arm in scored if arm in wide]
+    arm = min(carried or scored, key=score)
+    verdicts = {f"{objective}-w{width}": judged.get(SETTINGS[width][objective], {}).get(arm, {})
+                .get("against_standard", {}).get("verdict") for width in (128, 256) for objective in frontier.OBJECTIVES}
+    return {"arm": arm, "config": {f"w{w}": described[SETTINGS[w]["clm"]][arm]["config"] for w in (128, 256)},
+            "carried_to_width_256": arm in carried,
+            "budget": {w: judged.get(SETTINGS[w]["clm"], {}).get(arm, {}).get("budget") for w in (128, 256)},
+            "mean_difference_width_128": score(arm), "verdicts": verdicts,
+            "met": all(v == ON_PAR for v in verdicts.values())}
+
+
+def comparisons_between(judged: dict, arms: tuple, reference: str, cells: dict) -> dict:
+    out = {}
+    for setting, rows in judged.items():
+        for arm in arms:
+            if arm in cells.get(setting, {}) and reference in cells.get(setting, {}):
+                out.setdefault(setting, {})[arm] = compare(cells[setting][arm], cells[setting][reference])
+    return out
+
+
+def drift(cells: dict) -> dict:
+    """Per cell that the charlm study also ran (same name): new − old, with both cells' CPU, precision and commit."""
+    rows = []
+    for arms in cells.values():
+        for seeds in arms.values():
+            for cell in seeds.values():
+                old_path = CHARLM_CELLS / f"{cell['name']}.json"
+                if old_path.exists():
+                    old = json.loads(old_path.read_text())
+                    rows.append({"cell": cell["name"], "new": cell["final_validation_loss"],
+                                 "old": old["final_validation_loss"],
+                                 "difference": cell["final_validation_loss"] - old["final_validation_loss"],
+                                 "old_commit": old.get("git_commit"), "old_cpu": old.get("cpu"),
+                                 "old_precision": old.get("precision")})
+    moved = [row["cell"] for row in rows if abs(row["difference"]) > DRIFT]
+    return {"threshold": DRIFT, "cells": rows, "moved": moved,
+            "max_abs_difference": max((abs(r["difference"]) for r in rows), default=None)}
+
+
+def summarise(cells: dict, described: dict) -> dict:
+    judged = {setting: judge_setting(setting, arms, described) for setting, arms in sorted(cells.items())}
+    wide = width_256_arms(judged)
+    return {
+        "provenance": provenance(cells), "margin": MARGIN, "settings": judged,
+        "nulls": {setting: nulls(arms) for setting, arms in cells.items() if setting.startswith("mlm")},
+        "width_256_rule": {"threshold": WIDTH_256_RULE, **wide},
+        "best": best_within(BUDGETS["best"], judged, wide["arms"], described),
+        "best_at_10": best_within(BUDGETS["best_at_10"], judged, wide["arms"], described),
+        "equal_parameters": comparisons_between(judged, EQUAL_PARAMETERS, "standard", cells),
+        "sharing_orders": comparisons_between(judged, ORDERS, "standard-att2", cells),
+        "drift": drift(cells),
+    }
+
+
+def table(summary: dict) -> str:
+    lines = []
+    for setting, rows in summary["settings"].items():
+        lines += [f"### {setting}", "", "| arm | budget | parameters | seeds | mean loss | − standard (95% t) | "
+                  "verdict |" + (" [MASK] − standard | [MASK] verdict | learns |" if setting.startswith("mlm") else ""),
+                  "|---|---|---|---|---|---|---|" + ("---|---|---|" if setting.startswith("mlm") else "")]
+        for arm, row in sorted(rows.items(), key=lambda item: -item[1]["budget"]):
+            lines.append(f"| `{arm}` | {row['budget']:.1%} | {row['parameters']:,} | {len(row['seeds'])} | "
+                         f"{row['mean']:.4f} | {interval(row.get('against_standard'))} | "
+                         f"{row.get('against_standard', {}).get('verdict', '—')} |"
+                         + (f" {interval(row.get('against_standard_mask'))} | "
+                            f"{row.get('against_standard_mask', {}).get('verdict', '—')} | "
+                            f"{'yes' if row['learns'] else 'no'} |" if setting.startswith("mlm") else ""))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def interval(comparison: dict | None) -> str:
+    if not comparison:
+        return "—"
+    if comparison.get("interval") is None:
+        return f"{comparison['mean']:+.3f} (n = {comparison['n']})"
+    low, high = comparison["interval"]
+    return f"{comparison['mean']:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def plot(summary: dict, path: Path) -> None:
+    """Validation loss against budget, total parameters and training FLOPs per token; one row per objective."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes_of = (("budget", "stored self-attention projections (share of standard's)"),
+               ("parameters", "total parameters"), ("training_flops_per_token", "training FLOPs per token"))
+    figure, axes = plt.subplots(2, 3, figsize=(16, 9), squeeze=False)
+    for row, objective in enumerate(frontier.OBJECTIVES):
+        for column, (key, label) in enumerate(axes_of):
+            axis = axes[row][column]
+            for width, marker in ((128, "o"), (256, "s")):
+                rows = summary["settings"].get(SETTINGS[width][objective], {})
+                for arm, entry in rows.items():
+                    axis.scatter(entry[key], entry["mean"], marker=marker, color="C3" if arm == "standard" else "C0")
+                    axis.annotate(arm, (entry[key], entry["mean"]), fontsize=6, xytext=(2, 2),
+                                  textcoords="offset points")
+            axis.set_xlabel(label)
+            axis.set_ylabel(f"{objective.upper()} validation loss (mean over seeds)")
+    figure.suptitle("The frontier: circles width 128, squares width 256; red: standard")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main() -> int:
+    cells = load_cells(RESULTS / "cells")
+    if not cells:
+        raise SystemExit(f"No cells in {RESULTS / 'cells'}: run frontier.py grid first.")
+    described = json.loads(frontier.ARMS_FILE.read_text())
+    summary = summarise(cells, described)
+    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (RESULTS / "summary.md").write_text(table(summary) + "\n")
+    plot(summary, RESULTS / "frontier.png")
+    print(table(summary))
+    print(f"width 256 by the rule: {summary['width_256_rule']['arms']} (pending: "
+          f"{len(summary['width_256_rule']['pending'])} arms)")
+    print(f"best (<= 35%): {summary['best']}\nbest_at_10: {summary['best_at_10']}")
+    print(f"drift: {len(summary['drift']['cells'])} cells, max |difference| {summary['drift']['max_abs_difference']}, "
+          f"moved: {summary['drift']['moved']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
