@@ -20,6 +20,7 @@ from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
 from ..checkpoint_checks import describe_incompatible_checkpoint
 from ..remote_code import remote_code_of
+from .contents import check_publishable
 from .errors import ModelFolderError
 from .metadata import read_eval_results, read_provenance, read_training_args
 
@@ -80,6 +81,7 @@ def load_for_hub(model_dir: str | os.PathLike) -> LoadedModel:
     raw_config = _read_raw_config(model_dir)
     architecture = _check_is_sharedbert(model_dir, raw_config)
     _check_no_code_of_its_own(model_dir)
+    check_publishable(model_dir, is_hub_file)  # links out, credentials, secrets, foreign auto_maps: before loading
     _check_weights_present(model_dir)
     try:
         config = SharedBertConfig.from_pretrained(model_dir)

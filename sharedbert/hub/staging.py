@@ -22,6 +22,7 @@ from huggingface_hub import ModelCard
 from ..atomic import OutputFolderError, atomic_directory, check_output_folder
 from ..configuration_sharedbert import AUTO_MAP
 from .card import build_model_card
+from .contents import check_staged_code, foreign_entries, secret_keys
 from .errors import HubError, StagingFolderError
 from ..sentence_embeddings import copy_modules
 from .exported_files import check_backend_files, copy_backend_files
@@ -109,7 +110,10 @@ def stage_for_hub(
     # Assembled and verified in a temporary sibling of `final`, which replaces `final` only once verified.
     with atomic_directory(final) as staged:
         files, backends = _assemble(loaded, staged, options)
-        log(f"Staged {len(files)} files: {', '.join(files)}.")
+        total = sum((staged / name).stat().st_size for name in files)
+        log(f"Staged {len(files)} files, all that would be pushed ({_size(total)} in all):")
+        for name in files:
+            log(f"  {name} ({_size((staged / name).stat().st_size)})")
         for check in backends:
             cosine = ("" if check["mean_cosine"] is None else f"sentence-embedding cosine {check['mean_cosine']:.4f} "
                       f"mean, {check['min_cosine']:.4f} worst; ")
@@ -145,6 +149,10 @@ def check_staging_folder(out_dir, model_dir, overwrite: bool = False) -> Path:
 def is_staged_folder(folder: Path) -> bool:
     """Whether `folder` holds nothing but what staging writes: Hub files and module folders of Hub files, no links."""
     return holds_only_model_files(folder)
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e6:.1f} MB" if count >= 1e5 else f"{count / 1e3:.1f} kB"
 
 
 # Loading arguments that must not be saved into a published tokenizer_config.json.
@@ -188,9 +196,12 @@ def _assemble(loaded, staged: Path, options: StagingOptions):
     if tokenizer_config_path.is_file():
         # transformers 5 saves some of the arguments the tokenizer was *loaded* with (is_local, local_files_only,
         # and a token if one was passed): they describe the author's machine, not the tokenizer.
+        # Nor is an auto_map the user did not ask for re-saved: only the package's own tokenizer entry stays (the
+        # config's auto_map, the package's, names the tokenizer too).
         tokenizer_config = json.loads(tokenizer_config_path.read_text(encoding="utf-8"))
-        if any(key in tokenizer_config for key in LOADER_ARGUMENTS):
-            for key in LOADER_ARGUMENTS:
+        foreign_map = bool(foreign_entries(tokenizer_config.get("auto_map")))
+        if foreign_map or any(key in tokenizer_config for key in LOADER_ARGUMENTS):
+            for key in LOADER_ARGUMENTS + (("auto_map",) if foreign_map else ()):
                 tokenizer_config.pop(key, None)
             _write_json(tokenizer_config_path, tokenizer_config)
     if options.card is not None:
@@ -206,4 +217,9 @@ def _assemble(loaded, staged: Path, options: StagingOptions):
     files = hub_files(staged)
     if WEIGHTS_FILE not in files and WEIGHTS_INDEX not in files:
         raise HubError(f"save_pretrained wrote no {WEIGHTS_FILE} (files: {files}).")
+    # The last gate before anything is verified or pushed: the package's code only, and no secret in any JSON file.
+    check_staged_code(staged)
+    secrets = [line for name in files if name.endswith(".json") for line in secret_keys(staged / name, name)]
+    if secrets:
+        raise HubError("The staged folder would publish secrets:\n" + "\n".join(f"  - {line}" for line in secrets))
     return files, backends

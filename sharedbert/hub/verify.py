@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from .contents import check_staged_code
 from .errors import VerificationError
 from .folder import LoadedModel
 
@@ -130,6 +131,9 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
     outputs (head outputs, and the encoder's last hidden state through AutoModel) are within `TOLERANCE` of the
     source model's. Returns `{"loaded": [...], "max_abs_diff": float, "classes": {...}}`; raises VerificationError."""
     staged_dir = Path(staged_dir).resolve()
+    # The child trusts remote code, so first make sure the only code there is the package's own (contents.py); the
+    # child checks the digests again and refuses to import any other module (verify_child.py).
+    code_files = check_staged_code(staged_dir)
     call, ids, tensors = verify_inputs(loaded.tokenizer, loaded.config)
     auto_classes = [loaded.auto_class] + (["AutoModel"] if loaded.auto_class != "AutoModel" else [])
     encoder_inputs, head_inputs = model_inputs(tensors, loaded.architecture, loaded.config)
@@ -148,6 +152,7 @@ def verify_staged(staged_dir: str | os.PathLike, loaded: LoadedModel, *, timeout
             save_file({key: value.contiguous() for key, value in feed.items()}, str(work / f"{name}.safetensors"))
         spec = {
             "folder": str(staged_dir),
+            "code_files": code_files,
             "auto_classes": auto_classes,
             "sentence_transformers": sentence is not None,
             "sentences": list(VERIFY_TEXTS + VERIFY_PAIRS),

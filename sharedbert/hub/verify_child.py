@@ -19,12 +19,42 @@ def _origin(obj) -> str:
     return type(obj).__module__
 
 
+def trust_only_package_code(folder: str, code_files: dict) -> None:
+    """Let transformers import no module but the staged folder's code files, each first checked to be the package's
+    byte for byte (`code_files`: name -> SHA-256): an auto_map naming another module, or another folder or repository
+    (`folder--module.Class`), is refused before that module is read, although the loads below pass
+    trust_remote_code=True."""
+    import hashlib
+    import os
+
+    from transformers import dynamic_module_utils
+
+    root = os.path.realpath(folder)
+    for name, digest in code_files.items():
+        with open(os.path.join(root, name), "rb") as handle:
+            if hashlib.sha256(handle.read()).hexdigest() != digest:
+                raise SystemExit(f"{name} in the staged folder is not the sharedbert package's file; not run")
+    original = dynamic_module_utils.get_cached_module_file
+
+    def package_code_only(pretrained_model_name_or_path, module_file, *args, **kwargs):
+        if os.path.realpath(str(pretrained_model_name_or_path)) != root or module_file not in code_files:
+            raise ImportError(f"refused to import {module_file} from {pretrained_model_name_or_path}: only the staged "
+                              f"folder's own code files ({', '.join(sorted(code_files))}) may run")
+        return original(pretrained_model_name_or_path, module_file, *args, **kwargs)
+
+    dynamic_module_utils.get_cached_module_file = package_code_only
+    generation = sys.modules.get("transformers.generation.utils")
+    if generation is not None and hasattr(generation, "get_cached_module_file"):
+        generation.get_cached_module_file = package_code_only
+
+
 def main(spec_path: str) -> None:
     with open(spec_path, encoding="utf-8") as handle:
         spec = json.load(handle)
     folder = spec["folder"]
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    trust_only_package_code(folder, spec["code_files"])
 
     classes, modules = {}, {}
     config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
