@@ -79,6 +79,9 @@ def publish(arguments: UploadArguments | None = None, /, **fields) -> PublishRes
     check_repo_id(args.repo_id)
     if args.dry_run is not None and args.create_pr:
         raise HubError("--create-pr has no effect with --dry-run; drop one of them.")
+    if args.dry_run is None and args.overwrite:
+        raise HubError("--overwrite only applies to --dry-run OUT_DIR (an upload stages into a new temporary folder); "
+                       "drop it.")
     token = None
     if args.dry_run is None:
         token = get_token()

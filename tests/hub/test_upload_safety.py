@@ -237,3 +237,8 @@ def test_a_dry_run_lists_every_file_it_would_push(clean, tmp_path, monkeypatch):
     assert f"Staged {len(files)} files, all that would be pushed" in printed
     listed = [line.strip().split(" (")[0] for line in printed.splitlines() if line.startswith("  ")]
     assert listed == files and "1_Pooling/config.json" in files
+
+
+def test_overwrite_without_a_dry_run_is_refused(clean):
+    with pytest.raises(hub.HubError, match="--overwrite only applies to --dry-run"):
+        hub.publish(model_dir=str(clean), repo_id=REPO, overwrite=True)
