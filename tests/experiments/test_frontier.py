@@ -1,0 +1,191 @@
+"""experiments/frontier: the harness's additions it relies on (frontier arms, matching by width, budgets, FLOPs, MLM
+views and context-free nulls) and its report's declared rules, on tiny models and made-up cells."""
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import experiment_script
+from test_charlm_study import TINY, synthetic_text
+
+study = experiment_script("charlm/study.py")
+frontier = experiment_script("frontier/frontier.py")
+report = experiment_script("frontier/report.py")
+
+
+def test_every_frontier_arm_is_a_harness_arm_and_builds_at_both_widths():
+    assert set(frontier.ARMS) <= set(study.ARMS)
+    assert len(set(frontier.ARMS)) == len(frontier.ARMS)
+    for width, heads in ((128, 4), (256, 8)):
+        recipe = study.make_cell("clm", "standard", 1, "cpu", {"width": width, "heads": heads}, "auto").recipe
+        with torch.device("meta"):
+            for arm in frontier.ARMS:
+                model, details = study.build_model(arm, "clm", recipe, 65)
+                assert study.attention_projection_parameters(model) > 0, arm
+
+
+def test_setting_names_are_the_harnesss_and_the_grid_runs_seed_by_seed(tmp_path):
+    for width, overrides in ((128, {}), (256, {"width": 256, "heads": 8})):
+        for objective, options in frontier.OBJECTIVES.items():
+            iters = {"iters": 6000} if options else {}
+            cell = study.make_cell(objective, "standard", 1, "cpu", {**overrides, **iters}, "auto")
+            assert frontier.setting_name(objective, width) == cell.setting
+    commands = frontier.harness_commands(["a", "b"], [1, 2], ["clm", "mlm"], 128, tmp_path, 1)
+    assert [(c[c.index("--seeds") + 1], c[c.index("--objective") + 1]) for c in commands] == [
+        ("1", "clm"), ("1", "mlm"), ("2", "clm"), ("2", "mlm")]
+    assert all(c[c.index("--arms") + 1:c.index("--arms") + 3] == ["a", "b"] for c in commands)
+
+
+def test_matching_by_width_picks_the_width_whose_count_is_closest():
+    recipe = study.RECIPES["cpu"]
+    width, target = study.matched_width("standard-narrow", "clm", recipe, 65)
+    assert width % recipe.heads == 0 and width < recipe.width
+    assert target == study.parameter_count("shared", "clm", recipe, 65)
+
+    def count(w):
+        import dataclasses
+
+        return study.parameter_count("standard-narrow", "clm", dataclasses.replace(recipe, width=w), 65, 4 * w)
+
+    gap = abs(count(width) - target)
+    assert gap < abs(count(width - recipe.heads) - target) and gap < abs(count(width + recipe.heads) - target)
+
+
+def test_budgets_and_flops_count_what_is_stored_and_what_is_computed():
+    recipe = study.RECIPES["cpu"]
+    described = {arm: study.describe(arm, "clm", recipe, 65)
+                 for arm in ("standard", "standard-att1", "mqa", "shared-att1", "standard-narrow")}
+    d, layers = recipe.width, recipe.layers
+    assert described["standard"]["attention_projection_parameters"] == layers * 3 * (d * d + d)
+    assert described["standard-att1"]["attention_projection_parameters"] == 3 * (d * d + d)  # stored once
+    assert described["mqa"]["attention_projection_parameters"] == layers * (d * d + d + 2 * (d * 32 + 32))
+    # Sharing stores less but computes as much; fewer key/value heads compute less.
+    assert described["standard-att1"]["training_flops_per_token"] == described["standard"]["training_flops_per_token"]
+    assert described["mqa"]["training_flops_per_token"] < described["standard"]["training_flops_per_token"]
+    # Forward and backward: about 6 FLOPs per matrix weight per token, plus attention's own products.
+    matrices = layers * (4 * d * d + 2 * d * 4 * d) + d * 65
+    assert 6 * matrices < described["standard"]["training_flops_per_token"] < 6 * matrices * 1.3
+    assert described["shared-att1"]["config"] == {"attention_type": "shared", "layer_sharing": "attention",
+                                                  "num_unique_layers": 1}
+    assert described["standard-narrow"]["config"]["hidden_size"] == described["standard-narrow"]["model"]["width"]
+
+
+def test_the_context_free_null_is_the_posterior_of_berts_corruption():
+    vocabulary = ["a", "b"]
+    data = study.CharData("x", "0", vocabulary, torch.tensor([0, 0, 0, 1]), torch.tensor([0]))  # u = (3/4, 1/4)
+    mask_id = 2
+    validation = [{"input_ids": torch.tensor([mask_id, 0, 1, 0]), "labels": torch.tensor([1, 0, 0, -100])}]
+    nulls = study.mlm_nulls(data, validation)
+    u = [0.75, 0.25]
+    # Under [MASK]: u. Visible c: p(t | c) ∝ u(t)·(½[t = c] + ½/V), V = 2.
+    posterior_0 = [u[0] * (0.5 + 0.25), u[1] * 0.25]
+    expected = [-math.log(u[1]), -math.log(posterior_0[0] / sum(posterior_0))]
+    posterior_1 = [u[0] * 0.25, u[1] * (0.5 + 0.25)]
+    expected.append(-math.log(posterior_1[0] / sum(posterior_1)))  # the target 0 replaced by a visible 1
+    assert nulls["positions"] == {"selected": 3, "mask": 1, "random": 1, "unchanged": 1}
+    assert nulls["context_free"]["mask"] == pytest.approx(expected[0])
+    assert nulls["context_free"]["unchanged"] == pytest.approx(expected[1])
+    assert nulls["context_free"]["random"] == pytest.approx(expected[2])
+    assert nulls["context_free"]["selected"] == pytest.approx(sum(expected) / 3)
+    assert nulls["unigram"]["selected"] == pytest.approx(-(math.log(u[1]) + 2 * math.log(u[0])) / 3)
+
+
+def test_a_tiny_mlm_cell_of_a_frontier_arm_records_its_views_nulls_and_budget(tmp_path):
+    text = tmp_path / "input.txt"
+    text.write_text(synthetic_text())
+    assert study.main(["--data", str(text), "--results-dir", str(tmp_path / "cells"), "--work-dir",
+                       str(tmp_path / "work"), *TINY, "--objective", "mlm", "--arm", "mqa-att1", "--seed", "1"]) == 0
+    cell = json.loads(next((tmp_path / "cells").glob("*.json")).read_text())
+    views = cell["validation_views"]
+    # The model's loss on every selected position is the harness's validation loss (one evaluation, same masks).
+    assert views["model"]["selected"] == pytest.approx(cell["final_validation_loss"], abs=2e-3)
+    positions = views["positions"]
+    assert positions["selected"] == positions["mask"] + positions["random"] + positions["unchanged"] > 0
+    assert views["context_free"]["mask"] == pytest.approx(views["unigram"]["mask"])
+    assert views["context_free"]["unchanged"] < views["unigram"]["unchanged"]
+    assert cell["attention_projection_parameters"] == 16 * 16 + 16 + 2 * (16 * 8 + 8)  # one stored MQA layer
+
+
+# --- the report's rules, on made-up cells ----------------------------------------------------------------------------
+
+def fake_cell(setting, arm, seed, loss, commit="c" * 40, precision="bf16"):
+    cell = {"setting": setting, "arm": arm, "seed": seed, "name": f"{setting}-{arm}-seed{seed}",
+            "final_validation_loss": loss, "git_commit": commit, "precision": precision, "cpu": "test CPU",
+            "torch": "x"}
+    if setting.startswith("mlm"):
+        cell["validation_views"] = {"model": {"selected": loss, "mask": loss + 0.1},
+                                    "context_free": {"selected": 3.09}, "unigram": {"selected": 3.335},
+                                    "positions": {"selected": 10}}
+    return cell
+
+
+def fake_grid(differences: dict, widths=(128, 256), seeds=(1, 2, 3, 4, 5)) -> dict:
+    """{setting: {arm: {seed: cell}}} with standard at 2.0 (+ a seed wobble) and each arm at its difference."""
+    cells = {}
+    for width in widths:
+        for objective in frontier.OBJECTIVES:
+            setting = frontier.setting_name(objective, width)
+            for seed in seeds:
+                base = 2.0 + 0.01 * seed
+                for arm, difference in {"standard": 0.0, **differences}.items():
+                    wobble = 0.002 * (seed % 2)
+                    cell = fake_cell(setting, arm, seed, base + difference + wobble)
+                    cells.setdefault(setting, {}).setdefault(arm, {})[seed] = cell
+    return cells
+
+
+@pytest.fixture
+def described():
+    """The committed budgets, parameters and FLOPs of every arm (frontier.py describe)."""
+    if not frontier.ARMS_FILE.exists():
+        pytest.skip("experiments/frontier/results/arms.json is not there: run frontier.py describe")
+    return json.loads(frontier.ARMS_FILE.read_text())
+
+
+def test_the_report_judges_by_the_t_interval_and_applies_the_width_256_rule(described):
+    cells = fake_grid({"shared": 0.2, "standard-att1": 0.005, "mqa-att1": 0.04, "shared-att1": 0.3})
+    summary = report.summarise(cells, described)
+    rows = summary["settings"]["clm-cpu"]
+    assert rows["standard-att1"]["against_standard"]["verdict"] == "on par"
+    assert rows["shared"]["against_standard"]["verdict"] == "trails"
+    assert rows["mqa-att1"]["against_standard"]["verdict"] == "trails"
+    assert rows["shared"]["against_standard"]["differences"] == pytest.approx([0.2] * 5)
+    assert summary["settings"]["mlm-cpu-i6000"]["shared"]["learns"] is True
+    assert summary["width_256_rule"]["arms"] == ["standard", "shared", "standard-att1", "mqa-att1"]
+    best = summary["best"]
+    assert best["arm"] == "standard-att1" and best["carried_to_width_256"] and best["met"]
+    assert best["config"]["w128"] == {"attention_type": "standard", "layer_sharing": "attention",
+                                      "num_unique_layers": 1}
+    # At <= 10% only shared-att1 has every seed: not carried to width 256 by the rule, and not met.
+    assert summary["best_at_10"]["arm"] == "shared-att1"
+    assert not summary["best_at_10"]["carried_to_width_256"] and not summary["best_at_10"]["met"]
+
+
+def test_a_best_that_is_on_par_at_width_128_but_trails_at_256_is_not_met(described):
+    cells = fake_grid({"standard-att1": 0.005})
+    for seeds in (cells["clm-cpu-w256-h8"]["standard-att1"], ):
+        for cell in seeds.values():
+            cell["final_validation_loss"] += 0.1
+    summary = report.summarise(cells, described)
+    assert summary["best"]["verdicts"]["clm-w256"] == "trails" and not summary["best"]["met"]
+
+
+def test_the_report_refuses_cells_of_two_commits_or_precisions(described):
+    cells = fake_grid({"shared": 0.2}, widths=(128,))
+    cells["clm-cpu"]["shared"][3]["git_commit"] = "d" * 40
+    with pytest.raises(SystemExit, match="one commit and precision"):
+        report.summarise(cells, described)
+
+
+def test_the_drift_check_pairs_each_cell_with_the_charlm_cell_of_the_same_name(tmp_path, monkeypatch):
+    old = tmp_path / "charlm"
+    old.mkdir()
+    (old / "clm-cpu-standard-seed1.json").write_text(json.dumps(
+        {"final_validation_loss": 1.85, "git_commit": "e" * 40, "cpu": "old CPU", "precision": "bf16"}))
+    monkeypatch.setattr(report, "CHARLM_CELLS", old)
+    cells = {"clm-cpu": {"standard": {1: fake_cell("clm-cpu", "standard", 1, 1.865),
+                                      2: fake_cell("clm-cpu", "standard", 2, 1.9)}}}
+    drift = report.drift(cells)
+    assert [row["cell"] for row in drift["cells"]] == ["clm-cpu-standard-seed1"]
+    assert drift["cells"][0]["difference"] == pytest.approx(0.015) and drift["moved"] == ["clm-cpu-standard-seed1"]
