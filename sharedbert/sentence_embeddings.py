@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from .checkpoint_checks import check_tokenizer, check_tokenizer_files, check_weights
 from .remote_code import check_remote_code
 
 # Files of a sentence-transformers model beside the transformers files (module folders are listed in modules.json).
@@ -117,8 +118,27 @@ def load(folder, trust_remote_code: bool = False, **kwargs):
     from sentence_transformers import SentenceTransformer
 
     check_remote_code(folder, trust_remote_code)
+    check_weights(folder)  # the package's weights gate: the model's files and every module folder's
+    transformer_folders = _transformer_folders(folder)
+    for path in transformer_folders:
+        check_tokenizer_files(path)
     kwargs.setdefault("device", "cpu")
-    return SentenceTransformer(str(folder), trust_remote_code=trust_remote_code, **kwargs)
+    model = SentenceTransformer(str(folder), trust_remote_code=trust_remote_code, **kwargs)
+    if transformer_folders and getattr(model, "tokenizer", None) is not None:
+        check_tokenizer(model.tokenizer, transformer_folders[0])
+    return model
+
+
+def _transformer_folders(folder) -> list[Path]:
+    """The local folders a sentence-transformers model's Transformer modules load their model and tokenizer from (the
+    folder itself without modules.json); none for a Hub id."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    if not is_sentence_transformer(folder):
+        return [folder]
+    return [folder / module.get("path", "") for module in _read_modules(folder)
+            if str(module["type"]).endswith(".Transformer")]
 
 
 def from_model(model, tokenizer, modules_from=None, max_seq_length: int | None = None):

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer
 from .. import modeling_sharedbert
 from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
-from ..checkpoint_checks import describe_incompatible_checkpoint
+from ..checkpoint_checks import check_weights, describe_incompatible_checkpoint
 from ..remote_code import remote_code_of
 from .contents import check_publishable
 from .errors import ModelFolderError
@@ -83,6 +83,10 @@ def load_for_hub(model_dir: str | os.PathLike) -> LoadedModel:
     _check_no_code_of_its_own(model_dir)
     check_publishable(model_dir, is_hub_file)  # links out, credentials, secrets, foreign auto_maps: before loading
     _check_weights_present(model_dir)
+    try:
+        check_weights(model_dir)  # the package's weights gate: readable, undamaged, finite, module folders too
+    except (OSError, ValueError) as error:
+        raise ModelFolderError(str(error)) from None
     try:
         config = SharedBertConfig.from_pretrained(model_dir)
     except ValueError as error:

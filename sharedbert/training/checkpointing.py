@@ -34,6 +34,7 @@ from safetensors.torch import load_model
 from transformers import TrainerCallback
 
 from ..atomic import recover_directory
+from ..checkpoint_checks import check_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ def resume_point(checkpoint_dir, run_signature: dict, resume: bool) -> Path | No
             f"{latest} was made by a run with other settings ({described}). Rerun with the same settings to resume, "
             "or pass --no-resume to discard it and start afresh."
         )
+    check_checkpoint(latest)  # the package's weights gate: every file readable, undamaged and finite
     return latest
 
 

@@ -24,6 +24,7 @@ from transformers import (
 from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
 from ..convert import from_bert, resolve_fit_method
 from ..modeling_sharedbert import SharedBertForSequenceClassification
+from ..checkpoint_checks import check_weights
 from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, from_pretrained
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -111,6 +112,7 @@ def load_bert_encoder(source, **kwargs):
     classifier, a masked LM) or a pooler: leaving those behind is expected, so transformers' load report listing them
     is not shown. The report is shown as transformers wrote it when it lists anything else: encoder weights missing,
     unexpected or of another size, or a load that failed."""
+    check_weights(source)  # the package's weights gate: readable, undamaged, finite
     held, loading = _HeldReports(), logging.getLogger("transformers.modeling_utils")
     loading.addFilter(held)
     try:
@@ -168,43 +170,49 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
     )
     model_type = model_type_of(model_name_or_path)
     check_remote_code(model_name_or_path, trust_remote_code)
+    if model_type not in ("bert", "sharedbert"):
+        raise ValueError(
+            f"{model_name_or_path} is a {model_type!r} model; give a SharedBert folder or a BERT checkpoint "
+            "(model_type 'bert'), which is converted with from_bert."
+        )
+    if model_type == "bert" and not keep_bert:  # from_bert runs the weights gate on the files it reads
+        return _converted_classifier(model_name_or_path, sharing, fit_method, head)
+    check_weights(model_name_or_path)  # the package's weights gate: readable, undamaged, finite
     if model_type == "bert":
-        if keep_bert:
-            if sharing or fit_method is not None:
-                raise ValueError("Conversion options (attention type, sharing, fit method) cannot be used with the "
-                                 "unconverted BERT baseline.")
-            model = BertForSequenceClassification.from_pretrained(str(model_name_or_path), **head)
-            return model, f"BERT checkpoint {model_name_or_path} (unconverted)"
-        sharing.setdefault("attention_type", DEFAULT_ATTENTION_TYPE)
-        fit = {"fit_method": fit_method} if fit_method is not None else {}
-        model = from_bert(str(model_name_or_path), model_class=SharedBertForSequenceClassification, **fit, **sharing,
-                          **head)
-        model.train()
-        used = resolve_fit_method(fit_method or "auto", sharing["attention_type"])
-        described = ", ".join(f"{key}={value}" for key, value in {**sharing, "fit_method": used}.items())
-        return model, f"BERT checkpoint {model_name_or_path} converted with from_bert ({described})"
-    if model_type == "sharedbert":
-        if fit_method is not None:
-            raise ValueError(f"{model_name_or_path} is already a SharedBert: fit_method applies to converting BERT.")
-        config_file = Path(str(model_name_or_path)) / "config.json"
-        saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
-        # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
-        new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
-        # The folder was checked above (model_type_of, check_remote_code): load it as it is.
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(model_name_or_path), trust_remote_code=trust_remote_code, ignore_mismatched_sizes=new_head, **head)
-        conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
-        if conflicts:
-            fixed = {k: getattr(model.config, k) for k in conflicts}
-            raise ValueError(
-                f"{model_name_or_path} is already a SharedBert with {fixed}; options {conflicts} only apply when "
-                "converting a BERT checkpoint. Drop them, or start from the BERT checkpoint."
-            )
-        return model, f"SharedBert model {model_name_or_path}"
-    raise ValueError(
-        f"{model_name_or_path} is a {model_type!r} model; give a SharedBert folder or a BERT checkpoint "
-        "(model_type 'bert'), which is converted with from_bert."
-    )
+        if sharing or fit_method is not None:
+            raise ValueError("Conversion options (attention type, sharing, fit method) cannot be used with the "
+                             "unconverted BERT baseline.")
+        model = BertForSequenceClassification.from_pretrained(str(model_name_or_path), **head)
+        return model, f"BERT checkpoint {model_name_or_path} (unconverted)"
+    if fit_method is not None:
+        raise ValueError(f"{model_name_or_path} is already a SharedBert: fit_method applies to converting BERT.")
+    config_file = Path(str(model_name_or_path)) / "config.json"
+    saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
+    new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
+    # The folder was checked above (model_type_of and both gates): load it as it is.
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(model_name_or_path), trust_remote_code=trust_remote_code, ignore_mismatched_sizes=new_head, **head)
+    conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
+    if conflicts:
+        fixed = {k: getattr(model.config, k) for k in conflicts}
+        raise ValueError(
+            f"{model_name_or_path} is already a SharedBert with {fixed}; options {conflicts} only apply when "
+            "converting a BERT checkpoint. Drop them, or start from the BERT checkpoint."
+        )
+    return model, f"SharedBert model {model_name_or_path}"
+
+
+def _converted_classifier(model_name_or_path, sharing: dict, fit_method, head: dict):
+    """A BERT checkpoint converted to a SharedBert classifier by `from_bert`, and a sentence saying how."""
+    sharing.setdefault("attention_type", DEFAULT_ATTENTION_TYPE)
+    fit = {"fit_method": fit_method} if fit_method is not None else {}
+    model = from_bert(str(model_name_or_path), model_class=SharedBertForSequenceClassification, **fit, **sharing,
+                      **head)
+    model.train()
+    used = resolve_fit_method(fit_method or "auto", sharing["attention_type"])
+    described = ", ".join(f"{key}={value}" for key, value in {**sharing, "fit_method": used}.items())
+    return model, f"BERT checkpoint {model_name_or_path} converted with from_bert ({described})"
 
 
 __all__ = [
