@@ -4,7 +4,10 @@
 transformers already refuses remote code when `trust_remote_code=False` is passed (and asks at a prompt when it is
 left as None), but its message names only its own keyword, and a sentence-transformers folder can ask for code in a
 third place. `check_remote_code` reads the folder's JSON files (through `cached_file`, which runs nothing) before any
-loader sees it and refuses with a message that names the file, the code it would run and the flag. SharedBert folders
+loader sees it and refuses with a message that names the file, the code it would run and the flag. It reads every
+config nested in config.json too: `EncoderDecoderModel` builds its encoder and decoder through `Auto*.from_config`
+without a trust setting, so a sub-config asking for code would otherwise reach transformers' prompt. It is one of the
+two gates every load passes (`check_before_loading`; the other is `checkpoint_checks.check_weights`). SharedBert folders
 need no remote code where this package is installed: its classes are registered with the Auto classes, which
 transformers prefers to a folder's own code when `trust_remote_code` is off.
 """
