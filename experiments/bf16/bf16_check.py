@@ -8,7 +8,7 @@ batches and masks) by less than fp32 runs of different seeds differ from each ot
     python experiments/bf16/bf16_check.py --quick                        # tiny sizes, a smoke run
 
 The model, vocabulary, corpus and optimizer are the replication study's (`FULL` in
-experiments/replication/replicate.py: 4 layers, hidden 128, 8,192 WordPiece entries trained on ../shared/data/mlm-text,
+experiments/replication/replicate.py, copied here as `RECIPES` so that this check stands alone: 4 layers, hidden 128, 8,192 WordPiece entries trained on ../shared/data/mlm-text,
 batch 32 x 128, AdamW at 1e-3, sparse prediction). The runs are short (150 steps by default, through warm-up and the
 steepest part of the loss curve): where the CPU has no native bf16, bf16 is emulated and many times slower (README.md
 beside this script). Each run is `sharedbert.training.pretrain` with `precision="fp32"` or `precision="bf16"` (forced;
@@ -30,7 +30,6 @@ Writes results/bf16_check.{json,md,png} beside this script (`--output-dir` to ch
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -47,25 +46,26 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 
 
-def _replication_study():
-    """experiments/replication/replicate.py, whose recipe this check shares (experiments are scripts, not a package).
-    Registered under the name tests/conftest.py's `experiment_script` gives it, so the two share one module."""
-    name = "_sharedbert_experiments_replication_replicate"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE.parent / "replication" / "replicate.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+# The replication study's model, vocabulary, corpus and optimizer (`FULL` and `QUICK` in
+# experiments/replication/replicate.py, whose results/replication.json records FULL as its "recipe"), without its
+# precision and step count: this check sets both. tests/experiments/test_bf16_check.py checks the copies agree.
+RECIPES = {
+    "full": dict(model=dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512),
+                 block_size=128, vocab_size=8192, corpus=None,  # None: the whole mlm-text folder
+                 pretrain=dict(batch_size=32, learning_rate=1e-3, warmup=0.1, weight_decay=0.01,
+                               dense_prediction=False)),
+    "quick": dict(model=dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64),
+                  block_size=32, vocab_size=400, corpus="gutenberg-nltk/blake-poems.txt",
+                  pretrain=dict(batch_size=8, learning_rate=1e-3, warmup=0.0, weight_decay=0.01,
+                                dense_prediction=False)),
+}
 
 
 def recipe_of(args) -> dict:
-    study = _replication_study()
-    base = study.QUICK if args.quick else study.FULL
-    pretrain_settings = {key: value for key, value in base["pretrain"].items() if key != "precision"}
-    pretrain_settings["max_steps"] = args.steps if args.steps is not None else (6 if args.quick else 150)
-    return dict(model=base["model"], block_size=base["block_size"], vocab_size=base["vocab_size"],
-                corpus=base["corpus"], pretrain=pretrain_settings,
+    base = RECIPES["quick" if args.quick else "full"]
+    max_steps = args.steps if args.steps is not None else (6 if args.quick else 150)
+    return dict(model=dict(base["model"]), block_size=base["block_size"], vocab_size=base["vocab_size"],
+                corpus=base["corpus"], pretrain={"max_steps": max_steps, **base["pretrain"]},
                 evaluations=args.evaluations if args.evaluations is not None else (2 if args.quick else 0),
                 logging_steps=args.logging_steps or (1 if args.quick else 10))
 

@@ -19,31 +19,35 @@ of one comparison must share precision and CPU; a setting whose cells differ is 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
 from pathlib import Path
 
-from sharedbert.verdicts import gap_closure
+from sharedbert.verdicts import Comparison, gap_closure, paired_comparison
 
 HERE = Path(__file__).resolve().parent
-CHARLM = HERE.parent / "charlm"
+# The charlm study's committed cell files (its harness wrote them): read as results, its code is not imported.
+CHARLM_CELLS = HERE.parent / "charlm" / "results" / "cells"
+MARGIN = 0.02  # nats: the charlm study's rule and margin (a test checks the two agree)
 TYPES = ("shared-lowrank-query", "shared-head-query", "shared-kv")  # the harness's arm names of the new types
 # The declared settings, and the charlm study's second MLM recipe (three times the iterations, declared later).
 SETTINGS = ("clm-cpu", "mlm-cpu", "clm-cpu-w256-h8", "mlm-cpu-w256-h8", "mlm-cpu-i6000")
 MIN_SEEDS = 3
 
 
-def _charlm_report():
-    spec = importlib.util.spec_from_file_location("_directed_charlm_report", CHARLM / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_cells(cells_dir: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(Path(cells_dir).glob("*.json"))]
 
 
-# The charlm study's aggregation and its rule (mean and standard error, on par / trails / ahead), loaded once.
-report = _charlm_report()
+def compare(losses: dict, baseline: dict) -> Comparison:
+    """loss(arm) - loss(baseline) paired by seed, judged by the charlm rule (lower loss is better)."""
+    return paired_comparison(losses, baseline, margin=MARGIN, higher_is_better=False)
+
+
+def recorded(comparison: Comparison) -> dict:
+    """A comparison as the results files keep it: every field, and the first rule's verdict (mean ± 2 SE) beside."""
+    return {**comparison.as_dict(), "verdict_2se": comparison.verdict_at(2)}
 
 
 def _old_rule(closure, n: int) -> str:
@@ -57,17 +61,17 @@ def _old_rule(closure, n: int) -> str:
 def type_row(loss: dict, arms: dict, arm: str, seeds: list) -> dict:
     """One new type's row at one setting: its comparisons, the gap closure and both rules' verdicts."""
     on = {name: {s: loss[name][s] for s in seeds} for name in ("standard", "shared", arm)}
-    closure = gap_closure(on[arm], on["shared"], on["standard"], share=0.5, margin=report.MARGIN,
+    closure = gap_closure(on[arm], on["shared"], on["standard"], share=0.5, margin=MARGIN,
                           higher_is_better=False, min_n=MIN_SEEDS)
     hardware = {(arms[a][s]["precision"], arms[a][s].get("cpu")) for a in ("standard", "shared", arm) for s in seeds}
     verdict = "not judged: cells differ in precision or CPU" if len(hardware) > 1 else closure.verdict
     return {
         "seeds": seeds, "losses": [loss[arm][s] for s in seeds], "mean": statistics.fmean(on[arm].values()),
         "parameters": sorted({arms[arm][s]["parameters"] for s in seeds}),
-        "to_standard": report.recorded(report.compare(on[arm], on["standard"])),
-        "to_shared": report.recorded(report.compare(on[arm], on["shared"])),
-        "excess": report.recorded(closure.excess),
-        "gap_on_these_seeds": report.recorded(closure.gap),
+        "to_standard": recorded(compare(on[arm], on["standard"])),
+        "to_shared": recorded(compare(on[arm], on["shared"])),
+        "excess": recorded(closure.excess),
+        "gap_on_these_seeds": recorded(closure.gap),
         # A share of shared's gap only where there is one: where shared does not trail, "closed" means nothing.
         "share_closed": closure.share_closed,
         "precision": sorted({p for p, _ in hardware}), "verdict": verdict,
@@ -87,7 +91,7 @@ def judge(cells: list[dict]) -> dict:
         if "standard" not in arms or "shared" not in arms:
             continue
         loss = {arm: {seed: cell["final_validation_loss"] for seed, cell in seeds.items()} for arm, seeds in arms.items()}
-        shared_gap = report.recorded(report.compare(loss["shared"], loss["standard"]))
+        shared_gap = recorded(compare(loss["shared"], loss["standard"]))
         rows = {}
         for arm in TYPES:
             seeds = sorted(set(shared_gap["seeds"]) & set(loss.get(arm, {})))
@@ -126,7 +130,7 @@ def markdown(verdicts: dict) -> str:
              "Written by `python experiments/directed-attention/verdicts.py` from the charlm cells, by the rule "
              "declared in README.md on 95% Student-t intervals (`sharedbert.verdicts`). e: the excess over half of "
              "shared's gap (negative: more than half closed); to `standard`: the charlm rule's verdict (margin "
-             f"{report.MARGIN} nats). Where the first rule (mean ± 2 SE) said otherwise, it is given as \"was\".", ""]
+             f"{MARGIN} nats). Where the first rule (mean ± 2 SE) said otherwise, it is given as \"was\".", ""]
     for setting, judged in verdicts.items():
         gap = judged["shared_gap"]
         lines += [f"## {setting}", "",
@@ -150,12 +154,12 @@ def markdown(verdicts: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cells", type=Path, default=CHARLM / "results" / "cells")
+    parser.add_argument("--cells", type=Path, default=CHARLM_CELLS)
     parser.add_argument("--output-dir", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     from sharedbert.atomic import atomic_write_text
 
-    verdicts = judge(report.load_cells(args.cells))
+    verdicts = judge(load_cells(args.cells))
     atomic_write_text(args.output_dir / "verdicts.json",
                       json.dumps({**verdicts, "flips": flips(verdicts)}, indent=1) + "\n")
     text = markdown(verdicts)

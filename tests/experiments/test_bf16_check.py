@@ -75,3 +75,19 @@ def test_quick_run_trains_both_precisions_pairs_them_and_skips_finished_runs(tmp
     capsys.readouterr()
     assert check.main(argv) == 0  # everything recorded: nothing trains again
     assert "[bf16_check] finished" not in capsys.readouterr().out
+
+
+def test_the_recipe_is_the_replication_studys_and_the_one_the_committed_runs_used():
+    """The check keeps its own copy of the replication study's recipe (it imports no other study): the copy is
+    replicate.py's FULL and QUICK but for the precision and step count the check sets, the replication's committed
+    results record the same FULL, and the committed bf16 runs ran this recipe."""
+    replicate = experiment_script("replication/replicate.py")
+    committed = json.loads((check.HERE.parent / "replication" / "results" / "replication.json").read_text())["recipe"]
+    for mode, theirs in (("full", replicate.FULL), ("quick", replicate.QUICK), ("full", committed)):
+        ours = check.RECIPES[mode]
+        assert {key: theirs[key] for key in ("model", "block_size", "vocab_size", "corpus")} == {
+            key: ours[key] for key in ("model", "block_size", "vocab_size", "corpus")}
+        pretrain = {k: v for k, v in theirs["pretrain"].items() if k not in ("precision", "max_steps")}
+        assert pretrain and pretrain == {k: v for k, v in ours["pretrain"].items() if k in pretrain}
+    ran = json.loads((check.HERE / "results" / "bf16_check.json").read_text())["recipe"]
+    assert check.recipe_of(check.build_parser().parse_args([])) == ran

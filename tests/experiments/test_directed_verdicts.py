@@ -78,3 +78,24 @@ def test_the_rule_reads_the_t_interval_and_records_what_2_se_said():
     assert verdicts.flips(judged) == [{"setting": "clm-cpu", "arm": "shared-kv", "was": "closes at least half",
                                        "now": "left open"}]
     assert "left open (was: closes at least half with 2 SE)" in verdicts.markdown(judged)
+
+
+def test_the_committed_verdicts_are_what_the_committed_charlm_cells_give_by_the_charlm_rule():
+    """The study reads the charlm study's committed cells and declares the charlm rule itself (it imports no other
+    study's code): the verdicts it publishes are recomputed from those files, and each comparison to `standard` is the
+    one charlm's own report makes of the same losses."""
+    import json
+
+    report = experiment_script("charlm/report.py")
+    assert verdicts.MARGIN == report.MARGIN
+    committed = json.loads((verdicts.HERE / "results" / "verdicts.json").read_text())
+    judged = verdicts.judge(verdicts.load_cells(verdicts.CHARLM_CELLS))
+    assert judged and json.loads(json.dumps(judged)) == {k: v for k, v in committed.items() if k != "flips"}
+    loss = {}
+    for cell in verdicts.load_cells(verdicts.CHARLM_CELLS):
+        loss.setdefault((cell["setting"], cell["arm"]), {})[cell["seed"]] = cell["final_validation_loss"]
+    for setting, row in judged.items():
+        for arm, type_row in row["types"].items():
+            seeds = type_row["seeds"]
+            on = {name: {s: loss[setting, name][s] for s in seeds} for name in (arm, "standard")}
+            assert type_row["to_standard"] == report.recorded(report.compare(on[arm], on["standard"])), (setting, arm)
