@@ -65,6 +65,7 @@ MATRIX = "benchmarks/results/deploy_matrix.json"
 OPENVINO_FIX = "benchmarks/results/openvino_int8_fix.json"  # float_matmuls, measured at alpha 0.95 and 0.8
 OPENVINO_ALPHA = "benchmarks/results/openvino_int8_alpha.json"  # the export's alpha 0.7 against 0.8 and 0.6
 CACHE = "benchmarks/results/generation_cache.json"
+REFACTOR_SPEED = "experiments/refactor-speed/results"  # bench.py before and after reworks of the library
 SEQ_1800 = "experiments/seq2seq/results/recipe-1800.json"
 SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
 REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
@@ -441,12 +442,21 @@ FIGURES = [
                               *directed_differences("mlm-cpu", arm)])
       for arm, label in (("shared-lowrank-query", "`shared_lowrank_query`"), ("shared-head-query", "`shared_head_query`"),
                          ("shared-kv", "`shared_kv` (reference, 67%)"))],
-    # benchmarks/README.md: the speed across issue 44's library rework (bench.py before and after)
-    Figure("benchmarks/README.md", phrase("inference ×{} → ×{}, latency ×{} → ×{}, training ×{} → ×{}, folded inference "
-                                          "×{} → ×{}"), "benchmarks/results/library_refactor_after.json",
-           lambda: [shared_row(f"benchmarks/results/library_refactor_{when}.json")[key]
+    # experiments/refactor-speed/README.md: the speed across issue 44's library rework (bench.py before and after)
+    Figure("experiments/refactor-speed/README.md",
+           phrase("inference ×{} → ×{}, latency ×{} → ×{}, training ×{} → ×{}, folded inference ×{} → ×{}"),
+           f"{REFACTOR_SPEED}/library_refactor_after.json",
+           lambda: [shared_row(f"{REFACTOR_SPEED}/library_refactor_{when}.json")[key]
                     for key in ("infer_speedup_cpu", "latency_speedup_cpu", "train_speedup_cpu",
                                 "fold_infer_speedup_cpu") for when in ("before", "after")]),
+    # and across folding becoming a transform: folded inference by elapsed and CPU time, the unfolded model's move
+    Figure("experiments/refactor-speed/README.md",
+           phrase("×{} before, ×{} after (by CPU time ×{} and ×{}). The unfolded shared model moved from ×{} to ×{}"),
+           f"{REFACTOR_SPEED}/folding_transform_after.json",
+           lambda: [*(shared_row(f"{REFACTOR_SPEED}/folding_transform_{when}.json")[key]
+                      for key in ("fold_infer_speedup", "fold_infer_speedup_cpu") for when in ("before", "after")),
+                    *(shared_row(f"{REFACTOR_SPEED}/folding_transform_{when}.json")["infer_speedup"]
+                      for when in ("before", "after"))]),
     # experiments/charlm/README.md: shared's gap along the heads series, and the rule's steps
     *[Figure("experiments/charlm/README.md", phrase(f"| {heads} | {{}} | {{}} ± {{}} |"), CHARLM,
              lambda heads=heads: [scaling_gap("heads at width 256", f"clm-cpu-w256-h{heads}")[key]
