@@ -1,7 +1,7 @@
 """Where along the length does a healed all-MiniLM-L6-v2 conversion agree least with the original?
 
 The build's length report (`build_recipes.py`) gives three buckets; this reads the same 48 held-out passages cut to
-each of 13 lengths from 16 to 512 tokens (`build_minilm.prefix_curve`) and gives, per length, the mean embedding
+each of 13 lengths from 16 to 512 tokens (`prefix_curve` below) and gives, per length, the mean embedding
 cosine to the original and its paired difference to the same passages at 128 tokens (± standard error). The unhealed
 conversion (the invariant fit, uncalibrated) is measured too: a control whose error was never fitted at any length, so
 the curve's shape that owes nothing to healing shows in it. So are `noise-0.1` and `noise-0.2`: the original itself
@@ -42,7 +42,7 @@ def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
 
     from sharedbert import SharedBertModel, sentence_embeddings
     from sharedbert.convert import from_bert
-    from sharedbert.training.build_minilm import healing_corpus, held_out_passages, prefix_curve
+    from sharedbert.training.build_minilm import healing_corpus, held_out_passages
     from sharedbert.training.models import resolve_source
 
     source = resolve_source("all-MiniLM-L6-v2")
@@ -66,6 +66,53 @@ def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
         curves[name] = prefix_curve(model.eval(), teacher, tokenizer, passages, LENGTHS, AGAINST, pooling=pooling)
         print(f"{name}: " + ", ".join(f"{row['tokens']} {row['mean_cosine']:.4f}" for row in curves[name]), flush=True)
     return curves
+
+
+def prefix_curve(student, teacher, tokenizer, passages: list[dict], lengths: list[int], against: int,
+                 pooling=None, batch_size: int = 8) -> list[dict]:
+    """The agreement as a curve over length: every passage (`held_out_passages`' `text`) read cut to each of
+    `lengths` tokens. Per length: the mean embedding cosine to the teacher, its standard error, and the paired
+    difference to the passages' own cosine at length `against` (one of `lengths`) with its standard error. The cosine
+    is the build's (`build_minilm.prefix_agreement`): the one `distillation.Distiller` computes for healing's loss."""
+    import statistics
+
+    import torch
+
+    from sharedbert.training.distillation import Distiller
+    from sharedbert.training.healing import HealLossConfig
+
+    if against not in lengths:
+        raise ValueError(f"against={against} must be one of the lengths {lengths}.")
+
+    def sem(values):
+        return statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
+
+    student.eval()
+    teacher.eval()
+    distiller = Distiller(student, teacher, HealLossConfig(), pooling=pooling)
+    measured = []
+    try:
+        with torch.no_grad():
+            for length in lengths:
+                cosines = []
+                for start in range(0, len(passages), batch_size):
+                    encoded = [tokenizer(p["text"], truncation=True, max_length=length)
+                               for p in passages[start:start + batch_size]]
+                    batch = tokenizer.pad(encoded, return_tensors="pt")
+                    distiller.loss({k: v for k, v in batch.items()
+                                    if k in ("input_ids", "attention_mask", "token_type_ids")})
+                    cosines += distiller.last_cosines.tolist()
+                measured.append(cosines)
+    finally:
+        distiller.close()
+    reference = measured[lengths.index(against)]
+    rows = []
+    for length, cosines in zip(lengths, measured):
+        differences = [c - r for c, r in zip(cosines, reference)]
+        rows.append(dict(tokens=length, passages=len(cosines), mean_cosine=statistics.fmean(cosines),
+                         sem_cosine=sem(cosines), difference=statistics.fmean(differences),
+                         standard_error=sem(differences)))
+    return rows
 
 
 def perturbed(model, scale: float, seed: int = 0):

@@ -202,25 +202,6 @@ def prefix_agreement(student, teacher, tokenizer, passages: list[dict], pooling=
     return rows, gaps
 
 
-def prefix_curve(student, teacher, tokenizer, passages: list[dict], lengths: list[int], against: int,
-                 pooling=None, batch_size: int = 8) -> list[dict]:
-    """The agreement as a curve over length: every passage (`held_out_passages`' `text`) read cut to each of
-    `lengths` tokens. Per length: the mean embedding cosine to the teacher, its standard error, and the paired
-    difference to the passages' own cosine at length `against` (one of `lengths`) with its standard error."""
-    if against not in lengths:
-        raise ValueError(f"against={against} must be one of the lengths {lengths}.")
-    measured = _agreements(student, teacher, tokenizer, [[(p["text"], n) for p in passages] for n in lengths],
-                           pooling, batch_size)
-    reference = measured[lengths.index(against)][0]
-    rows = []
-    for length, (cosines, _) in zip(lengths, measured):
-        differences = [c - r for c, r in zip(cosines, reference)]
-        rows.append(dict(tokens=length, passages=len(cosines), mean_cosine=statistics.fmean(cosines),
-                         sem_cosine=_sem(cosines), difference=statistics.fmean(differences),
-                         standard_error=_sem(differences)))
-    return rows
-
-
 def length_gaps(rows: list[dict]) -> list[dict]:
     """Each longer bucket's mean cosine against the first (shortest) bucket's: the difference, its standard error
     (the buckets hold different pieces, so the two errors add in quadrature) and whether it is within noise, i.e.
@@ -446,6 +427,5 @@ __all__ = [
     "length_agreement",
     "length_gaps",
     "prefix_agreement",
-    "prefix_curve",
     "speed_ratio",
 ]

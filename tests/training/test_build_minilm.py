@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import experiment_script
 from test_heal import WORDS, make_teacher, make_tokenizer
 
 from sharedbert.convert import from_bert
@@ -19,7 +20,6 @@ from sharedbert.training.build_minilm import (
     length_agreement,
     length_gaps,
     prefix_agreement,
-    prefix_curve,
 )
 
 
@@ -131,7 +131,10 @@ def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_diffe
 
 
 def test_prefix_curve_reads_every_passage_at_every_length_paired_against_one(book, monkeypatch):
+    """The healing study's length curve (experiments/healing/length_curve.py), on the build's measure."""
     import sharedbert.training.build_minilm as build
+
+    prefix_curve = experiment_script("healing/length_curve.py").prefix_curve
 
     monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
     teacher, tokenizer = make_teacher(), make_tokenizer()
