@@ -8,8 +8,8 @@ batches and masks) by less than fp32 runs of different seeds differ from each ot
     python experiments/bf16/bf16_check.py --quick                        # tiny sizes, a smoke run
 
 The model, vocabulary, corpus and optimizer are the replication study's (`FULL` in
-experiments/replication/replicate.py, copied here as `RECIPES` so that this check stands alone: 4 layers, hidden 128, 8,192 WordPiece entries trained on ../shared/data/mlm-text,
-batch 32 x 128, AdamW at 1e-3, sparse prediction). The runs are short (150 steps by default, through warm-up and the
+experiments/replication/replicate.py, copied here as `RECIPES` so that this check stands alone: 4 layers, hidden
+128, 8,192 WordPiece entries trained on ../shared/data/mlm-text, batch 32 x 128, AdamW at 1e-3, sparse prediction). The runs are short (150 steps by default, through warm-up and the
 steepest part of the loss curve): where the CPU has no native bf16, bf16 is emulated and many times slower (README.md
 beside this script). Each run is `sharedbert.training.pretrain` with `precision="fp32"` or `precision="bf16"` (forced;
 emulated or native, the arithmetic is the same: bf16 operands, fp32 accumulation, fp32 master weights).
@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 
 from sharedbert import SharedBertConfig
-from sharedbert.atomic import atomic_write_bytes, atomic_write_text, file_lock
+from sharedbert.atomic import atomic_directory, atomic_write_bytes, atomic_write_text, file_lock
 from sharedbert.training import data as data_module
-from sharedbert.training import pretrain
+from sharedbert.training import pretrain, train_wordpiece
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -68,6 +68,19 @@ def recipe_of(args) -> dict:
                 corpus=base["corpus"], pretrain={"max_steps": max_steps, **base["pretrain"]},
                 evaluations=args.evaluations if args.evaluations is not None else (2 if args.quick else 0),
                 logging_steps=args.logging_steps or (1 if args.quick else 10))
+
+
+def corpus_tokenizer(folder: Path, corpus: list[str], vocab_size: int, block_size: int) -> Path:
+    """A WordPiece vocabulary trained on `corpus` into `folder`, once (as the replication study trains its own):
+    training is deterministic, and processes that share a work dir wait on a lock rather than train it twice."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder.with_name(f".{folder.name}.lock")):
+        if not (folder / "tokenizer_config.json").is_file():
+            units = data_module.corpus_units(data_module.corpus_files(corpus))
+            tok = train_wordpiece(units["text"], vocab_size=vocab_size, model_max_length=block_size)
+            with atomic_directory(folder) as tmp:
+                tok.save_pretrained(str(tmp))
+    return folder
 
 
 def run_key(precision: str, seed: int) -> str:
@@ -110,7 +123,7 @@ class Check:
 
     def run_one(self, precision: str, seed: int) -> None:
         recipe = self.recipe
-        tokenizer = _replication_study().corpus_tokenizer(self.work_dir / "tokenizer", self.corpus(),
+        tokenizer = corpus_tokenizer(self.work_dir / "tokenizer", self.corpus(),
                                                          recipe["vocab_size"], recipe["block_size"])
         config_file = self.work_dir / "config.json"
         if not config_file.is_file():
