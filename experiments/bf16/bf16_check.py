@@ -8,11 +8,12 @@ batches and masks) by less than fp32 runs of different seeds differ from each ot
     python experiments/bf16/bf16_check.py --quick                        # tiny sizes, a smoke run
 
 The model, vocabulary, corpus and optimizer are the replication study's (`FULL` in
-experiments/replication/replicate.py, copied here as `RECIPES` so that this check stands alone: 4 layers, hidden
-128, 8,192 WordPiece entries trained on ../shared/data/mlm-text, batch 32 x 128, AdamW at 1e-3, sparse prediction). The runs are short (150 steps by default, through warm-up and the
-steepest part of the loss curve): where the CPU has no native bf16, bf16 is emulated and many times slower (README.md
-beside this script). Each run is `sharedbert.training.pretrain` with `precision="fp32"` or `precision="bf16"` (forced;
-emulated or native, the arithmetic is the same: bf16 operands, fp32 accumulation, fp32 master weights).
+experiments/replication/replicate.py, copied here as `RECIPES` so that this check stands alone: 4 layers, hidden 128,
+8,192 WordPiece entries trained on ../shared/data/mlm-text, batch 32 x 128, AdamW at 1e-3, sparse prediction). The
+runs are short (150 steps by default, through warm-up and the steepest part of the loss curve): where the CPU has no
+native bf16, bf16 is emulated and many times slower (README.md beside this script). Each run is
+`sharedbert.training.pretrain` with `precision="fp32"` or `precision="bf16"` (forced; emulated or native, the
+arithmetic is the same: bf16 operands, fp32 accumulation, fp32 master weights).
 
 Compared, per seed pair and across fp32 seeds:
 * the held-out MLM loss at the end (and at `--evaluations` points during training, if asked: each costs minutes
