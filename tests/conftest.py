@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import sharedbert  # noqa: E402  (registers the Auto classes)
+from collection_guard import pytest_make_collect_report  # noqa: E402, F401  (a file that collects nothing fails)
 from huggingface_hub.errors import StrictDataclassError  # noqa: E402
 
 # What an invalid SharedBertConfig raises: transformers' strict dataclass validation (a wrong type, a value outside a
