@@ -14,6 +14,7 @@ transformers prefers to a folder's own code when `trust_remote_code` is off.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -21,7 +22,7 @@ import os
 from dataclasses import field
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, dynamic_module_utils
 from transformers.models.auto import modeling_auto
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
@@ -235,14 +236,30 @@ def from_pretrained(loader, source, trust_remote_code: bool = False, **kwargs):
     check_before_loading(source, trust_remote_code, weights=False)
     # Every AutoModel* class lives in that module; tokenizers and configs take no weights options.
     if loader.__module__ == "transformers.models.auto.modeling_auto" or issubclass(loader, PreTrainedModel):
-        return load_model(loader, source, trust_remote_code=trust_remote_code, **kwargs)
+        with transformers_never_asks():
+            return load_model(loader, source, trust_remote_code=trust_remote_code, **kwargs)
     tokenizer = loader is AutoTokenizer or issubclass(loader, PreTrainedTokenizerBase)
     if tokenizer:
         check_tokenizer_files(source)
-    loaded = loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
+    with transformers_never_asks():
+        loaded = loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
     if tokenizer:
         check_tokenizer(loaded, source)
     return loaded
+
+
+@contextlib.contextmanager
+def transformers_never_asks():
+    """Within this block transformers refuses remote code it was given no trust setting for, where it would ask at its
+    interactive prompt ("Do you wish to run the custom code? [y/N]"; EncoderDecoderModel builds its parts so, even when
+    the user passed the flag): what it does with its prompt's timeout at 0. A second line behind `check_remote_code`,
+    for whatever that gate does not know of."""
+    previous = dynamic_module_utils.TIME_OUT_REMOTE_CODE
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
+    try:
+        yield
+    finally:
+        dynamic_module_utils.TIME_OUT_REMOTE_CODE = previous
 
 
 def trust_remote_code_option():
@@ -254,4 +271,5 @@ def trust_remote_code_option():
 
 
 __all__ = ["CODE_PARTS", "FLAG", "RemoteCodeRefused", "check_before_loading", "check_remote_code", "check_source",
-           "code_references", "from_pretrained", "has_local_class", "remote_code_of", "trust_remote_code_option"]
+           "code_references", "from_pretrained", "has_local_class", "remote_code_of", "transformers_never_asks",
+           "trust_remote_code_option"]

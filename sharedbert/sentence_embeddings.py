@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint_checks import check_tokenizer, check_tokenizer_files, check_weights
-from .remote_code import check_remote_code
+from .remote_code import check_remote_code, transformers_never_asks
 
 # Files of a sentence-transformers model beside the transformers files (module folders are listed in modules.json).
 MODULES_FILE = "modules.json"
@@ -123,7 +123,8 @@ def load(folder, trust_remote_code: bool = False, **kwargs):
     for path in transformer_folders:
         check_tokenizer_files(path)
     kwargs.setdefault("device", "cpu")
-    model = SentenceTransformer(str(folder), trust_remote_code=trust_remote_code, **kwargs)
+    with transformers_never_asks():
+        model = SentenceTransformer(str(folder), trust_remote_code=trust_remote_code, **kwargs)
     if transformer_folders and getattr(model, "tokenizer", None) is not None:
         check_tokenizer(model.tokenizer, transformer_folders[0])
     return model

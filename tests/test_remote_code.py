@@ -344,3 +344,22 @@ def test_a_sub_config_whose_class_transformers_has_is_not_refused(tmp_path):
     assert remote_code_of(folder) == []
     assert ("config.json decoder", "AutoModelForCausalLM", "planted.PlantedModel", True) in code_references(folder)
     check_remote_code(folder)
+
+
+def test_with_the_gate_switched_off_transformers_still_never_asks(tmp_path, marker):
+    """The package's loads run inside `transformers_never_asks`: even with `check_remote_code` switched off (as for
+    a route the gate might not know of), transformers refuses the decoder's code instead of asking, and stdin's "y"
+    is never read."""
+    folder = planted_encoder_decoder(tmp_path / "encoder-decoder", marker)
+    script = ("import sharedbert.remote_code as gate\n"
+              "gate.check_remote_code = lambda *args, **kwargs: None\n"
+              "from transformers import AutoModelForSeq2SeqLM\n"
+              f"gate.from_pretrained(AutoModelForSeq2SeqLM, {str(folder)!r})\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+               HF_MODULES_CACHE=str(tmp_path / "modules"))
+    done = subprocess.run([sys.executable, "-c", script], input="y\n" * 5, env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "trust_remote_code" in output, output[-3000:]
+    assert "Do you wish to run the custom code" not in output
+    assert not marker.exists(), "the planted module ran"
