@@ -1,7 +1,8 @@
 """The `sharedbert` command line: argument parsing only. Each subcommand lives in `sharedbert/cli/<name>.py` and
-exposes `add_parser(subparsers)` (registering its parser, with `set_defaults(run=...)`); its `run` calls one library
-function, imported inside `run` so that heavy imports happen only for the command that runs. Nothing in the library
-imports from here."""
+exposes `add_parser(subparsers)` (registering its parser, transformers' HfArgumentParser of the job's arguments
+dataclasses through `common.add_command`, with `set_defaults(run=...)`); its `run` calls one library function,
+imported inside `run` so that heavy imports happen only for the command that runs. Nothing in the library imports
+from here."""
 
 import argparse
 import importlib

@@ -12,16 +12,15 @@ and re-stages. Publish OUT with `python upload.py WORK-DIR/healed --repo-id ... 
 `sharedbert.training.build_minilm.build_minilm_checkpoint`; the options are its `BuildArguments`.
 """
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.build_minilm import BuildArguments
 
-    parser = subparsers.add_parser("build-minilm", description=__doc__, formatter_class=HelpFormatter,
-                                   help="build the Hub-ready sharedbert-all-MiniLM-L6-v2 folder (convert, heal, "
-                                   "measure, stage)")
-    add_arguments_from(parser, BuildArguments)
+    parser = add_command(subparsers, "build-minilm", [BuildArguments], description=__doc__,
+                         formatter_class=HelpFormatter, help="build the Hub-ready sharedbert-all-MiniLM-L6-v2 "
+                         "folder (convert, heal, measure, stage)")
     parser.set_defaults(run=run)
 
 

@@ -11,19 +11,19 @@ published checkpoint's recipe. The work is `sharedbert.training.convert_checkpoi
 `ConvertArguments` and, for healing, `HealConfig`.
 """
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.conversion import ConvertArguments
     from ..training.healing import HealConfig
 
-    parser = subparsers.add_parser("convert", help="convert a BERT checkpoint into a SharedBert (and heal it by "
-                                   "distillation)", description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, ConvertArguments)
-    heal = parser.add_argument_group("healing (distillation from the original model; with --heal)")
-    heal.add_argument("--heal", action="store_true", help="Distil the original model into the converted one.")
-    add_arguments_from(heal, HealConfig)
+    parser = add_command(subparsers, "convert", [ConvertArguments, HealConfig], description=__doc__,
+                         help="convert a BERT checkpoint into a SharedBert (and heal it by distillation)",
+                         formatter_class=HelpFormatter)
+    heal = next(group for group in parser._action_groups if group.title == HealConfig._argument_group_name)
+    heal.add_argument("--heal", action="store_true", default=False,
+                      help="Distil the original model into the converted one.")
     parser.set_defaults(run=run)
 
 

@@ -14,16 +14,15 @@ repository, or beside or inside the current folder), else nyu-mll/glue from the 
 options are its `DemoArguments`.
 """
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.demo import DemoArguments
 
-    parser = subparsers.add_parser(
-        "demo", description=__doc__, formatter_class=HelpFormatter,
+    parser = add_command(
+        subparsers, "demo", [DemoArguments], description=__doc__, formatter_class=HelpFormatter,
         help="Convert all-MiniLM-L6-v2 to SharedBert, fine-tune on SST-2, compare with BERT, stage for the Hub.")
-    add_arguments_from(parser, DemoArguments)
     parser.set_defaults(run=run)
     return parser
 

@@ -9,15 +9,15 @@ The work is `sharedbert.training.evaluate`; the options are its `EvaluateArgumen
 
 import json
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.evaluation import EvaluateArguments
 
-    parser = subparsers.add_parser("evaluate", help="Evaluate a saved classifier on a GLUE task or your own file; "
-                                   "metrics as JSON.", description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, EvaluateArguments)
+    parser = add_command(subparsers, "evaluate", [EvaluateArguments], help="Evaluate a saved classifier "
+                         "on a GLUE task or your own file; metrics as JSON.", description=__doc__,
+                         formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser
 

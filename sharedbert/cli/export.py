@@ -15,18 +15,16 @@ when a check fails. Needs the onnx extra (pip install "sharedbert[onnx]") and, f
 
 import sys
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..export import ExportCheckArguments, ExportFormatArguments, ExportModelArguments
 
-    parser = subparsers.add_parser(
-        "export", help="export a SharedBert to ONNX (fp32 and int8) and OpenVINO, each checked against PyTorch",
+    parser = add_command(  # MODEL and OUT too: positional fields; each part under its heading
+        subparsers, "export", [ExportModelArguments, ExportFormatArguments, ExportCheckArguments],
+        help="export a SharedBert to ONNX (fp32 and int8) and OpenVINO, each checked against PyTorch",
         description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, ExportModelArguments)  # MODEL and OUT too: positional fields
-    add_arguments_from(parser, ExportFormatArguments, group="files written beside model.onnx")
-    add_arguments_from(parser, ExportCheckArguments, group="checks against PyTorch")
     parser.set_defaults(run=run)
     return parser
 

@@ -16,20 +16,17 @@ the same command runs again. The options are `sharedbert.training.FinetuneArgume
 
 import dataclasses
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, flag_names, show_library_log
-
-SEQ2SEQ_GROUP = "sequence to sequence (your own source/target pairs: --source-column and --target-column)"
+from .common import HelpFormatter, add_command, arguments_from, call_library, flag_names, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.finetuning import FinetuneArguments
     from ..training.seq2seq_finetuning import Seq2SeqFinetuneArguments
 
-    parser = subparsers.add_parser(
-        "finetune", help="Fine-tune a classifier (GLUE or your files) or a seq2seq model (your pairs).",
+    parser = add_command(  # the options both jobs have are the classifier's flags
+        subparsers, "finetune", [FinetuneArguments, Seq2SeqFinetuneArguments],
+        help="Fine-tune a classifier (GLUE or your files) or a seq2seq model (your pairs).",
         description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, FinetuneArguments)
-    add_arguments_from(parser, Seq2SeqFinetuneArguments, exclude=flag_names(FinetuneArguments), group=SEQ2SEQ_GROUP)
     parser.set_defaults(run=run)
     return parser
 

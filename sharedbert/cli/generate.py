@@ -7,15 +7,15 @@ and write JSON lines ({"source": ..., "output": ...}) in the input's order.
 The work is `sharedbert.training.generation.generate`; the options are its `GenerateArguments`.
 """
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.generation import GenerateArguments
 
-    parser = subparsers.add_parser("generate", help="Generate with a seq2seq model for a file of inputs (JSON lines).",
-                                   description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, GenerateArguments)
+    parser = add_command(subparsers, "generate", [GenerateArguments], description=__doc__,
+                         help="Generate with a seq2seq model for a file of inputs (JSON lines).",
+                         formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser
 

@@ -4,7 +4,7 @@
 import dataclasses
 import json
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library
+from .common import HelpFormatter, add_command, arguments_from, call_library
 
 DESCRIPTION = (
     "Parameter counts of the attention projections and of the whole model (SharedBertModel with pooler, no task "
@@ -17,9 +17,9 @@ DESCRIPTION = (
 def add_parser(subparsers):
     from ..params import ParamsArguments
 
-    parser = subparsers.add_parser("params", help="print parameter counts for every attention type and sharing mode",
-                                   description=DESCRIPTION, formatter_class=HelpFormatter)
-    add_arguments_from(parser, ParamsArguments)
+    parser = add_command(subparsers, "params", [ParamsArguments], description=DESCRIPTION,
+                         help="print parameter counts for every attention type and sharing mode",
+                         formatter_class=HelpFormatter)
     parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
     parser.set_defaults(run=run)
 

@@ -16,15 +16,15 @@ only at the masked positions while training, and bf16 autocast is used where the
 (docs/pretraining-speed.md). The work is `sharedbert.training.pretrain`; the options are its `PretrainArguments`.
 """
 
-from .common import HelpFormatter, add_arguments_from, arguments_from, call_library, show_library_log
+from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
     from ..training.pretraining import PretrainArguments
 
-    parser = subparsers.add_parser("pretrain", help="Masked-LM pretraining from raw text files or a datasets dataset.",
-                                   description=__doc__, formatter_class=HelpFormatter)
-    add_arguments_from(parser, PretrainArguments)
+    parser = add_command(subparsers, "pretrain", [PretrainArguments], description=__doc__,
+                         help="Masked-LM pretraining from raw text files or a datasets dataset.",
+                         formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import add_arguments_from, arguments_from, show_library_log
+from .common import JobArgumentParser, add_command, arguments_from, show_library_log
 
 DESCRIPTION = """\
 Publish a trained SharedBert on the Hugging Face Hub, so that anyone can load it with
@@ -48,8 +48,10 @@ examples:
 
 def add_parser(subparsers) -> None:
     """Register `sharedbert upload`."""
-    parser = subparsers.add_parser(
-        "upload",
+    from ..hub.publishing import UploadArguments
+
+    parser = add_command(
+        subparsers, "upload", [UploadArguments],
         help="publish a trained SharedBert on the Hugging Face Hub (stage, verify without the package, upload)",
         description=DESCRIPTION,
         epilog=EPILOG.format(command="sharedbert upload"),
@@ -61,8 +63,10 @@ def add_parser(subparsers) -> None:
 
 def build_parser(prog: str = "upload.py") -> argparse.ArgumentParser:
     """The same command as a parser of its own, for the repository's `upload.py`."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
+    from ..hub.publishing import UploadArguments
+
+    parser = JobArgumentParser(
+        [UploadArguments], prog=prog,
         description=DESCRIPTION,
         epilog=EPILOG.format(command=f"python {prog}"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -73,9 +77,7 @@ def build_parser(prog: str = "upload.py") -> argparse.ArgumentParser:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..hub.publishing import UploadArguments
-
-    add_arguments_from(parser, UploadArguments)
+    """What the command has beside `UploadArguments`' flags."""
     parser.add_argument("-q", "--quiet", action="store_true", help="Print only errors and the final result.")
 
 

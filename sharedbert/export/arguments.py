@@ -77,6 +77,9 @@ class ExportFormatArguments:
     """The files written beside the fp32 `model.onnx`: int8 ONNX, OpenVINO IR in fp32 and int8, and the sentences
     static OpenVINO int8 is calibrated on."""
 
+    # The heading of its flags in `sharedbert export --help` (HfArgumentParser's group name).
+    _argument_group_name = "files written beside model.onnx"
+
     quantize: list[str] = field(default_factory=list, metadata={
         "help": "also write dynamic int8 ONNX for these CPU families (onnxruntime, optimum's settings): avx512_vnni, "
         "avx512, avx2, arm64, or all", "choices": [*QUANTIZATION_VARIANTS, "all"]})
@@ -116,6 +119,9 @@ class ExportFormatArguments:
 class ExportCheckArguments:
     """The sentences every written file is checked on against PyTorch, and the thresholds it must meet (why these:
     `runtimes`)."""
+
+    # The heading of its flags in `sharedbert export --help` (HfArgumentParser's group name).
+    _argument_group_name = "checks against PyTorch"
 
     check_file: str | None = field(default=None, metadata={
         "help": "sentences for the checks, one a line (default: 16 built-in GLUE dev sentences)"})

@@ -45,8 +45,9 @@ def training_flag(help: str, *aliases: str) -> dict:
 
 
 def _package_default(name: str, help: str):
-    """A TrainingArguments field whose default the package changes (the value is `trainer.DEFAULTS`')."""
-    return field(default=DEFAULTS[name], metadata={"help": help})
+    """A TrainingArguments field whose default the package changes (the value is `trainer.DEFAULTS`'); a flag only
+    where `training_flags` names it."""
+    return field(default=DEFAULTS[name], metadata={"help": help, "cli": False})
 
 
 @dataclass

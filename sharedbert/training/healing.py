@@ -181,6 +181,9 @@ class HealConfig(HealRuntimeConfig, HealLossConfig, HealDataConfig, HealSchedule
     (`build_minilm.heal_recipe` gives it its budget and threads); `sharedbert convert --heal` makes its healing flags
     from these fields. Bad settings are refused when it is made, naming the field."""
 
+    # The heading of its flags in `sharedbert convert --help` (HfArgumentParser's group name).
+    _argument_group_name = "healing (distillation from the original model; with --heal)"
+
     def __post_init__(self):
         self.validate_schedule()
         self.validate_data()

@@ -76,6 +76,8 @@ class Seq2SeqFinetuneArguments(Seq2SeqModelArguments, Seq2SeqDataArguments, JobT
     no_group_by_length: bool = field(default=False, metadata={"help": "Plain random batches.", "group": "training"})
     save: bool = field(default=True, metadata={"cli": False, "help": "False: keep nothing (a baseline run)."})
 
+    # The heading of the flags only seq2seq has in `sharedbert finetune --help` (HfArgumentParser's group name).
+    _argument_group_name = "sequence to sequence (your own source/target pairs: --source-column and --target-column)"
     training_flags: ClassVar[dict] = {
         **JobTrainingArguments.training_flags,
         "output_dir": {**JobTrainingArguments.training_flags["output_dir"],

@@ -2,7 +2,6 @@
 keeps every flag it had (under TrainingArguments' names too), and a run's signature is the one the arguments wrote
 before they were built so, so an old checkpoint still resumes."""
 
-import argparse
 import dataclasses
 import json
 
@@ -10,7 +9,7 @@ import pytest
 from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
 from sharedbert.cli import main as cli
-from sharedbert.cli.common import add_arguments_from, arguments_from, flag_names
+from sharedbert.cli.common import JobArgumentParser, arguments_from, flag_names
 from sharedbert.training.arguments import JobTrainingArguments, renamed
 from sharedbert.training.finetuning import FinetuneArguments
 from sharedbert.training.pretraining import PretrainArguments
@@ -52,9 +51,8 @@ def differences(saved: dict, now: dict) -> dict:
 
 
 def parse(arguments_class, argv):
-    parser = argparse.ArgumentParser()
-    add_arguments_from(parser, arguments_class)
-    return arguments_from(parser.parse_args(argv), arguments_class)
+    """`argv` parsed as its command parses it: transformers' HfArgumentParser of the job's dataclass."""
+    return arguments_from(JobArgumentParser([arguments_class]).parse_args(argv), arguments_class)
 
 
 @pytest.mark.parametrize("saved, build", [
@@ -106,6 +104,7 @@ def test_every_flag_has_its_dataclass_default_and_only_named_training_arguments_
         assert getattr(built, name) == getattr(expected, name), name
     transformers_fields = {field.name for field in dataclasses.fields(Seq2SeqTrainingArguments)}
     assert flags & transformers_fields == set(arguments_class.training_flags)
+    assert "per_device_eval_batch_size" not in flags and "save_strategy" not in flags  # package defaults, no flags
     assert "gradient_accumulation_steps" not in flags and "per_device_train_batch_size" in flags
 
 
@@ -171,3 +170,23 @@ def test_seq2seq_arguments_need_both_columns_and_default_to_greedy():
         Seq2SeqFinetuneArguments(train_file="t.jsonl", validation_file="v.jsonl", target_column="t")
     with pytest.raises(ValueError, match="--generation-num-beams"):
         Seq2SeqFinetuneArguments(**SEQ2SEQ_FILES, generation_num_beams=0)
+
+
+def test_the_command_line_is_transformers_hf_argument_parser_with_switches_and_positionals():
+    """Every command's parser is an HfArgumentParser of the job's dataclasses: parse_args_into_dataclasses gives the
+    job's arguments; a bool stays a switch that takes no value (HfArgumentParser's own `--flag [BOOL]` would swallow
+    the positional argument after it), and positional fields stay positional."""
+    from transformers import HfArgumentParser
+
+    from sharedbert.cli import build_parser
+    from sharedbert.training.conversion import ConvertArguments
+
+    subparsers = next(action for action in build_parser()._actions if action.choices)
+    assert all(isinstance(parser, HfArgumentParser) for parser in subparsers.choices.values())
+    (built,) = JobArgumentParser([FinetuneArguments]).parse_args_into_dataclasses(
+        ["--task", "sst2", "--epochs", "2", "--no-resume"], look_for_args_file=False)
+    assert isinstance(built, FinetuneArguments) and (built.num_train_epochs, built.no_resume) == (2.0, True)
+    convert = JobArgumentParser([ConvertArguments]).parse_args(["--trust-remote-code", "bert", "out"])
+    assert (convert.trust_remote_code, convert.src, convert.out) == (True, "bert", "out")
+    with pytest.raises(SystemExit):
+        JobArgumentParser([ConvertArguments]).parse_args(["--trust-remote-code", "yes", "bert", "out"])
