@@ -1,6 +1,6 @@
 """SharedBert configuration: BERT's fields plus the weight-sharing choices this model family compares (how
 attention projects, cross-layer sharing, tied embeddings) and the decoder and sequence-to-sequence fields, each
-described in `SharedBertConfig`'s docstring and in docs/model.md.
+described in `SharedBertConfig`'s docstring.
 
 This file is shipped to the Hub with the model: it imports only transformers and runs nothing at import time beyond
 defining classes and constants.
@@ -8,6 +8,7 @@ defining classes and constants.
 
 # `Literal` is typing's, as transformers' own configs use it (this file imports only transformers and torch).
 from transformers.configuration_utils import Literal, PreTrainedConfig, strict
+from transformers.utils import auto_docstring
 from transformers.utils.type_validators import activation_fn_key, interval, positive_int_field
 
 
@@ -18,24 +19,15 @@ ATTENTION_TYPES = (
 # three types give the scores a direction. "shared_kv" (Q its own projection, K = V = S; 2·d² projection weights)
 # frees the whole query; "shared_head_query" (a head_dim × head_dim matrix per head on the paper's query) and
 # "shared_lowrank_query" (a rank-r term X·A·B added to it) keep the paper's one d² projection and cost at most 40% of
-# standard attention's projection parameters at bert-base and all-MiniLM-L6-v2 dims (docs/model.md).
+# standard attention's projection parameters at bert-base and all-MiniLM-L6-v2 dims.
 CROSS_ATTENTION_TYPES = ATTENTION_TYPES
 # Types that read `attention_rank`.
 RANKED_ATTENTION_TYPES = ("shared_lowrank_query",)
-# The cross-attention of a decoder whose config does not name one: "standard" whatever the self-attention, as in T5
-# and BERTShare, which never share cross-attention's projections. "shared_kv" learned to copy as fast in the copy
-# experiment at two thirds of the projection weights, but on the seq2seq study's task, from the same warm start, it
-# trailed "standard" by about 7 chrF (experiments/seq2seq). Configs record the type they resolved to, so a change of
-# this table cannot change a saved model.
-DEFAULT_CROSS_ATTENTION_TYPES = {
-    "shared": "standard",
-    "standard": "standard",
-    "symmetric": "standard",
-    "pairwise": "standard",
-    "shared_kv": "standard",
-    "shared_head_query": "standard",
-    "shared_lowrank_query": "standard",
-}
+# The cross-attention of a decoder whose config does not name one, whatever its self-attention: "standard", as in T5
+# and BERTShare, which never share cross-attention's projections. Configs record the type they resolved to, and a
+# config.json saved before they did loads with the cross-attention it had (`SharedBertConfig.from_dict`), so a change
+# of this default cannot change a saved model.
+DEFAULT_CROSS_ATTENTION_TYPE = "standard"
 # The rank of "shared_lowrank_query" when `attention_rank` is None: hidden_size // 12. Its projections then cost
 # (d² + 4d + 2dr + r) / (3d² + 3d) ≈ 1/3 + 2r/(3d) ≈ 38.9% of standard attention's at any width (bert-base: 39.0%,
 # all-MiniLM-L6-v2: 39.1%); 40% allows r ≤ 0.1·d − 1.4.
@@ -67,11 +59,17 @@ AUTO_MAP = {
 }
 
 
+@auto_docstring(
+    custom_intro="""
+    Configuration of a [`SharedBertModel`] and its heads: BERT's fields, with BERT's meaning and defaults
+    (bert-base-uncased dims), plus how attention projects, what is shared across depth and the decoder and
+    sequence-to-sequence settings. A value of the wrong type or outside its choices is refused when it is set, and a
+    broken rule between fields when the config is made and again before a model is built from it.
+    """
+)
 @strict(accept_kwargs=True)
 class SharedBertConfig(PreTrainedConfig):
     r"""
-    Configuration of a [`SharedBertModel`]. The BERT fields keep BERT's meaning and defaults (bert-base-uncased dims).
-
     Args:
         attention_type (`str`, defaults to `"shared"`):
             How self-attention projects queries, keys and values. `"shared"`: one projection S = X·Ws + b and
@@ -108,9 +106,9 @@ class SharedBertConfig(PreTrainedConfig):
             Requires `is_decoder=True`. It projects queries, keys and values as `cross_attention_type` says (see the
             modeling module's docstring) and is shared across depth like the self-attention.
         cross_attention_type (`str`, *optional*):
-            How cross-attention projects: one of the `attention_type` values (docs/generation.md). None (the default)
-            takes `DEFAULT_CROSS_ATTENTION_TYPES[attention_type]`, `"standard"` for every type. A saved config records
-            the type it resolved to; a config.json with cross-attention and no type (or null) was saved when
+            How cross-attention projects: one of the `attention_type` values. None (the default) takes
+            `DEFAULT_CROSS_ATTENTION_TYPE`, `"standard"`, whatever `attention_type` is. A saved config records the
+            type it resolved to; a config.json with cross-attention and no type (or null) was saved when
             cross-attention followed `attention_type`, and loads that way.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its keys and values (`past_key_values`) for fast generation. Encoders ignore it.
@@ -215,12 +213,16 @@ class SharedBertConfig(PreTrainedConfig):
     def from_dict(cls, config_dict, **kwargs):
         """`PreTrainedConfig.from_dict`, plus what it cannot know. A config.json with cross-attention and no
         `cross_attention_type` was saved when cross-attention followed `attention_type` (before the configs recorded
-        it), and loads that way. A keyword override that is no field but within two edits of one
-        (`from_pretrained(path, atention_type=...)`) is a typo, not an unused argument."""
+        it), and loads that way; a BERT's config.json (a BERT checkpoint loads into standard attention) takes the
+        default. A keyword override that is no field but within two edits of one (`from_pretrained(path,
+        atention_type=...)`) is a typo, not an unused argument."""
         if (config_dict.get("add_cross_attention") or config_dict.get("is_encoder_decoder")) and config_dict.get(
             "cross_attention_type"
-        ) is None:
+        ) is None and config_dict.get("model_type", cls.model_type) == cls.model_type:
             config_dict = {**config_dict, "cross_attention_type": config_dict.get("attention_type", "shared")}
+        # Another model's model_type (a BERT's), kept, would shadow this class's on the instance, and
+        # AutoModel.from_config would build that model from the config.
+        config_dict = {key: value for key, value in config_dict.items() if key != "model_type"}
         return_unused_kwargs = kwargs.pop("return_unused_kwargs", False)
         config, unused_kwargs = super().from_dict(config_dict, return_unused_kwargs=True, **kwargs)
         _reject_misspelled_fields(unused_kwargs)
@@ -229,9 +231,7 @@ class SharedBertConfig(PreTrainedConfig):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
         """`PreTrainedConfig.from_pretrained` whose refusal of a bad or misspelled field is a ValueError naming the
-        checkpoint: transformers' names the field only, not which of several folders holds it (needed by
-        tests/model/test_loading_errors.py::test_invalid_config_json_names_the_field_and_folder and
-        ::test_misspelled_field_suggests_the_right_one)."""
+        checkpoint: transformers' names the field only, not which of several folders holds it."""
         try:
             return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
         except Exception as error:
@@ -333,11 +333,11 @@ class SharedBertConfig(PreTrainedConfig):
 
     @property
     def effective_cross_attention_type(self) -> str:
-        """The attention type of the cross-attention sublayers: `cross_attention_type`, else the default for
-        `attention_type` (`DEFAULT_CROSS_ATTENTION_TYPES`)."""
+        """The attention type of the cross-attention sublayers: `cross_attention_type`, else
+        `DEFAULT_CROSS_ATTENTION_TYPE`."""
         if self.cross_attention_type is not None:
             return self.cross_attention_type
-        return DEFAULT_CROSS_ATTENTION_TYPES[self.attention_type]
+        return DEFAULT_CROSS_ATTENTION_TYPE
 
     @property
     def uses_attention_rank(self) -> bool:

@@ -2,7 +2,7 @@
 
 The attention variants differ only in how the per-head queries, keys and values are made from the layer input;
 everything after that (the attention backend, output projection, residual, LayerNorm, feed-forward) is BERT's. Three
-of them give the paper's symmetric scores a direction (issue 42): `shared_kv` (own Wq, K = V = S),
+of them give the paper's symmetric scores a direction: `shared_kv` (own Wq, K = V = S),
 `shared_head_query` (Q = (S⊙dq⊙dk)·M_h) and `shared_lowrank_query` (Q = S⊙dq⊙dk + (X·A + a)·B).
 Cross-layer sharing stores each distinct sublayer once and runs it through an index map, as ALBERT does.
 
@@ -55,14 +55,12 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.models.encoder_decoder.modeling_encoder_decoder import shift_tokens_right
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, logging
+from transformers.utils import TransformersKwargs, auto_docstring
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_sharedbert import SharedBertConfig
 
-
-logger = logging.get_logger(__name__)
 
 class SharedBertEmbeddings(nn.Module):
     """Word + position + token-type embeddings, LayerNorm and dropout, as in BERT."""
@@ -595,11 +593,27 @@ class SharedBertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
+# BERT's weight names (any transformers BERT class, with or without the `bert.` prefix) and the SharedBert names of
+# the same weights: transformers renames them as a checkpoint loads (the `key_mapping` of `from_pretrained`), so a
+# BERT checkpoint loads as it is into `standard` attention without layer sharing. No SharedBert name matches a source.
+BERT_WEIGHT_NAMES = {
+    r"^bert\.": "sharedbert.",
+    r"encoder\.layer\.(\d+)\.attention\.": r"encoder.attention.\1.",
+    r"encoder\.layer\.(\d+)\.crossattention\.": r"encoder.crossattention.\1.",
+    r"encoder\.layer\.(\d+)\.intermediate\.dense\.": r"encoder.feed_forward.\1.intermediate.",
+    r"encoder\.layer\.(\d+)\.output\.dense\.": r"encoder.feed_forward.\1.output.",
+    r"encoder\.layer\.(\d+)\.output\.LayerNorm\.": r"encoder.feed_forward.\1.LayerNorm.",
+    r"cls\.predictions\.transform\.": "cls.predictions.",
+    r"cls\.predictions\.bias": "cls.predictions.decoder.bias",
+}
+
+
 class IncompatibleCheckpointError(ValueError, RuntimeError):
     """The weights on disk do not fit the model's config. A ValueError (a bad argument or file), and a RuntimeError as
     transformers raises for mismatched shapes, so code written for either keeps working."""
 
 
+@auto_docstring
 class SharedBertPreTrainedModel(PreTrainedModel):
     config_class = SharedBertConfig
     config: SharedBertConfig
@@ -656,25 +670,27 @@ class SharedBertPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """`PreTrainedModel.from_pretrained` with the two refusals whose failure would otherwise be silent, each needed
-        by the test named beside it. With `output_loading_info=True` the caller receives the missing and unexpected
-        keys to judge, and the second refusal is left to them."""
+        """`PreTrainedModel.from_pretrained` that reads BERT's weight names (`BERT_WEIGHT_NAMES`), with the refusals
+        whose failure would otherwise be silent. With `output_loading_info=True` the caller receives the missing and
+        unexpected keys to judge, and the last refusal is left to them."""
         # Safetensors only: without a model.safetensors transformers falls back to a folder's pytorch_model.bin and
-        # unpickles it, if with torch's restricted unpickler
-        # (test_loading_errors.py::test_model_classes_never_unpickle_a_folder_of_pickle_weights).
+        # unpickles it, if with torch's restricted unpickler.
         if kwargs.setdefault("use_safetensors", True) is not True:
             raise ValueError(
                 f"use_safetensors={kwargs['use_safetensors']!r}: SharedBert loads safetensors weights only "
                 "(unpickling .bin/.pt files can run code); drop the argument."
             )
-        if kwargs.get("output_loading_info"):
-            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        kwargs.setdefault("key_mapping", BERT_WEIGHT_NAMES)
+        return_loading_info = kwargs.pop("output_loading_info", False)
         model, info = super().from_pretrained(
             pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
         )
+        if read_bert_weight_names(model):
+            check_config_runs_bert(pretrained_model_name_or_path, model.config)
+        if return_loading_info:
+            return model, info
         # Embedding or stack weights the checkpoint lacks would be random-initialised with only a logged report: a
-        # checkpoint of another attention type or sharing would load as noise
-        # (test_loading_errors.py::test_attention_type_override_names_both_types). A task head absent from a base
+        # checkpoint of another attention type or sharing would load as noise. A task head absent from a base
         # checkpoint, and cross-attention absent from an encoder's, are the normal start of fine-tuning.
         own = tuple(f"{name}." for name, module in model.named_modules()
                     if isinstance(module, (SharedBertEmbeddings, SharedBertStack)))
@@ -690,6 +706,36 @@ class SharedBertPreTrainedModel(PreTrainedModel):
                                    "matches the weights."])
             )
         return model
+
+
+def read_bert_weight_names(model: PreTrainedModel) -> bool:
+    """Whether loading renamed BERT weight names into `model` (`BERT_WEIGHT_NAMES`). transformers keeps the renamings
+    it applied in order to save a model in its checkpoint's names; a SharedBert saves in its own, so they are dropped."""
+    applied = getattr(model, "_weight_conversions", None) or []
+    if not any(all(pattern in BERT_WEIGHT_NAMES for pattern in renaming.source_patterns) for renaming in applied):
+        return False
+    model._weight_conversions = []
+    return True
+
+
+def check_config_runs_bert(path, config: SharedBertConfig) -> None:
+    """Refuses a config that would not compute what BERT computes with a BERT checkpoint's weights: its other
+    parameters would start random, or its weights run where BERT's never ran."""
+    cross = config.effective_cross_attention_type if config.has_cross_attention else "standard"
+    differences = [f"{field}={value!r}" for field, value, bert in (
+        ("attention_type", config.attention_type, "standard"),
+        ("cross_attention_type", cross, "standard"),
+        ("layer_sharing", config.layer_sharing, "none"),
+        ("num_key_value_heads", config.num_key_value_heads, None),
+        ("layer_norm_position", config.layer_norm_position, "post"),
+    ) if value != bert]
+    if differences:
+        raise IncompatibleCheckpointError(
+            f"The checkpoint at {path} is a BERT (its weights have BERT's names), which loads as it is only with "
+            f"attention_type='standard' and no layer sharing, but the config asks for {', '.join(differences)}. "
+            f"Convert it instead: sharedbert.convert.from_bert({str(path)!r}, attention_type=...) fits the other "
+            "attention types and shared layers to BERT's weights (`sharedbert convert` from the shell)."
+        )
 
 
 def attention_type_of(keys) -> str | None:
@@ -879,13 +925,21 @@ class SharedBertStack(SharedBertPreTrainedModel):
         return attention_mask, encoder_attention_mask
 
 
+@auto_docstring(
+    custom_intro="""
+    The bare SharedBert stack: a bidirectional encoder, or with `is_decoder` a causal decoder (with
+    `add_cross_attention`, one that attends to `encoder_hidden_states`).
+    """
+)
 class SharedBertModel(SharedBertPreTrainedModel):
-    """The bare SharedBert stack: a bidirectional encoder, or with `is_decoder` a causal decoder (with
-    `add_cross_attention`, one that attends to `encoder_hidden_states`)."""
-
     _auto_class = "AutoModel"
 
     def __init__(self, config: SharedBertConfig, add_pooling_layer: bool = True):
+        r"""
+        add_pooling_layer (`bool`, *optional*, defaults to `True`):
+            Whether to add BERT's pooler (dense + tanh over the first token), whose output the classification heads
+            read.
+        """
         super().__init__(config)
         self.embeddings = SharedBertEmbeddings(config)
         self.encoder = SharedBertStack(config)
@@ -900,6 +954,7 @@ class SharedBertModel(SharedBertPreTrainedModel):
 
     @merge_with_config_defaults
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -913,6 +968,10 @@ class SharedBertModel(SharedBertPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        r"""
+        Returns:
+            [`~modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions`], or a tuple of its fields when `return_dict=False`.
+        """
         embedding_output = self.embeddings(
             input_ids=input_ids,
             token_type_ids=token_type_ids,
@@ -953,6 +1012,12 @@ def sparse_mlm_positions(model: nn.Module, sequence_output: torch.Tensor, labels
     return sequence_output[labelled], labels[labelled]
 
 
+@auto_docstring(
+    custom_intro="""
+    SharedBert with BERT's masked-language-modelling head on top, its decoder tied to the word embeddings by
+    default (`tie_word_embeddings`).
+    """
+)
 class SharedBertForMaskedLM(SharedBertPreTrainedModel):
     _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
 
@@ -971,6 +1036,7 @@ class SharedBertForMaskedLM(SharedBertPreTrainedModel):
         self.cls.predictions.decoder = new_embeddings
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -981,6 +1047,15 @@ class SharedBertForMaskedLM(SharedBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> MaskedLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Labels for the masked-language-modelling loss: token ids in `[0, ..., config.vocab_size - 1]`, or -100 for
+            positions that are not scored. With `config.sparse_prediction`, in training, `logits` then holds one row per
+            scored position.
+
+        Returns:
+            [`~modeling_outputs.MaskedLMOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         outputs = self.sharedbert(
             input_ids,
             attention_mask=attention_mask,
@@ -1000,12 +1075,15 @@ class SharedBertForMaskedLM(SharedBertPreTrainedModel):
         )
 
 
-class SharedBertLMHeadModel(SharedBertPreTrainedModel, GenerationMixin):
-    """A left-to-right language model (`is_decoder=True`), optionally attending to encoder states
+@auto_docstring(
+    custom_intro="""
+    A left-to-right language model (`is_decoder=True`), optionally attending to encoder states
     (`add_cross_attention=True`): the decoder of transformers' `EncoderDecoderModel`, as `BertLMHeadModel` is.
     `generate` works with or without `encoder_hidden_states`; the right cache is built here, so callers never pass an
-    `EncoderDecoderCache` themselves."""
-
+    `EncoderDecoderCache` themselves.
+    """
+)
+class SharedBertLMHeadModel(SharedBertPreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
     _auto_class = "AutoModelForCausalLM"
 
@@ -1027,6 +1105,7 @@ class SharedBertLMHeadModel(SharedBertPreTrainedModel, GenerationMixin):
         self.cls.predictions.decoder = new_embeddings
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1042,7 +1121,13 @@ class SharedBertLMHeadModel(SharedBertPreTrainedModel, GenerationMixin):
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CausalLMOutputWithCrossAttentions:
-        """`labels`: next-token targets aligned with `input_ids` (shifted inside the loss, -100 ignored)."""
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Next-token targets aligned with `input_ids` (shifted inside the loss); -100 is not scored.
+
+        Returns:
+            [`~modeling_outputs.CausalLMOutputWithCrossAttentions`], or a tuple of its fields when `return_dict=False`.
+        """
         if labels is not None:
             use_cache = False
         outputs = self.sharedbert(
@@ -1072,9 +1157,12 @@ class SharedBertLMHeadModel(SharedBertPreTrainedModel, GenerationMixin):
         )
 
 
+@auto_docstring(
+    custom_intro="""
+    BERT's pre-training model: masked-LM and next-sentence-prediction heads, loss their sum.
+    """
+)
 class SharedBertForPreTraining(SharedBertPreTrainedModel):
-    """BERT's pre-training model: masked-LM and next-sentence-prediction heads, loss their sum."""
-
     _tied_weights_keys = {"cls.predictions.decoder.weight": "sharedbert.embeddings.word_embeddings.weight"}
     _auto_class = "AutoModelForPreTraining"
 
@@ -1091,6 +1179,7 @@ class SharedBertForPreTraining(SharedBertPreTrainedModel):
         self.cls.predictions.decoder = new_embeddings
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1102,6 +1191,18 @@ class SharedBertForPreTraining(SharedBertPreTrainedModel):
         next_sentence_label: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BertForPreTrainingOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Labels for the masked-language-modelling loss: token ids in `[0, ..., config.vocab_size - 1]`, or -100 for
+            positions that are not scored. With `config.sparse_prediction`, in training, `logits` then holds one row per
+            scored position.
+        next_sentence_label (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            Labels for the next-sentence-prediction loss: 0 when sentence B follows sentence A, 1 when it is random. The
+            loss is the sum of both losses, returned when both labels are given.
+
+        Returns:
+            [`~models.bert.modeling_bert.BertForPreTrainingOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         outputs = self.sharedbert(
             input_ids,
             attention_mask=attention_mask,
@@ -1128,9 +1229,12 @@ class SharedBertForPreTraining(SharedBertPreTrainedModel):
         )
 
 
+@auto_docstring(
+    custom_intro="""
+    Pooled [CLS] → `cls.seq_relationship`: 0 = sentence B follows A, 1 = random.
+    """
+)
 class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
-    """Pooled [CLS] → `cls.seq_relationship`: 0 = sentence B follows A, 1 = random."""
-
     _auto_class = "AutoModelForNextSentencePrediction"
 
     def __init__(self, config: SharedBertConfig):
@@ -1140,6 +1244,7 @@ class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1150,6 +1255,13 @@ class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> NextSentencePredictorOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            Labels for the next-sentence-prediction loss: 0 when sentence B follows sentence A, 1 when it is random.
+
+        Returns:
+            [`~modeling_outputs.NextSentencePredictorOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         outputs = self.sharedbert(
             input_ids,
             attention_mask=attention_mask,
@@ -1166,8 +1278,9 @@ class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
         )
 
 
-class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMixin):
-    """A sequence-to-sequence model of two SharedBert stacks of one size (`is_encoder_decoder=True`).
+@auto_docstring(
+    custom_intro="""
+    A sequence-to-sequence model of two SharedBert stacks of one size (`is_encoder_decoder=True`).
 
     * Encoder: `sharedbert` (a `SharedBertModel` without pooler; its keys are those of any SharedBert checkpoint, so
       one loads into it as is). Decoder: `decoder`, a stack with causal self-attention and cross-attention in every
@@ -1181,7 +1294,8 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
     * Warm start from one BERT or SharedBert checkpoint on both sides (Rothe et al. 2020): `sharedbert.convert.
       warm_start_seq2seq`; cross-attention starts untrained, as in their BERT2BERT.
     """
-
+)
+class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMixin):
     _auto_class = "AutoModelForSeq2SeqLM"
     main_input_name = "input_ids"
 
@@ -1251,6 +1365,7 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
         return shift_tokens_right(labels, pad, self.config.decoder_start_token_id)
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1267,7 +1382,14 @@ class SharedBertForConditionalGeneration(SharedBertPreTrainedModel, GenerationMi
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
-        """`labels`: target ids (-100 ignored); without `decoder_input_ids` they are shifted right to make them."""
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
+            Target token ids (-100 is not scored); without `decoder_input_ids` they are shifted right behind
+            `config.decoder_start_token_id` to make them.
+
+        Returns:
+            [`~modeling_outputs.Seq2SeqLMOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         if encoder_outputs is None:
             encoder_outputs = self.sharedbert(
                 input_ids,
@@ -1323,9 +1445,12 @@ def _classifier_dropout(config: SharedBertConfig) -> nn.Dropout:
     return nn.Dropout(config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob)
 
 
+@auto_docstring(
+    custom_intro="""
+    Pooled [CLS] → dropout → `classifier`; regression, single-label or multi-label loss as in BERT.
+    """
+)
 class SharedBertForSequenceClassification(SharedBertPreTrainedModel):
-    """Pooled [CLS] → dropout → `classifier`; regression, single-label or multi-label loss as in BERT."""
-
     _auto_class = "AutoModelForSequenceClassification"
 
     def __init__(self, config: SharedBertConfig):
@@ -1337,6 +1462,7 @@ class SharedBertForSequenceClassification(SharedBertPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1347,6 +1473,15 @@ class SharedBertForSequenceClassification(SharedBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput:
+        r"""
+        labels (`torch.LongTensor` or `torch.FloatTensor` of shape `(batch_size,)` or `(batch_size, num_labels)`, *optional*):
+            Regression targets when `config.num_labels == 1` (mean-square loss), class indices in
+            `[0, ..., config.num_labels - 1]` (cross-entropy), or float multi-hot rows (multi-label, binary cross-entropy),
+            as in BERT.
+
+        Returns:
+            [`~modeling_outputs.SequenceClassifierOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         outputs = self.sharedbert(
             input_ids,
             attention_mask=attention_mask,
@@ -1380,9 +1515,12 @@ class SharedBertForSequenceClassification(SharedBertPreTrainedModel):
         )
 
 
+@auto_docstring(
+    custom_intro="""
+    Scores each (batch, choice) sequence with the pooled [CLS] and a one-output `classifier`.
+    """
+)
 class SharedBertForMultipleChoice(SharedBertPreTrainedModel):
-    """Scores each (batch, choice) sequence with the pooled [CLS] and a one-output `classifier`."""
-
     _auto_class = "AutoModelForMultipleChoice"
 
     def __init__(self, config: SharedBertConfig):
@@ -1393,6 +1531,7 @@ class SharedBertForMultipleChoice(SharedBertPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1403,6 +1542,13 @@ class SharedBertForMultipleChoice(SharedBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> MultipleChoiceModelOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            The index of the right choice, in `[0, ..., num_choices - 1]` (the second dimension of the inputs).
+
+        Returns:
+            [`~modeling_outputs.MultipleChoiceModelOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
 
         def flatten(x):
@@ -1424,6 +1570,12 @@ class SharedBertForMultipleChoice(SharedBertPreTrainedModel):
         )
 
 
+@auto_docstring(
+    custom_intro="""
+    SharedBert with a token classification head on top (a linear `classifier` over each token's hidden
+    state), e.g. for named-entity recognition.
+    """
+)
 class SharedBertForTokenClassification(SharedBertPreTrainedModel):
     _auto_class = "AutoModelForTokenClassification"
 
@@ -1436,6 +1588,7 @@ class SharedBertForTokenClassification(SharedBertPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1446,6 +1599,13 @@ class SharedBertForTokenClassification(SharedBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> TokenClassifierOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            A class index in `[0, ..., config.num_labels - 1]` per token, or -100 for tokens that are not scored.
+
+        Returns:
+            [`~modeling_outputs.TokenClassifierOutput`], or a tuple of its fields when `return_dict=False`.
+        """
         outputs = self.sharedbert(
             input_ids,
             attention_mask=attention_mask,
@@ -1464,9 +1624,12 @@ class SharedBertForTokenClassification(SharedBertPreTrainedModel):
         )
 
 
+@auto_docstring(
+    custom_intro="""
+    Extractive QA: start and end logits per token from `qa_outputs`.
+    """
+)
 class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
-    """Extractive QA: start and end logits per token from `qa_outputs`."""
-
     _auto_class = "AutoModelForQuestionAnswering"
 
     def __init__(self, config: SharedBertConfig):
@@ -1477,6 +1640,7 @@ class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
+    @auto_docstring
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1488,6 +1652,10 @@ class SharedBertForQuestionAnswering(SharedBertPreTrainedModel):
         end_positions: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> QuestionAnsweringModelOutput:
+        r"""
+        Returns:
+            [`~modeling_outputs.QuestionAnsweringModelOutput`], or a tuple of its fields when `return_dict=False`; start and end positions outside the sequence are not scored, as in BERT.
+        """
         outputs = self.sharedbert(
             input_ids,
             attention_mask=attention_mask,

@@ -10,7 +10,7 @@ tests/fixtures holds what earlier versions of the package wrote:
 * `*-shared-kv-default`: configs that record the type they resolved to, as every config has since.
 
 `SharedBertConfig.from_dict` reads the first two formats as their cross-attention followed `attention_type`: today's
-default (`DEFAULT_CROSS_ATTENTION_TYPES`) would give them other cross-attention weights than the ones saved.
+default (`DEFAULT_CROSS_ATTENTION_TYPE`) would give them other cross-attention weights than the ones saved.
 """
 
 from pathlib import Path
@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 
 import sharedbert  # noqa: F401  (registers the Auto classes)
 from sharedbert import SharedBertConfig
-from sharedbert.configuration_sharedbert import DEFAULT_CROSS_ATTENTION_TYPES
+from sharedbert.configuration_sharedbert import DEFAULT_CROSS_ATTENTION_TYPE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OLD = "before-cross-attention-type"
@@ -48,7 +48,7 @@ def test_an_old_config_loads_with_the_cross_attention_it_was_saved_with(fixture,
         config.validate()
         assert config.effective_cross_attention_type == saved_type
     if raw.get("cross_attention_type") is None:  # the fixture does need the migration: today's default differs
-        assert DEFAULT_CROSS_ATTENTION_TYPES[raw["attention_type"]] != saved_type
+        assert DEFAULT_CROSS_ATTENTION_TYPE != saved_type
     config.save_pretrained(tmp_path)  # saved again, it names its type and keeps it
     assert json.loads((tmp_path / "config.json").read_text())["cross_attention_type"] == saved_type
     assert SharedBertConfig.from_pretrained(tmp_path).effective_cross_attention_type == saved_type
