@@ -191,7 +191,7 @@ def check_checkpoint(folder) -> None:
             check_torch_file(path)
     except (OSError, ValueError) as error:
         raise type(error)(f"{error} The checkpoint {folder} cannot be resumed: pass --no-resume to discard it and "
-                          "start afresh (or restore the file).") from error
+                          "start afresh (build-minilm: a new --work-dir), or restore the file.") from error
 
 
 # The name this gate had when it checked the files' headers only.
