@@ -163,7 +163,8 @@ def code_references(source, parts=tuple(CODE_PARTS), _depth: int = 0, **hub_opti
 
 def _module_references(source, parts, depth: int, **hub_options) -> list[tuple]:
     """sentence-transformers imports a module class that is not its own from the folder, when trusted; a module kept
-    in a folder of its own (0_Transformer/) loads that folder's config and tokenizer with the same setting."""
+    in a folder of its own (0_Transformer/) loads that folder's config and tokenizer with the same setting (read as a
+    `subfolder`, so a Hub repository's module folders are read too)."""
     found = []
     for entry in _read_json(source, "modules.json", [], **hub_options):
         if not isinstance(entry, dict):
@@ -172,9 +173,10 @@ def _module_references(source, parts, depth: int, **hub_options) -> list[tuple]:
         found.append(("modules.json", "module", kind, kind.startswith("sentence_transformers.")))
         path = entry.get("path")
         inside = isinstance(path, str) and path and not path.startswith(("/", "\\")) and ".." not in path
-        if inside and depth < 3 and os.path.isdir(os.path.join(str(source), path)):
+        if inside and depth < 3:
+            subfolder = "/".join(part for part in (hub_options.get("subfolder"), path) if part)
             found += [(f"{path}/{where}", *rest) for where, *rest in code_references(
-                os.path.join(str(source), path), parts, depth + 1, **hub_options)]
+                source, parts, depth + 1, **{**hub_options, "subfolder": subfolder})]
     return found
 
 

@@ -363,3 +363,20 @@ def test_with_the_gate_switched_off_transformers_still_never_asks(tmp_path, mark
     assert done.returncode != 0 and "trust_remote_code" in output, output[-3000:]
     assert "Do you wish to run the custom code" not in output
     assert not marker.exists(), "the planted module ran"
+
+
+def test_the_gate_reads_a_hub_repositorys_module_folders_too(tmp_path):
+    """A Hub id's module folders are read through the Hub cache as subfolders (here an offline cache laid out as the
+    Hub client lays it out), as sentence-transformers reads them."""
+    snapshot = tmp_path / "hub" / "models--someone--sentence" / "snapshots" / ("0" * 40)
+    (snapshot / "0_Transformer").mkdir(parents=True)
+    (tmp_path / "hub" / "models--someone--sentence" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--sentence" / "refs" / "main").write_text("0" * 40)
+    (snapshot / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "0_Transformer",
+                                                        "type": "sentence_transformers.models.Transformer"}]))
+    (snapshot / "0_Transformer" / "config.json").write_text(json.dumps(
+        {"model_type": "planted", "auto_map": {"AutoModel": "planted.PlantedModel"}}))
+    hub = {"cache_dir": str(tmp_path / "hub"), "local_files_only": True}
+    assert remote_code_of("someone/sentence", **hub) == ["0_Transformer/config.json: AutoModel -> planted.PlantedModel"]
+    with pytest.raises(RemoteCodeRefused, match="0_Transformer/config.json"):
+        check_remote_code("someone/sentence", **hub)
