@@ -74,14 +74,14 @@ def weights_files(source, subfolder: str = "") -> list[Path]:
     folder = Path(str(source)) / subfolder
     if not folder.is_dir():
         return []
-    if (folder / WEIGHTS_INDEX).is_file():
+    if (folder / WEIGHTS_FILE).is_file():  # transformers reads it, not the shards, when both are there
+        files = [folder / WEIGHTS_FILE]
+    elif (folder / WEIGHTS_INDEX).is_file():
         files = [folder / shard for shard in _read_index(folder / WEIGHTS_INDEX)]
         missing = [path.name for path in files if not path.is_file()]
         if missing:
             raise OSError(f"The shard index {folder / WEIGHTS_INDEX} lists {missing[:3]}, missing from {folder}: "
                           "download the model again, or re-save it with save_pretrained.")
-    elif (folder / WEIGHTS_FILE).is_file():
-        files = [folder / WEIGHTS_FILE]
     else:
         pickles = sorted(path.name for path in folder.iterdir() if path.suffix in PICKLE_SUFFIXES)
         if pickles:

@@ -189,8 +189,10 @@ def sharded(folder: Path) -> Path:
     return folder / "model.safetensors.index.json"
 
 
-@pytest.mark.parametrize("damage", ["no weight_map", "not JSON", "a missing shard", "a NaN in a shard"])
+@pytest.mark.parametrize("damage", ["no weight_map", "not JSON", "a missing shard", "a NaN in a shard",
+                                    "a NaN in model.safetensors beside the index"])
 def test_a_damaged_shard_index_or_shard_is_refused_naming_it(classifier, task, capsys, damage):
+    whole = load_file(classifier / "model.safetensors")
     index = sharded(classifier)
     table = json.loads(index.read_text())
     shard = classifier / sorted(set(table["weight_map"].values()))[-1]
@@ -203,6 +205,10 @@ def test_a_damaged_shard_index_or_shard_is_refused_naming_it(classifier, task, c
     elif damage == "a missing shard":
         shard.unlink()
         needles = [index, shard.name, "missing"]
+    elif damage == "a NaN in model.safetensors beside the index":  # transformers reads this one, not the shards
+        save_file(whole, classifier / "model.safetensors", metadata={"format": "pt"})
+        poison(classifier / "model.safetensors", POISONED)
+        needles = [classifier / "model.safetensors", "NaN or Inf", POISONED]
     else:
         poison(shard)
         needles = [shard, "NaN or Inf"]
