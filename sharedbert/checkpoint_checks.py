@@ -242,7 +242,7 @@ def check_finite(model, source) -> None:
 def weights_file(source) -> str:
     """The safetensors file (or shard index) of a checkpoint, for messages."""
     folder = Path(str(source))
-    if (folder / WEIGHTS_INDEX).is_file():
+    if (folder / WEIGHTS_INDEX).is_file() and not (folder / WEIGHTS_FILE).is_file():
         return f"(one of the shards listed in {folder / WEIGHTS_INDEX})"
     return str(folder / WEIGHTS_FILE)
 
