@@ -53,8 +53,8 @@ def other_shape_inputs(vocab_size, batch=4, length=23):
     return input_ids, attention_mask
 
 
-@pytest.mark.parametrize("attention_type", ["shared", "standard", "pairwise", "shared_kv", "shared_head_query",
-                                            "shared_lowrank_query"])
+@pytest.mark.parametrize("attention_type", ["shared", *(pytest.param(t, marks=pytest.mark.slow) for t in (
+    "standard", "pairwise", "shared_kv", "shared_head_query", "shared_lowrank_query"))])  # shared: the quick loop's
 def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_type):
     model = SharedBertModel(tiny_config(vocab_size=len(VOCAB), attention_type=attention_type)).eval()
     report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
@@ -76,6 +76,7 @@ def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_t
 
 
 @pytest.mark.parametrize("num_key_value_heads", [1, 2])
+@pytest.mark.slow
 def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_value_heads):
     config = tiny_config(vocab_size=len(VOCAB), attention_type="standard", num_key_value_heads=num_key_value_heads)
     model = SharedBertModel(config).eval()
@@ -87,6 +88,7 @@ def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_v
     np.testing.assert_allclose(run(tmp_path / "onnx" / "model.onnx", input_ids, attention_mask), expected, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_classifier_export_is_detected_and_matches(tmp_path):
     model = SharedBertForSequenceClassification(tiny_config(vocab_size=len(VOCAB), num_labels=3)).eval()
     report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
@@ -99,6 +101,7 @@ def test_classifier_export_is_detected_and_matches(tmp_path):
     np.testing.assert_allclose(got, expected, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_sentence_transformers_folder_exports_its_pooling_and_normalisation(tmp_path):
     sentence_transformers = pytest.importorskip("sentence_transformers")
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
@@ -129,6 +132,7 @@ def test_a_bert_is_refused_with_the_fix(tmp_path):
     assert not (tmp_path / "onnx").exists()
 
 
+@pytest.mark.slow
 def test_bad_task_and_failed_check_leave_nothing(tmp_path):
     folder = save(SharedBertModel(tiny_config(vocab_size=len(VOCAB))).eval(), tmp_path / "model")
     with pytest.raises(ValueError, match="task must be"):
@@ -140,6 +144,7 @@ def test_bad_task_and_failed_check_leave_nothing(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left behind either
 
 
+@pytest.mark.slow
 def test_export_command(tmp_path):
     from sharedbert.cli import main
 
@@ -153,7 +158,7 @@ def test_export_command(tmp_path):
 # The flags of `sharedbert export` as docs/export.md documents them, each still taken under this name.
 EXPORT_FLAGS = {"--task", "--layout", "--opset", "--trust-remote-code", "--quantize", "--openvino", "--openvino-int8",
                 "--openvino-int8-mode", "--calibration-file", "--calibration-samples", "--check-file", "--atol",
-                "--min-mean-cosine", "--min-cosine", "--max-length"}
+                "--min-mean-cosine", "--min-cosine", "--max-length", "--overwrite"}
 
 
 def export_parser():
@@ -292,6 +297,7 @@ def mean_pooled(hidden, mask):
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_int8_and_openvino_files_load_in_their_runtimes_and_match_pytorch(tmp_path):
     openvino = pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
     pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
@@ -343,6 +349,7 @@ INT8_ONNX_FAILS = {"shared_head_query"}
 
 
 @pytest.mark.parametrize("attention_type", ["shared_kv", "shared_head_query", "shared_lowrank_query"])
+@pytest.mark.slow
 def test_the_directed_types_export_to_int8_and_openvino_within_the_checks(tmp_path, attention_type):
     """The directed types (issue 42) through the int8 ONNX and both OpenVINO files: each passes the export's
     sentence-embedding check in its runtime, and the fp32 file gives PyTorch's embeddings at other shapes."""
@@ -366,6 +373,7 @@ def test_the_directed_types_export_to_int8_and_openvino_within_the_checks(tmp_pa
 
 @pytest.mark.xfail(strict=True, reason="onnxruntime's int8 MatMul refuses the per-channel 3-D weight M_h "
                                        "(INT8_ONNX_FAILS); passes once the export leaves 3-D weights in fp32")
+@pytest.mark.slow
 def test_shared_head_query_exports_to_int8_onnx(tmp_path):
     from sharedbert import export
 
@@ -374,6 +382,7 @@ def test_shared_head_query_exports_to_int8_onnx(tmp_path):
     assert all(check.min_cosine >= export.MIN_COSINE for check in report.files)
 
 
+@pytest.mark.slow
 def test_sentence_transformers_layout_adds_backend_folders_to_the_model_folder(tmp_path):
     pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
     from sharedbert import export
@@ -405,6 +414,7 @@ def test_sentence_transformers_layout_adds_backend_folders_to_the_model_folder(t
         export.export(model=folder, output_dir=folder)
 
 
+@pytest.mark.slow
 def test_the_check_refuses_a_broken_graph_and_writes_nothing(tmp_path, monkeypatch):
     """A graph that ignores the attention mask (a classic export bug) is caught by the cosine check at the default
     thresholds, and the output folder does not appear."""
@@ -451,6 +461,7 @@ def test_int8_export_refusals_name_the_fix(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_export_command_writes_int8_and_reads_its_check_file(tmp_path, capsys):
     from sharedbert.cli import main
 
@@ -467,6 +478,7 @@ def test_export_command_writes_int8_and_reads_its_check_file(tmp_path, capsys):
     assert "nothing was written" in capsys.readouterr().err and not (tmp_path / "other").exists()
 
 
+@pytest.mark.slow
 def test_classifier_exports_to_openvino_in_fp32(tmp_path, capsys):
     pytest.importorskip("openvino", reason='the openvino extra is not installed ("sharedbert[openvino]")')
     from sharedbert.cli import main
@@ -481,6 +493,7 @@ def test_classifier_exports_to_openvino_in_fp32(tmp_path, capsys):
     assert "openvino_model.xml" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, monkeypatch):
     pytest.importorskip("nncf", reason='the openvino extra is not installed ("sharedbert[openvino]")')
     import openvino
@@ -506,6 +519,7 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
     assert "int8 weights (NNCF weight compression)" in (tmp_path / "staged" / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_static_openvino_int8_leaves_attention_products_and_the_first_feed_forward_output_in_float(tmp_path,
                                                                                                   monkeypatch):
     """Static int8 quantizes every projection except the first feed-forward output, and neither attention product
