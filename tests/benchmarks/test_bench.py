@@ -10,6 +10,7 @@ from conftest import benchmark_script
 bench = benchmark_script("bench")
 
 
+@pytest.mark.slow
 def test_quick_run_writes_every_field(tmp_path, capsys):
     out = tmp_path / "results" / "bench"
     assert bench.main(["--quick", "--variants", "shared", "--repeats", "2", "--out", str(out), "--silent"]) == 0

@@ -16,6 +16,7 @@ pytest.importorskip("nncf", reason='the openvino extra is not installed (pip ins
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "deploy_matrix.py"
 
 
+@pytest.mark.slow
 def test_quick_matrix_writes_every_cell(tmp_path, glue_dir):
     from sharedbert.precision import native_bf16
 

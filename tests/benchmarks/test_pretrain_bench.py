@@ -37,6 +37,7 @@ def test_levers_are_ratios_of_medians_and_their_shares_add_up_where_bf16_is_nati
     assert emulated["levers"]["sparse prediction"]["share_of_gain"] == pytest.approx(math.log(200 / 95) / math.log(2))
 
 
+@pytest.mark.slow
 def test_quick_run_measures_every_run_and_writes_the_json(tmp_path, mlm_text_dir, capsys):
     out = tmp_path / "pretrain_bench"
     assert bench.main(["--quick", "--threads", "1", "--data-dir", str(mlm_text_dir.parent), "--out", str(out),

@@ -54,6 +54,7 @@ def _recipe() -> dict:
             "pretrain": {"max_steps": 10, "batch_size": 8}}
 
 
+@pytest.mark.slow
 def test_quick_run_trains_both_precisions_pairs_them_and_skips_finished_runs(tmp_path, mlm_text_dir, capsys):
     argv = ["--quick", "--threads", "1", "--seeds", "0", "1", "--data-dir", str(mlm_text_dir.parent),
             "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")]

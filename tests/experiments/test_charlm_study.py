@@ -129,6 +129,7 @@ def test_mlm_masks_follow_bert_and_validation_masks_are_the_same_for_every_run_a
     assert bert["validation_sha256"] == standard["validation_sha256"] and bert["validation_windows"] > 0
 
 
+@pytest.mark.slow
 def test_a_cell_killed_after_a_checkpoint_resumes_to_the_uninterrupted_final_loss(tmp_path, text_file):
     arguments = ["--objective", "clm", "--arm", "standard", "--seed", "1"]
     assert run(tmp_path / "whole", text_file, *arguments) == 0

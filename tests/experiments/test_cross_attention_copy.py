@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 import torch
 from conftest import experiment_script
 
@@ -32,6 +33,7 @@ def test_every_arm_builds_the_cross_attention_it_names():
         assert model.config.effective_cross_attention_type == cross_type
 
 
+@pytest.mark.slow
 def test_quick_run_writes_its_arms_and_resumes(tmp_path):
     output = tmp_path / "results.json"
     assert copy.main(["--quick", "--output", str(output)]) == 0

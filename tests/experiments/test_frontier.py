@@ -14,6 +14,7 @@ frontier = experiment_script("frontier/frontier.py")
 report = experiment_script("frontier/report.py")
 
 
+@pytest.mark.slow
 def test_every_frontier_arm_is_a_harness_arm_and_builds_at_both_widths():
     assert set(frontier.ARMS) <= set(study.ARMS)
     assert len(set(frontier.ARMS)) == len(frontier.ARMS)

@@ -262,6 +262,7 @@ def test_the_card_template_is_package_data(staged, tmp_path):
                                                     share_encoder_decoder_embeddings=True)),
     ],
 )
+@pytest.mark.slow
 def test_generation_heads_stage_and_verify_without_the_package(architecture, overrides, tmp_path):
     """The decoder (fed fixed encoder states), the pre-training head and the fully shared seq2seq model (fed decoder
     ids) stage with a card and pass the fresh-process verification."""
@@ -628,6 +629,7 @@ def online(monkeypatch, fake_hub, tmp_path):
     return fake_hub
 
 
+@pytest.mark.slow
 def test_upload_sends_exactly_the_staged_files_in_one_commit(staged, sources, fake_hub, tmp_path):
     env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     env.update(HF_ENDPOINT=fake_hub.url, HF_TOKEN=FAKE_TOKEN, HF_HOME=str(tmp_path / "hf_home"),
@@ -797,6 +799,7 @@ def sentence_source(tmp_path_factory):
 ST_FILES = {"modules.json", "sentence_bert_config.json", "1_Pooling/config.json"}
 
 
+@pytest.mark.slow
 def test_a_sentence_transformers_model_is_staged_with_its_modules_and_verified(sentence_source, tmp_path):
     """The staged folder carries the sentence-transformers files (and the empty 2_Normalize module folder), and the
     fresh-process verification loads it with SentenceTransformer without the package: same modules, same
@@ -844,6 +847,7 @@ def test_an_evaluation_dataset_is_not_called_training_data_when_the_provenance_l
     assert inferred.data.datasets == ["nyu-mll/glue"] and "Data: [nyu-mll/glue]" in inferred.text
 
 
+@pytest.mark.slow
 def test_verification_catches_sentence_transformers_files_that_change_the_embeddings(sentence_source, tmp_path,
                                                                                       monkeypatch):
     """A staged Pooling config that differs from the source's (cls instead of mean) fails the verification, and
@@ -869,6 +873,7 @@ def test_verification_catches_sentence_transformers_files_that_change_the_embedd
                                    cross_attention_type="shared_lowrank_query")),
     ("SharedBertLMHeadModel", dict(attention_type="standard", is_decoder=True, layer_norm_position="pre")),
 ])
+@pytest.mark.slow
 def test_the_directed_attention_types_load_without_the_package(architecture, overrides, tmp_path):
     """A saved model of each directed type (issue 42), every extra parameter off its initial value, loads through the
     Auto classes with trust_remote_code=True in a Python without sharedbert, with the same outputs."""

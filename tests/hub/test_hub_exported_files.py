@@ -29,6 +29,7 @@ def exported_model(tmp_path, **export_options):
     return model, folder
 
 
+@pytest.mark.slow
 def test_exported_files_are_staged_checked_and_listed_in_the_card(tmp_path):
     _, folder = exported_model(tmp_path, quantize=["avx512_vnni", "avx2"], openvino=True)
     staged = hub.stage_for_hub(folder, tmp_path / "staged", repo_id=REPO)
@@ -51,6 +52,7 @@ def test_exported_files_are_staged_checked_and_listed_in_the_card(tmp_path):
     assert f'{checks["onnx/model_quint8_avx2.onnx"]["mean_cosine"]:.4f} / ' in card
 
 
+@pytest.mark.slow
 def test_a_stale_export_stops_staging(tmp_path):
     model, folder = exported_model(tmp_path, quantize=["arm64"])
     with torch.no_grad():  # the model is trained on after the export: its files no longer match it
@@ -63,6 +65,7 @@ def test_a_stale_export_stops_staging(tmp_path):
     assert not (tmp_path / "staged").exists()
 
 
+@pytest.mark.slow
 def test_unreadable_or_incomplete_exports_are_refused(tmp_path):
     _, folder = exported_model(tmp_path, openvino=True)
     (folder / "openvino" / "openvino_model.bin").unlink()

@@ -205,6 +205,7 @@ def test_verification_refuses_a_staged_folder_with_foreign_code(staged_clean, tm
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_the_verification_child_trusts_only_the_packages_files(staged_clean, tmp_path, monkeypatch):
     """The parent's check bypassed: the child itself, which loads with trust_remote_code=True, refuses to import the
     planted module (a `folder--module.Class` reference) and never runs it."""

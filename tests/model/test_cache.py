@@ -114,6 +114,7 @@ def test_outputs_and_generations_equal_the_implementation_that_cached_keys_and_v
         assert torch.equal(generated, saved[f"decoder_{suffix}"])
 
 
+@pytest.mark.slow
 def test_the_long_context_benchmark_runs_and_reports_half_the_cache(tmp_path):
     from conftest import benchmark_script
 
@@ -131,6 +132,7 @@ def test_the_long_context_benchmark_runs_and_reports_half_the_cache(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads the Linux kernel's VmHWM")
+@pytest.mark.slow
 def test_the_benchmarks_peak_memory_is_the_childs_own_not_the_process_it_was_forked_from():
     """ru_maxrss of a child counts the resident size of the process it was forked from: with 1 GiB resident here,
     every cell read at least 1 GiB whatever the child used."""

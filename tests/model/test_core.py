@@ -411,6 +411,7 @@ REMOTE_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_remote_code_loads_every_head_without_the_package(tmp_path):
     from sharedbert.hub import run_isolated
 

@@ -54,6 +54,7 @@ def _assert_same_losses_and_weights(reference: dict, output: Path):
         assert weights[name].abs().sum().item() == pytest.approx(total, rel=1e-5), f"weight {name} differs"
 
 
+@pytest.mark.slow
 def test_a_finetune_checkpoint_of_an_older_package_resumes_to_the_run_it_interrupted(tmp_path):
     reference, output, _ = _resume(FIXTURES / "finetune-checkpoint", tmp_path)
     _assert_same_losses_and_weights(reference, output)
@@ -63,6 +64,7 @@ def test_a_finetune_checkpoint_of_an_older_package_resumes_to_the_run_it_interru
     assert results["eval_loss"] == pytest.approx(expected["eval_loss"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_a_pretrain_checkpoint_of_an_older_package_resumes_to_the_run_it_interrupted(tmp_path):
     reference, output, _ = _resume(FIXTURES / "pretrain-checkpoint", tmp_path)
     _assert_same_losses_and_weights(reference, output)

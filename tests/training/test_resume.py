@@ -148,6 +148,7 @@ def pretrain_reference(corpus, tmp_path_factory):
     return output
 
 
+@pytest.mark.slow
 def test_pretrain_killed_at_a_random_moment_resumes_to_the_same_result(corpus, pretrain_reference, tmp_path):
     rng = random.Random(KILL_SEED)
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
@@ -164,6 +165,7 @@ def test_pretrain_killed_at_a_random_moment_resumes_to_the_same_result(corpus, p
     _no_half_written_siblings(output)
 
 
+@pytest.mark.slow
 def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_reference, tmp_path):
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
     process = _start(_pretrain_args(corpus, output, checkpoint_steps=10))
@@ -180,6 +182,7 @@ def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_r
     _assert_same_run(output, pretrain_reference)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_other_settings_is_not_resumed_silently(corpus, tmp_path):
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
     _kill_after_checkpoint(_pretrain_args(corpus, output), checkpoints, 5)
@@ -191,6 +194,7 @@ def test_a_checkpoint_of_other_settings_is_not_resumed_silently(corpus, tmp_path
     assert json.loads((output / "pretrain_results.json").read_text())["steps"] == PRETRAIN_STEPS
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
     from sharedbert.training import latest_checkpoint
 
@@ -217,6 +221,7 @@ def bf16_reference(corpus, tmp_path_factory):
     return output
 
 
+@pytest.mark.slow
 def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result(corpus, bf16_reference,
                                                                              pretrain_reference, tmp_path):
     # bf16 autocast really is on: the same run in fp32 gives other losses.
@@ -240,6 +245,7 @@ def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result(corp
     assert results["precision"] == "bf16" and results["resumed_from_precision"] == "bf16"
 
 
+@pytest.mark.slow
 def test_a_bf16_checkpoint_is_resumed_in_fp32_when_asked_and_says_so(corpus, bf16_reference, tmp_path):
     """Precision is not part of a run's signature: a run started where bf16 is native can go on where it is not."""
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
@@ -315,6 +321,7 @@ def _assert_same_evaluation(resumed: Path, reference: Path):
     assert got["metrics"] == pytest.approx(expected["metrics"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classification_data, finetune_reference,
                                                                       tmp_path):
     rng = random.Random(KILL_SEED + 1)
@@ -329,6 +336,7 @@ def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classific
     _no_half_written_siblings(output)
 
 
+@pytest.mark.slow
 def test_finetune_ctrl_c_saves_a_checkpoint_and_resumes(classification_data, finetune_reference, tmp_path):
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
     process = _start(_finetune_args(classification_data, output))
@@ -422,6 +430,7 @@ def _heal_args(tiny_bert, corpus, output):
             "--threads", 1, "--no-progress"]
 
 
+@pytest.mark.slow
 def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, corpus, tmp_path):
     reference = tmp_path / "reference"
     _run(_heal_args(tiny_bert, corpus, reference))
@@ -444,9 +453,11 @@ def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, c
 # Reproducing a failure
 
 
+@pytest.mark.slow
 def test_a_failure_names_the_kill_seed_and_how_to_replay_it(tmp_path):
     """Any failing test of a module with a KILL_SEED, not only the asserts that mention it, reports the seed."""
-    (tmp_path / "conftest.py").write_text((Path(__file__).parents[1] / "conftest.py").read_text())
+    for name in ("conftest.py", "collection_guard.py"):  # the suite's conftest, and the module whose hook it loads
+        (tmp_path / name).write_text((Path(__file__).parents[1] / name).read_text())
     (tmp_path / "test_kill.py").write_text("KILL_SEED = 4321\n\n\ndef test_weights_differ():\n    assert 1 == 2\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "test_kill.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)

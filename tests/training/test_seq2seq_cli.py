@@ -144,6 +144,7 @@ def test_a_bert_converted_on_the_fly_is_warned_about_with_the_fixes(tiny_bert, p
         assert messages == ""
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp_path, tiny_bert, pairs):
     command = [sys.executable, "-m", "sharedbert.cli", *arguments(pairs, tiny_bert, tmp_path / "run",
                                                                    "--checkpoint-steps", "2")]
