@@ -204,6 +204,7 @@ def test_a_step_budget_anneals_over_the_steps_with_no_time_limit_unless_one_is_g
         heal_recipe(None)
 
 
+@pytest.mark.slow
 def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(minilm_path, tmp_path):
     """The documented command end to end on the real all-MiniLM-L6-v2, at a budget of 3 steps: a synthetic corpus
     (with the held-out book in its place) and a small STS-B file stand in for the shared data."""
