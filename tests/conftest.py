@@ -141,3 +141,26 @@ def pytest_runtest_makereport(item, call):
             report.longrepr.addsection("kill seed", note)  # shown with the traceback, whatever --show-capture says
         else:
             report.sections.append(("kill seed", note))
+
+
+# transformers' ModelTesterMixin runs about 160 checks on each of 21 variants (tests/model/test_modeling_transformers_mixin
+# .py): over five minutes of the quick loop's three. The quick loop (`-m "not slow"`) keeps it on the default encoder
+# with every head, the shared-attention decoder and the fully shared seq2seq model, less their heaviest checks where a
+# variant repeats them (the per-dtype reload, and eager against SDPA but on the default encoder); `make test` runs all.
+MIXIN_QUICK_CLASSES = {"SharedAttentionModelTest", "SharedAttentionDecoderTest", "Seq2SeqSharingEverythingTest"}
+MIXIN_SLOW_CHECKS = ("test_bc_torch_dtype", "test_eager_matches_sdpa_inference")
+
+
+def mixin_check_is_slow(class_name: str, test_name: str) -> bool:
+    if class_name not in MIXIN_QUICK_CLASSES:
+        return True
+    return test_name.startswith(MIXIN_SLOW_CHECKS) and not (
+        class_name == "SharedAttentionModelTest" and test_name.startswith("test_eager_matches_sdpa_inference"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name == "test_modeling_transformers_mixin.py" and item.cls is not None:
+            if mixin_check_is_slow(item.cls.__name__, item.name):
+                item.add_marker(pytest.mark.slow)

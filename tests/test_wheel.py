@@ -61,6 +61,7 @@ def wheel_env(tmp_path_factory):
     return run, workdir
 
 
+@pytest.mark.slow
 def test_help_lists_the_commands(wheel_env):
     run, _ = wheel_env
     result = run("--help")
@@ -69,6 +70,7 @@ def test_help_lists_the_commands(wheel_env):
         assert command in result.stdout
 
 
+@pytest.mark.slow
 def test_convert_then_stage_with_a_model_card(wheel_env, minilm_path):
     run, workdir = wheel_env
     converted = run("convert", "all-MiniLM-L6-v2", "minilm-shared")
@@ -83,6 +85,7 @@ def test_convert_then_stage_with_a_model_card(wheel_env, minilm_path):
     assert {"config.json", "model.safetensors", "modeling_sharedbert.py"} <= {p.name for p in (workdir / "staged").iterdir()}
 
 
+@pytest.mark.slow
 def test_the_data_default_comes_from_SHAREDBERT_DATA_outside_the_repository(wheel_env, minilm_path, tmp_path):
     """`sharedbert convert --heal` heals on the shared raw text by default (as build-minilm does): installed and run
     outside the repository it finds it only through SHAREDBERT_DATA, and without it says how to point at it."""

@@ -438,6 +438,7 @@ REMOTE_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_remote_code_loads_and_generates_without_the_package(tmp_path):
     from sharedbert.hub import run_isolated
 
@@ -527,6 +528,7 @@ def test_folding_serves_the_seq2seq_model():
     assert torch.equal(folded.generate(**inputs, max_new_tokens=6, do_sample=False), tokens)
 
 
+@pytest.mark.slow
 def test_bert2bert_from_minilm_matches_transformers_on_real_text(minilm_path):
     """The study's starting point: transformers' own BERT2BERT from all-MiniLM-L6-v2 and the same model as a
     standard-attention SharedBert seq2seq give the same logits and tokens on real sentences; the shared warm start

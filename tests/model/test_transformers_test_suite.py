@@ -63,6 +63,7 @@ def test_a_copy_extracted_without_the_hash_check_is_not_trusted(sdist_unreachabl
 
 
 @pytest.mark.parametrize("ci", [False, True])
+@pytest.mark.slow
 def test_the_compatibility_module_skips_or_fails_the_run(sdist_unreachable, ci):
     """End to end: pytest on tests/model/test_modeling_transformers_mixin.py, with the sdist unreachable."""
     env = {key: value for key, value in os.environ.items() if key != "CI"}
