@@ -213,6 +213,7 @@ def check_complete(final: Path) -> int:
     return manifest["version"]
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_never_leaves_a_half_written_folder(tmp_path):
     """Kill a writer that keeps replacing a folder, 20 times at random moments: the folder under its final name is
     always complete, recovery restores it, and the version never goes backwards."""
@@ -317,6 +318,7 @@ def test_st_finetune_leaves_no_half_saved_model_and_no_results_when_killed(tmp_p
     assert json.loads((tmp_path / "results" / "st_finetune.json").read_text())["dev_after"] == 0.6
 
 
+@pytest.mark.slow
 def test_export_replaces_onnx_and_openvino_together_or_not_at_all(tmp_path, monkeypatch):
     """The sentence-transformers layout writes onnx/ and openvino/ into the model folder: a kill after onnx/ is
     written but before openvino/ is (here: the OpenVINO conversion dies) leaves both previous folders exactly as they

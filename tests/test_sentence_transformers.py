@@ -3,6 +3,7 @@ converted sentence-transformers model, and the STS score (EmbeddingSimilarityEva
 
 import json
 
+import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
@@ -23,6 +24,7 @@ def tiny_sentence_transformer_bert(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_sentence_transformer_trainer_fine_tunes_a_sharedbert(tmp_path):
     source = tiny_sentence_transformer_bert(tmp_path / "bert")
     converted = tmp_path / "sharedbert"

@@ -227,6 +227,7 @@ def _without_file_permission_override():
             raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP failed")
 
 
+@pytest.mark.slow
 def test_a_weights_file_without_read_permission_is_refused_as_such(classifier, task, tmp_path):
     """transformers reported it as missing. The tests run as root here, who reads any file: the command then runs in
     a child without root's permission override (skipped where that cannot be dropped)."""
