@@ -11,6 +11,7 @@ has not landed is reported as missing, and a goal needs every declared seed.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -221,9 +222,20 @@ def interval(comparison: dict | None) -> str:
     return f"{comparison['mean']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point beats on both axes (smaller x and smaller loss), by increasing x."""
+    front, best = [], math.inf
+    for x, loss in sorted(points):
+        if loss < best:
+            front.append((x, loss))
+            best = loss
+    return front
+
+
 def plot(summary: dict, path: Path) -> None:
     """Validation loss against budget, total parameters and training FLOPs per token; one row per objective."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -240,9 +252,14 @@ def plot(summary: dict, path: Path) -> None:
                     axis.scatter(entry[key], entry["mean"], marker=marker, color="C3" if arm == "standard" else "C0")
                     axis.annotate(arm, (entry[key], entry["mean"]), fontsize=6, xytext=(2, 2),
                                   textcoords="offset points")
+                envelope = pareto_front([(entry[key], entry["mean"]) for entry in rows.values()])
+                if len(envelope) > 1:
+                    axis.step(*zip(*envelope), where="post", color="grey", linewidth=0.8, alpha=0.7)
+            axis.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter() if key != "budget"
+                                           else matplotlib.ticker.PercentFormatter(1.0))
             axis.set_xlabel(label)
             axis.set_ylabel(f"{objective.upper()} validation loss (mean over seeds)")
-    figure.suptitle("The frontier: circles width 128, squares width 256; red: standard")
+    figure.suptitle("The frontier: circles width 128, squares width 256; red: standard; grey: the lower envelope")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

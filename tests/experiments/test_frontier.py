@@ -190,3 +190,8 @@ def test_the_drift_check_pairs_each_cell_with_the_charlm_cell_of_the_same_name(t
     drift = report.drift(cells)
     assert [row["cell"] for row in drift["cells"]] == ["clm-cpu-standard-seed1"]
     assert drift["cells"][0]["difference"] == pytest.approx(0.015) and drift["moved"] == ["clm-cpu-standard-seed1"]
+
+
+def test_the_plotted_envelope_keeps_the_points_no_other_point_beats_on_both_axes():
+    points = [(0.25, 1.90), (0.5, 1.87), (0.34, 2.06), (0.67, 1.88), (1.0, 1.85), (0.5, 1.86)]
+    assert report.pareto_front(points) == [(0.25, 1.90), (0.5, 1.86), (1.0, 1.85)]
