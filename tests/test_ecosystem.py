@@ -174,6 +174,7 @@ sys.meta_path.insert(0, _Block())
 """
 
 
+@pytest.mark.slow
 def test_pipelines_load_the_folders_own_code_without_the_package(pipeline_folders, qa_folder, tmp_path):
     """What a Hub user gets: a Python where `sharedbert` cannot be imported; trust_remote_code=True loads the code
     files saved beside the weights, and every pipeline gives the same outputs as the model object did."""
