@@ -1,0 +1,307 @@
+"""experiments/downstream: a tiny end-to-end cell on a synthetic corpus and synthetic GLUE-like TSVs (so nothing
+skips), the masks, the noise, `evaluate --cell --tsv`, resume/skip and the report on made-up results."""
+
+import json
+import random
+
+import pytest
+import torch
+from conftest import experiment_script
+
+study = experiment_script("downstream/study.py")
+
+WORDS = "the a good bad film movie plot actor story great awful fine dull bright dark king queen".split()
+
+
+def sentence(rng, n=None):
+    return " ".join(rng.choice(WORDS) for _ in range(n or rng.randint(3, 9)))
+
+
+def write_tsv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = (["\t".join(header)] if header else []) + ["\t".join(map(str, row)) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def make_data(root):
+    """A corpus folder (two books, the held-out one, a Latin-1 file the study must read with its encoding) and a GLUE
+    folder laid out as GLUE's download script lays it out."""
+    rng = random.Random(0)
+    corpus = root / "mlm-text" / "books"
+    corpus.mkdir(parents=True)
+    for name in ("one.txt", "two.txt", study.HELD_OUT_FILE):
+        (corpus / name).write_text("\n".join(sentence(rng).capitalize() + "." for _ in range(300)) + "\n")
+    (corpus / "chesterton-ball.txt").write_bytes("Brunetière and Coppée.\n".encode("latin-1") * 40)
+    glue = root / "glue"
+    for split, n in (("train", 40), ("dev", 16)):
+        write_tsv(glue / "SST-2" / f"{split}.tsv", ["sentence", "label"], [(sentence(rng) + " ", i % 2) for i in range(n)])
+        write_tsv(glue / "CoLA" / f"{split}.tsv", None, [("src", i % 2, "", sentence(rng)) for i in range(n)])
+        write_tsv(glue / "MRPC" / f"{split}.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                  [(i % 2, i, i, sentence(rng), sentence(rng)) for i in range(n)])
+        write_tsv(glue / "RTE" / f"{split}.tsv", ["index", "sentence1", "sentence2", "label"],
+                  [(i, sentence(rng), sentence(rng), ("entailment", "not_entailment")[i % 2]) for i in range(n)])
+        write_tsv(glue / "STS-B" / f"{split}.tsv", ["index", "genre", "filename", "year", "old_index", "source1",
+                                                   "source2", "sentence1", "sentence2", "score"],
+                  [(i, "g", "f", "y", i, "s", "s", sentence(rng), sentence(rng), f"{rng.uniform(0, 5):.2f}")
+                   for i in range(n)])
+    return root / "mlm-text", glue
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One tiny cell run to its results file (shared by the tests that read it)."""
+    root = tmp_path_factory.mktemp("downstream")
+    corpus, glue = make_data(root)
+    arguments = ["--recipe", "test", "--threads", "1", "--corpus", str(corpus), "--glue-dir", str(glue),
+                 "--results-dir", str(root / "cells"), "--work-dir", str(root / "work")]
+    assert study.main(["cell", "--arm", "shared", "--seed", "1", *arguments]) == 0
+    return root, arguments
+
+
+def test_a_tiny_cell_writes_a_complete_result(finished):
+    root, _ = finished
+    cell = json.loads((root / "cells" / "test-shared-seed1.json").read_text())
+    assert (cell["arm"], cell["seed"], cell["recipe"], cell["pilot"]) == ("shared", 1, "test", False)
+    for key in ("git_commit", "device", "precision", "cpu", "torch", "transformers", "corpus_sha256"):
+        assert key in cell
+    assert cell["precision"] in ("bf16", "fp32") and cell["device"] == "cpu"
+    pretraining = cell["pretraining"]
+    assert [p["iteration"] for p in pretraining["curve"]] == [0, 3, 6]
+    assert pretraining["nulls"]["validation"]["context_free"] < pretraining["nulls"]["validation"]["unigram"]
+    assert pretraining["learns"] == (pretraining["below_context_free_null"] >= study.LEARNS_BELOW_NULL)
+    assert study.HELD_OUT_FILE in cell["corpus_files"] and cell["held_out_file"] == study.HELD_OUT_FILE
+    assert set(cell["tasks"]) == set(study.TASKS)
+    conditions = {"clean"} | {f"{k}-{i:g}" for k in ("swap", "delete", "keyboard") for i in (0.05, 0.15)}
+    for task, record in cell["tasks"].items():
+        assert set(record["dev"]) == conditions, task
+        assert record["dev_rows"] == 12  # the test recipe's eval_limit
+        assert "score" in record["baseline"] and "score" in record["dev"]["clean"]
+    assert cell["tasks"]["mrpc"]["baseline"]["predicts"] in (0, 1)
+    book = cell["tasks"]["sst2"]["unlabelled"]
+    assert len(book["held_out_book"]) == 10 and "held_out_book:swap-0.15" in book
+
+
+def test_the_encoder_loads_with_automodel_and_the_latin1_book_is_read(finished):
+    from transformers import AutoModel
+
+    root, _ = finished
+    folder = root / "work" / "test-shared-seed1" / "pretrained"
+    assert (folder / "model.safetensors").exists()
+    model = AutoModel.from_pretrained(folder)
+    assert type(model).__name__ == "SharedBertModel" and model.config.attention_type == "shared"
+    vocabulary = json.loads((folder / "char_vocabulary.json").read_text())
+    assert "è" in vocabulary["characters"] and "é" in vocabulary["characters"]  # decoded as Latin-1, not replaced
+    assert not (root / "work" / "test-shared-seed1" / "pretraining").exists()  # checkpoints gone once saved
+
+
+def test_the_held_out_book_stays_out_of_pretraining(tmp_path):
+    corpus_dir, _ = make_data(tmp_path)
+    book = tmp_path / "mlm-text" / "books" / study.HELD_OUT_FILE
+    book.write_text("Zyzzyva quux! " * 200)  # characters no other file has
+    corpus = study.load_corpus(corpus_dir, study.RECIPES["test"])
+    train = "".join(corpus.vocabulary.characters[i - 5] if i >= 5 else "?" for i in corpus.train_ids.tolist())
+    assert "Zyzzyva" not in train and "Z" not in corpus.vocabulary.characters
+    assert len(corpus.ood_ids) == len(study.normalise(book.read_text()))
+
+
+def test_a_finished_cell_is_skipped_and_a_cut_cell_reuses_its_finished_stages(finished, capsys):
+    root, arguments = finished
+    path = root / "cells" / "test-shared-seed1.json"
+    before = path.read_text()
+    assert study.main(["cell", "--arm", "shared", "--seed", "1", *arguments]) == 0
+    assert "finished already" in capsys.readouterr().out and path.read_text() == before
+    # As if killed after the fine-tunings: the results file is gone, the saved stages stay and are reused.
+    path.rename(root / "saved.json")
+    try:
+        assert study.main(["cell", "--arm", "shared", "--seed", "1", *arguments]) == 0
+        again, first = json.loads(path.read_text()), json.loads((root / "saved.json").read_text())
+        assert again["pretraining"] == first["pretraining"] and again["tasks"]["sst2"]["dev"] == first["tasks"]["sst2"]["dev"]
+    finally:
+        (root / "saved.json").replace(path)
+
+
+def test_pretraining_resumes_from_its_latest_complete_checkpoint(tmp_path, monkeypatch):
+    from transformers import TrainerCallback
+
+    class StopAfterFirstSave(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            raise KeyboardInterrupt  # as a kill right after checkpoint-3 is on disk
+
+    corpus_dir, _ = make_data(tmp_path)
+    recipe = study.RECIPES["test"]
+    corpus = study.load_corpus(corpus_dir, recipe)
+    whole = study.pretrain("standard", 1, recipe, corpus, tmp_path / "whole", "fp32", "cpu")
+    run_dir = tmp_path / "cut"
+    monkeypatch.setattr(study, "TRAINER_CALLBACKS", [StopAfterFirstSave()])
+    with pytest.raises(KeyboardInterrupt):
+        study.pretrain("standard", 1, recipe, corpus, run_dir, "fp32", "cpu")
+    monkeypatch.setattr(study, "TRAINER_CALLBACKS", [])
+    assert study.latest_complete_checkpoint(run_dir / "pretraining").name == "checkpoint-3"
+    broken = run_dir / "pretraining" / "checkpoint-4"
+    broken.mkdir()  # no trainer_state.json: a save cut short by a kill
+    resumed = study.pretrain("standard", 1, recipe, corpus, run_dir, "fp32", "cpu")
+    assert resumed["resumed_from"] == "checkpoint-3" and not broken.exists()
+    assert resumed["validation_loss"] == pytest.approx(whole["validation_loss"], abs=1e-4)
+    assert (run_dir / "pretrained" / "model.safetensors").exists()
+
+
+def test_validation_masks_are_fixed_and_count_exact(tmp_path):
+    ids = torch.randint(5, 40, (5000,), generator=torch.Generator().manual_seed(1))
+    first = study.fixed_windows(ids, 66, 20, 0.15, 40)
+    again = study.fixed_windows(ids, 66, 20, 0.15, 40)
+    assert study.examples_sha256(first) == study.examples_sha256(again) and len(first) == 20
+    for example in first:
+        assert example["input_ids"][0] == study.CLS and example["input_ids"][-1] == study.SEP
+        assert int((example["labels"] != -100).sum()) == round(0.15 * 64)
+    windows = study.TrainWindows(ids, 4000, 66, 7, 0.15, 40)
+    masked = torch.stack([windows[k]["input_ids"] for k in range(4000)])
+    labels = torch.stack([windows[k]["labels"] for k in range(4000)])
+    selected = labels != -100
+    assert abs(selected[:, 1:-1].float().mean() - 0.15) < 0.01
+    share_mask = float((masked[selected] == study.MASK).float().mean())
+    assert abs(share_mask - 0.8) < 0.02 and torch.equal(windows[5]["input_ids"], windows[5]["input_ids"])
+
+
+@pytest.mark.parametrize("kind", study.NOISES)
+def test_noise_is_seeded_and_at_its_intensity(kind):
+    text = "The quick brown fox jumps over the lazy dog while Emma reads. " * 40
+    rows = study.Rows([(text, "a second sentence here")], [1])
+    first = study.noisy_rows(rows, kind, 0.15, "sst2")
+    assert first.texts == study.noisy_rows(rows, kind, 0.15, "sst2").texts  # the same for every arm and seed
+    assert first.texts != study.noisy_rows(rows, kind, 0.15, "mrpc").texts  # but drawn per task and row
+    assert study.noisy_rows(rows, kind, 0.0, "sst2").texts == rows.texts
+    noisy = first.texts[0][0]
+    letters = sum(c.isalpha() for c in text)
+    if kind == "delete":
+        rate = (len(text) - len(noisy)) / letters
+    elif kind == "insert":
+        rate = (len(noisy) - len(text)) / len(text)
+    else:
+        assert len(noisy) == len(text)
+        rate = sum(a != b for a, b in zip(text, noisy)) / letters / (2 if kind == "swap" else 1)
+    # a swap needs a letter after the letter, takes two letters and changes nothing in "ee": fewer changes
+    assert (0.06 if kind == "swap" else 0.10) < rate < 0.20, (kind, rate)
+    low = study.noisy_rows(rows, kind, 0.05, "sst2").texts[0][0]
+    changes = (lambda out: abs(len(out) - len(text))) if kind in ("delete", "insert") else (
+        lambda out: sum(a != b for a, b in zip(text, out)))
+    assert 0 < changes(low) < changes(noisy)
+
+
+def test_keyboard_neighbours_are_adjacent_keys():
+    assert set(study.NEIGHBOURS["g"]) == set("tyfhvb") and set(study.NEIGHBOURS["q"]) == set("wa")
+    assert all(c not in study.NEIGHBOURS[c] for c in study.NEIGHBOURS)
+    assert study.noisy("AAAA", "keyboard", 1.0, random.Random(0)).isupper()
+
+
+def test_evaluate_scores_a_tsv_and_names_a_bad_line(finished, tmp_path, capsys):
+    root, _ = finished
+    good = tmp_path / "good.tsv"
+    good.write_text("sentence\tlabel\na fine film\t1\na dull plot\t0\nbright and good\t1\n")
+    assert study.main(["evaluate", "--cell", "test-shared-seed1", "--tsv", str(good), "--work-dir",
+                       str(root / "work")]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert scored["rows"] == 3 and 0 <= scored["accuracy"] <= 1 and scored["labelled_positive"] == 2
+    bad_columns = tmp_path / "columns.tsv"
+    bad_columns.write_text("a fine film\t1\na dull plot\t0\textra\n")
+    with pytest.raises(SystemExit, match=r"columns\.tsv, line 2: 3 tab-separated column"):
+        study.main(["evaluate", "--cell", "test-shared-seed1", "--tsv", str(bad_columns), "--work-dir",
+                    str(root / "work")])
+    bad_label = tmp_path / "label.tsv"
+    bad_label.write_text("a fine film\t1\na dull plot\tpositive\n")
+    with pytest.raises(SystemExit, match=r"label\.tsv, line 2, column 2: label 'positive'"):
+        study.main(["evaluate", "--cell", "test-shared-seed1", "--tsv", str(bad_label), "--work-dir",
+                    str(root / "work")])
+    with pytest.raises(SystemExit, match="no fine-tuned SST-2 model of cell 'cpu-shared-seed9'"):
+        study.main(["evaluate", "--cell", "cpu-shared-seed9", "--tsv", str(good), "--work-dir", str(root / "work")])
+
+
+def made_up_cell(arm, seed, scores, baseline, drop=0.0, learns=True):
+    """A results file as a cell writes it, with the fields the report reads."""
+    tasks = {}
+    for task in study.TASKS:
+        clean = scores[task]
+        tasks[task] = {"dev": {"clean": {"score": clean}, "swap-0.05": {"score": clean - drop},
+                               "delete-0.15": {"score": clean - 2 * drop}},
+                       "baseline": {"score": baseline[task]}}
+    tasks["sst2"]["unlabelled"] = {"held_out_book": [0, 1, 1, 0], "held_out_book:swap-0.05": [0, 1, 0, 0]}
+    return {"arm": arm, "seed": seed, "recipe": "cpu", "pilot": False, "git_commit": "abc", "precision": "bf16",
+            "device": "cpu", "cpu": "made up",
+            "pretraining": {"learns": learns, "validation_loss": 1.5, "held_out_book_loss": 1.7}, "tasks": tasks}
+
+
+BASELINE = {"sst2": 50.9, "mrpc": 75.0, "rte": 52.7, "cola": 0.0, "stsb": 0.0}
+
+
+def made_up_grid(shared_offset, symmetric_offset=-8.0, noise=(2.0, 1.0)):
+    """standard clearly above baseline on sst2 and stsb, everything at baseline (plus noise) on mrpc, rte, cola."""
+    cells = []
+    for seed in range(1, 6):
+        jitter = [0.3, -0.2, 0.1, -0.4, 0.2][seed - 1]
+        base = {"sst2": 75 + jitter, "mrpc": 75 + jitter, "rte": 52.7 - jitter, "cola": 0.5 * jitter, "stsb": 40 + jitter}
+        for arm, offset, drop, spread in (("standard", 0.0, noise[0], 0.1), ("shared", shared_offset, noise[1], 0.3),
+                                          ("symmetric", symmetric_offset, noise[0], 0.1),
+                                          ("pairwise", -1.0, noise[0], -0.5)):
+            scores = {t: v + (offset + spread * jitter if t in ("sst2", "stsb") else 0) for t, v in base.items()}
+            cells.append(made_up_cell(arm, seed, scores, BASELINE, drop))
+    return cells
+
+
+def test_the_report_judges_the_claims_on_informative_tasks_only():
+    summary = study.summarise(made_up_grid(shared_offset=0.2))
+    assert summary["informative"] == ["sst2", "stsb"]
+    assert summary["uninformative"] == ["mrpc", "rte", "cola"]
+    claims = summary["claims"]
+    assert claims["shared vs standard"]["verdict"] == study.SUPPORTED  # on par
+    assert claims["shared vs symmetric"]["verdict"] == study.SUPPORTED  # ahead by 8 points
+    assert claims["shared vs pairwise"]["verdict"] == study.OPEN  # +1.2 ± 0.1 against a 1-point margin: not decided
+    measured = claims["shared vs standard"]["measured"]
+    assert measured["higher_is_better"] is True and measured["margin"] == study.MARGINS["average"]
+    assert len(measured["differences"]) == 5 and measured["verdict"] == "on par"
+    assert claims["noise"]["verdict"] == study.SUPPORTED  # shared drops 1 point a condition less than standard
+    assert claims["noise"]["measured"]["higher_is_better"] is False
+    assert claims["out_of_domain"]["verdict"] == study.OPEN
+    assert summary["held_out_book_consistency"]["shared"][1] == 75.0
+    row = summary["comparisons_to_standard"]["shared"]
+    assert set(row) == {*study.TASKS, "average"} and all("differences" in c for c in row.values())
+
+
+def test_the_report_contradicts_a_trailing_shared_and_refuses_parity_without_informative_tasks():
+    trailing = study.summarise(made_up_grid(shared_offset=-3.0, symmetric_offset=-3.0))
+    assert trailing["claims"]["shared vs standard"]["verdict"] == study.CONTRADICTED
+    assert trailing["claims"]["shared vs symmetric"]["verdict"] == study.CONTRADICTED  # on par, not 5.81 ahead
+    flat = [made_up_cell(arm, seed, BASELINE, BASELINE) for seed in range(1, 6) for arm in ("standard", "shared")]
+    summary = study.summarise(flat)
+    assert summary["informative"] == [] and summary["glue_average_informative"] == {}
+    assert all(summary["claims"][k]["verdict"] == study.OPEN for k in summary["claims"])
+    assert "uninformative" in summary["claims"]["shared vs standard"]["why"]
+    markdown = study.summary_markdown(summary)
+    assert "uninformative at this scale: sst2, mrpc, rte, cola, stsb" in markdown
+
+
+def test_an_arm_that_does_not_learn_leaves_its_claims_open():
+    cells = made_up_grid(shared_offset=0.2)
+    for cell in cells:
+        if cell["arm"] == "shared" and cell["seed"] == 3:
+            cell["pretraining"]["learns"] = False
+    summary = study.summarise(cells)
+    assert summary["claims"]["shared vs standard"]["verdict"] == study.OPEN
+    assert "did not learn" in summary["claims"]["shared vs standard"]["why"]
+
+
+def test_the_report_command_writes_both_files(tmp_path, capsys):
+    for index, cell in enumerate(made_up_grid(shared_offset=0.2)):
+        (tmp_path / f"{index}.json").write_text(json.dumps(cell))
+    assert study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")]) == 0
+    assert json.loads((tmp_path / "out" / "summary-cpu.json").read_text())["informative"] == ["sst2", "stsb"]
+    assert "shared vs standard: **supported**" in (tmp_path / "out" / "summary-cpu.md").read_text()
+    with pytest.raises(SystemExit, match="no finished cells"):
+        study.main(["report", "--recipe", "gpu", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path)])
+
+
+def test_every_arm_builds_and_the_matched_arm_matches_standard():
+    recipe = study.RECIPES["cpu"]
+    counts = {arm: study.parameter_count(arm, recipe, 102) for arm in study.ARMS}
+    assert abs(counts["shared-matched"] - counts["standard"]) < 2 * recipe.width + 10
+    assert counts["shared"] < counts["standard"] and counts["bert"] == counts["standard"]
+    with pytest.raises(SystemExit, match="Unknown arm"):
+        study.make_cell("no-such-arm", 1, "cpu")
