@@ -8,9 +8,9 @@ attention projections starts as an exact copy, so the student starts close and a
 Healing is a `distillation.DistillationTrainer` whose term is `distillation.Distiller`: one step's batch is one item
 of `HealingBatches` (short pieces, or long ones on the steps `HealConfig.is_long_step` draws), the learning rate a
 `LambdaLR` given to the Trainer, and `HealingCallback` stops at the budget (steps or training minutes, or
-`stop_after_steps` for this call), writes snapshots and shows progress. Checkpoints are the Trainer's
-(`checkpoint_dir/checkpoint-STEP`, see `trainer.ResumableTrainer`); their `run_state.json` records the corpus
-fingerprint and the settings (`heal_config`), and the Trainer's log the training seconds of every step. `heal(...,
+`stop_after_steps` for this call), writes snapshots and shows progress. Checkpoints are the Trainer's own
+(`checkpoint_dir/checkpoint-STEP`, see `trainer.ResumableTrainer`); their Trainer state records the corpus fingerprint
+and the settings (`heal_config`, in the `RunRecord`) and the training seconds (`HealingClock`). `heal(...,
 resume=True)` continues from the newest exactly, and refuses one made on other text or with other settings; the
 `latest/` checkpoint of the loop healing ran before it ran on Trainer is first rewritten as a Trainer checkpoint.
 Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
@@ -41,12 +41,15 @@ from .checkpointing import (
     RNG_FILE,
     RUN_STATE_FILE,
     CheckpointCallback,
-    read_run_state,
+    SavedStateCallback,
+    read_run_record,
     read_state,
+    read_trainer_state,
     resume_point,
+    saved_callback_state,
+    upgrade_checkpoint,
 )
 from .distillation import DistillationTrainer, Distiller
-from .trainer import add_trainer_files
 from ..hub.card import HealingSummary, write_conversion_card
 from .data import TextInMemory, TextPieces
 from ..precision import PRECISIONS, describe_precision, resolve_precision
@@ -248,11 +251,15 @@ class TokenizeTexts:
 
 
 # ------------------------------------------------------------------------------------------------------------ loop
-class HealingClock:
-    """Training seconds: each optimizer step's, summed (start-up, skipping and checkpoints not counted)."""
+class HealingClock(SavedStateCallback):
+    """Training seconds: each optimizer step's, summed (start-up, skipping and checkpoints not counted; counted by
+    `HealingCallback`). Kept in Trainer's checkpoints, so a resumed run goes on with the time already spent."""
 
     def __init__(self, elapsed: float = 0.0):
         self.elapsed = elapsed
+
+    def attributes(self) -> dict:
+        return {"elapsed": self.elapsed}
 
 
 def _lr_lambda(config: HealConfig, clock: HealingClock):
@@ -334,11 +341,12 @@ class HealingCallback(TrainerCallback):
 class HealingTrainer(DistillationTrainer):
     """The `DistillationTrainer` of a healing run: the student runs without dropout (it should match the
     deterministic teacher; the tiny budget leaves no room for noise), every step's loss is logged with the training
-    seconds so far, and each checkpoint records the corpus and the settings."""
+    seconds so far; each checkpoint records the corpus and the settings (`record=`, the `RunRecord`'s)."""
 
-    def __init__(self, *args, clock: HealingClock, record: dict, **kwargs):
+    def __init__(self, *args, clock: HealingClock, **kwargs):
         super().__init__(*args, **kwargs)
-        self.clock, self.record, self.last_loss = clock, record, None
+        self.clock, self.last_loss = clock, None
+        self.add_callback(clock)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         model.eval()  # Trainer's training_step has just called model.train()
@@ -355,9 +363,6 @@ class HealingTrainer(DistillationTrainer):
         if "loss" in logs:
             logs["elapsed_seconds"] = self.clock.elapsed
         super().log(logs, start_time)
-
-    def checkpoint_record(self) -> dict:
-        return {**super().checkpoint_record(), **self.record}
 
 
 # ------------------------------------------------------------------------------------------------------------ heal
@@ -404,7 +409,7 @@ def _resume_point(checkpoint_dir: Path, batches: HealingBatches, config: HealCon
         shutil.rmtree(legacy)
     latest = resume_point(checkpoint_dir, {}, resume=True)
     if latest is not None:
-        record = read_run_state(latest)
+        record = read_run_record(latest)["record"]
         _check_recipe(latest, record.get("corpus"), record.get("heal_config", {}), batches.pieces.fingerprint, config)
     return latest
 
@@ -455,15 +460,19 @@ def _continue_legacy(legacy: Path, batches: HealingBatches, config: HealConfig) 
             "optimizer": state["optimizer"], "scheduler": state["scheduler"], "rng": rng}), encoding="utf-8")
         TrainerState(global_step=step, logging_steps=1, train_batch_size=1,
                      log_history=log).save_to_json(str(tmp / "trainer_state.json"))
-        add_trainer_files(tmp)
+        upgrade_checkpoint(tmp)
     logger.info("Rewrote %s, a healing checkpoint of an earlier sharedbert, as %s-%d.", legacy, CHECKPOINT_PREFIX, step)
 
 
 def _saved_progress(checkpoint: Path | None) -> tuple[int, float]:
-    """(optimizer steps, training seconds) a checkpoint had reached ((0, 0.0) for none)."""
+    """(optimizer steps, training seconds) a checkpoint had reached ((0, 0.0) for none). The seconds are its
+    `HealingClock`'s; a checkpoint written before the clock was kept there has them in its log."""
     if checkpoint is None:
         return 0, 0.0
-    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    state = read_trainer_state(checkpoint)
+    clock = saved_callback_state(checkpoint, HealingClock.__name__)
+    if clock is not None:
+        return state["global_step"], clock["attributes"]["elapsed"]
     elapsed = [entry["elapsed_seconds"] for entry in state["log_history"] if "elapsed_seconds" in entry]
     return state["global_step"], elapsed[-1] if elapsed else 0.0
 

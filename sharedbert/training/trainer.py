@@ -4,9 +4,10 @@
   progress bars on, warm-up as a fraction, evaluation a few times per run).
 * `StepTimer`: wall-clock seconds between consecutive optimizer steps (steady-state throughput, start-up excluded).
 * `KeepBestCallback`: remembers the weights of the best evaluation in memory and restores them at the end, so the
-  saved model is the best one without keeping a checkpoint per evaluation.
-* `ResumableTrainer`: a Trainer whose own checkpoints are written atomically and resumed exactly after a kill or
-  Ctrl-C; `EpochSeededSampler` and `BatchSeededCollator` keep the random streams exact across a restart.
+  saved model is the best one without keeping a checkpoint per evaluation; its record is kept in Trainer's
+  checkpoints.
+* `ResumableTrainer`: a Trainer whose own checkpoints resume exactly after a kill or Ctrl-C; `EpochSeededSampler` and
+  `BatchSeededCollator` keep the random streams exact across a restart.
 * `atomic_write_json`, `check_output_dir` and `output_folder`: outputs appear complete or not at all.
 """
 
@@ -15,11 +16,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import math
-import random
-import shutil
 import statistics
 import tempfile
 import time
@@ -27,20 +25,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from transformers import Trainer, TrainerCallback, TrainingArguments
-from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINING_ARGS_NAME
 from transformers.utils import logging
 
 from ..atomic import atomic_directory, atomic_write_bytes, atomic_write_text, check_output_folder
 from .checkpointing import (
     CHECKPOINT_PREFIX,
-    OPTIMIZER_FILE,
-    RNG_FILE,
-    RUN_STATE_FILE,
-    optimizer_from_files,
-    read_run_state,
+    KEEP_CHECKPOINTS,
+    RunRecord,
+    SavedStateCallback,
     restore_weights,
     world_size,
 )
@@ -48,7 +42,6 @@ from .checkpointing import (
 logger = logging.get_logger(__name__)
 
 BEST_MODEL_FILE = "best_model.safetensors"  # in a checkpoint: the weights of the best evaluation so far (KeepBest)
-RNG_STATE_FILE = "rng_state.pth"  # Trainer's name for a one-process run's generator states
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -175,10 +168,12 @@ class StepTimer(TrainerCallback):
                 "n": len(self.intervals)}
 
 
-class KeepBestCallback(TrainerCallback):
-    """Keep a copy of the weights at the best evaluation of `metric` (in memory) and load it when training ends."""
+class KeepBestCallback(SavedStateCallback):
+    """Keep a copy of the weights at the best evaluation of `metric` (in memory) and load it when training ends. Its
+    record is kept in Trainer's checkpoints (`SavedStateCallback`), the weights beside it in best_model.safetensors,
+    so a resumed run keeps the best evaluation made before the restart."""
 
-    def __init__(self, metric: str, greater_is_better: bool = True):
+    def __init__(self, metric: str = "loss", greater_is_better: bool = True):
         self.metric = metric if metric.startswith("eval_") else f"eval_{metric}"
         self.greater_is_better = greater_is_better
         self.best_value: float | None = None
@@ -188,6 +183,31 @@ class KeepBestCallback(TrainerCallback):
         # The last evaluation's metrics: what a run reports when no evaluation could win (every one NaN, e.g. a
         # correlation of constant predictions), with the final weights.
         self.last_metrics: dict | None = None
+
+    def state_args(self) -> dict:
+        return {"metric": self.metric, "greater_is_better": self.greater_is_better}
+
+    def attributes(self) -> dict:
+        return {"best_value": self.best_value, "best_metrics": self.best_metrics, "best_step": self.best_step,
+                "last_metrics": self.last_metrics,
+                "checkpoint_files": [BEST_MODEL_FILE] if self.best_state is not None else []}
+
+    def restore_state(self, attributes: dict, folder: Path) -> None:
+        super().restore_state(attributes, folder)
+        self.best_state = None
+        if self.best_step is not None:
+            if not (folder / BEST_MODEL_FILE).is_file():
+                raise ValueError(f"{folder} records a best evaluation at step {self.best_step} but has no "
+                                 f"{BEST_MODEL_FILE}; resume from the checkpoint folder the run wrote, or start "
+                                 "afresh (--no-resume).")
+            self.best_state = load_file(str(folder / BEST_MODEL_FILE))
+
+    def on_save(self, args, state, control, **kwargs):
+        """Trainer has just written checkpoint-STEP: the best weights go beside its state (renamed into place, so a
+        kill leaves the file whole or absent, and the checkpoint counts as incomplete without it)."""
+        folder = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}"
+        if args.should_save and self.best_state is not None and folder.is_dir():
+            atomic_write_bytes(folder / BEST_MODEL_FILE, save({k: v.contiguous() for k, v in self.best_state.items()}))
 
     @property
     def reported_metrics(self) -> dict | None:
@@ -239,91 +259,42 @@ class PredictingTrainer(InOrderPredictions, Trainer):
 
 
 class ResumableTrainer(InOrderPredictions, Trainer):
-    """A `Trainer` whose checkpoints appear complete or not at all, and resume exactly after a kill or Ctrl-C.
+    """A `Trainer` whose checkpoints resume exactly after a kill or Ctrl-C.
 
-    A checkpoint is Trainer's own: `checkpoint_dir/checkpoint-STEP` with the weights as safetensors, `optimizer.pt`,
-    `scheduler.pt`, `rng_state.pth` (read back with `torch.load(..., weights_only=True)`, which runs no code) and
-    `trainer_state.json`, plus the tokenizer, `run_state.json` (the caller's `run_signature`, the precision, the
-    `KeepBestCallback` record) and that record's weights in `best_model.safetensors`. It is written into a temporary
-    sibling renamed into place, and older checkpoints are then deleted. Checkpoints of earlier sharedbert versions
-    (optimizer and RNG state in safetensors and JSON) resume too: `train` first adds Trainer's files to them.
+    A checkpoint is Trainer's own, written by Trainer's own save into `checkpoint_dir/checkpoint-STEP` (the
+    Trainer's `output_dir`; a job saves its model elsewhere): the weights as safetensors, `optimizer.pt`,
+    `scheduler.pt`, `rng_state.pth` (read back with `torch.load(..., weights_only=True)`, which runs no code), the
+    tokenizer and `trainer_state.json`, written last, which holds the `RunRecord` (the caller's `run_signature`, the
+    precision, its `record`) and the other `SavedStateCallback`s' state (the `KeepBestCallback` record, whose weights
+    go in `best_model.safetensors`). Trainer keeps `save_total_limit` checkpoints (`KEEP_CHECKPOINTS` unless set), so
+    a kill during a save leaves the one before it; `checkpointing.resume_point` picks the newest complete one.
 
     Losses are averaged per batch: our models' losses are means, not token sums, so Trainer must not rescale them by
     the number of processes as it does for models that accept `num_items_in_batch` (BERT's heads declare that they
     do, then ignore it)."""
 
-    def __init__(self, *args, checkpoint_dir=None, run_signature: dict | None = None, **kwargs):
+    def __init__(self, *args, checkpoint_dir=None, run_signature: dict | None = None, record: dict | None = None,
+                 **kwargs):
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        if self.checkpoint_dir is not None:
+            arguments = kwargs["args"] if "args" in kwargs else args[1]
+            arguments = dataclasses.replace(arguments, output_dir=str(self.checkpoint_dir),
+                                            save_total_limit=arguments.save_total_limit or KEEP_CHECKPOINTS)
+            if "args" in kwargs:
+                kwargs["args"] = arguments
+            else:
+                args = (args[0], arguments, *args[2:])
         super().__init__(*args, **kwargs)
         self.model_accepts_loss_kwargs = False
-        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.run_signature = run_signature or {}
-
-    def _keep_best(self) -> KeepBestCallback | None:
-        return next((cb for cb in self.callback_handler.callbacks if isinstance(cb, KeepBestCallback)), None)
-
-    def checkpoint_record(self) -> dict:
-        """What `run_state.json` records beside Trainer's own state (a subclass may add to it)."""
-        keep_best = self._keep_best()
-        has_best = keep_best is not None and keep_best.best_state is not None
-        return {
-            "run_signature": self.run_signature,
-            # Not in the signature: fp32 master weights and AdamW state are the same in either precision, so a
-            # checkpoint may be resumed in the other one (e.g. on a machine without native bf16).
-            "precision": "bf16" if self.args.bf16 else "fp32",
-            "keep_best": {"value": keep_best.best_value, "metrics": keep_best.best_metrics,
-                          "step": keep_best.best_step} if has_best else None,
-        }
-
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        if resume_from_checkpoint not in (None, False, True) and self.args.should_save:
-            add_trainer_files(resume_from_checkpoint)
-        self.accelerator.wait_for_everyone()
-        return super().train(resume_from_checkpoint, *args, **kwargs)
-
-    def _save_checkpoint(self, model, trial) -> None:
-        """Trainer writes `output_dir/checkpoint-STEP` file by file where the next run looks for it, so a kill during
-        a save leaves a half-written checkpoint that is then resumed. The same files are written here into a temporary
-        sibling renamed into place (`atomic.atomic_directory`), with the tokenizer, `run_state.json` and the best
-        evaluation's weights; older checkpoints are then deleted. Every process's RNG state is gathered to the one
-        that writes. Needed by tests/training/test_resume.py::test_pretrain_killed_at_a_random_moment_resumes_to_the_
-        same_result (it kills the run at a random moment after a checkpoint folder appears, then resumes it)."""
-        if self.checkpoint_dir is None:
-            raise ValueError("ResumableTrainer needs checkpoint_dir to save checkpoints.")
-        rng_states = [_rng_state()]
-        if self.args.world_size > 1:
-            rng_states = [None] * self.args.world_size
-            dist.all_gather_object(rng_states, _rng_state())
-        if self.args.should_save:
-            final = self.checkpoint_dir / f"{CHECKPOINT_PREFIX}{self.state.global_step}"
-            keep_best = self._keep_best()
-            with atomic_directory(final) as tmp:
-                self.save_model(str(tmp), _internal_call=True)  # safetensors weights, config and tokenizer
-                (tmp / TRAINING_ARGS_NAME).unlink(missing_ok=True)  # a pickle of the arguments, never read back
-                self._save_optimizer_and_scheduler(str(tmp))
-                for rank, state in enumerate(rng_states):
-                    torch.save(state, tmp / (RNG_STATE_FILE if len(rng_states) == 1 else f"rng_state_{rank}.pth"))
-                self.state.save_to_json(str(tmp / "trainer_state.json"))
-                (tmp / RUN_STATE_FILE).write_text(json.dumps(self.checkpoint_record(), indent=1), encoding="utf-8")
-                if keep_best is not None and keep_best.best_state is not None:
-                    save_file({k: v.contiguous() for k, v in keep_best.best_state.items()}, str(tmp / BEST_MODEL_FILE))
-            for older in self.checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*"):
-                if older.name != final.name and older.is_dir():
-                    shutil.rmtree(older, ignore_errors=True)
-        self.accelerator.wait_for_everyone()
+        self.add_callback(RunRecord(self.run_signature, "bf16" if self.args.bf16 else "fp32", record))
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None) -> None:
         """Trainer loads the weights non-strictly (missing or unexpected names only warn), so a checkpoint of another
-        architecture would resume half-loaded; here they load strictly or fail naming the fix. The `KeepBestCallback`
-        record is restored too. Needed by tests/training/test_heal.py::test_resume_continues_exactly_like_an_
-        uninterrupted_run (a checkpoint of another attention type is refused)."""
-        folder = Path(resume_from_checkpoint)
-        restore_weights(folder, self.accelerator.unwrap_model(model or self.model))
-        keep_best = self._keep_best()
-        best = read_run_state(folder).get("keep_best")
-        if keep_best is not None and best:
-            keep_best.best_value, keep_best.best_metrics = best["value"], best["metrics"]
-            keep_best.best_step = best["step"]
-            keep_best.best_state = load_file(str(folder / BEST_MODEL_FILE))
+        architecture would resume half-loaded; here they load strictly or fail naming the fix. Needed by
+        tests/training/test_heal.py::test_resume_continues_exactly_like_an_uninterrupted_run (a checkpoint of another
+        attention type is refused)."""
+        restore_weights(Path(resume_from_checkpoint), self.accelerator.unwrap_model(model or self.model))
 
     def _get_train_sampler(self, train_dataset=None):
         """transformers' shuffling samplers draw from the global generator when the data loader is iterated, which a
@@ -334,43 +305,6 @@ class ResumableTrainer(InOrderPredictions, Trainer):
         if sampler is None or isinstance(sampler, torch.utils.data.SequentialSampler):
             return sampler
         return EpochSeededSampler(sampler, self.args.data_seed if self.args.data_seed is not None else self.args.seed)
-
-
-def _rng_state() -> dict:
-    """This process's generator states as Trainer's `rng_state.pth` holds them."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.random.get_rng_state()
-    return state
-
-
-def add_trainer_files(folder) -> None:
-    """Give a checkpoint written by an earlier sharedbert (optimizer and RNG state in safetensors and JSON, see
-    `checkpointing`) Trainer's `optimizer.pt`, `scheduler.pt` and `rng_state.pth`, so Trainer resumes it as it
-    resumes its own. A checkpoint that has them is left alone."""
-    folder = Path(folder)
-    if not (folder / OPTIMIZER_FILE).is_file() or (folder / OPTIMIZER_NAME).is_file():
-        return
-    state = read_run_state(folder)
-
-    def write(name, obj):
-        buffer = io.BytesIO()
-        torch.save(obj, buffer)
-        atomic_write_bytes(folder / name, buffer.getvalue())
-
-    rng_tensors, metas = load_file(str(folder / RNG_FILE)), state["rng"]
-    for rank, meta in enumerate(metas):
-        version, internal, gauss = meta["python"]
-        kind, keys, position, has_gauss, cached_gaussian = meta["numpy"]
-        write(RNG_STATE_FILE if len(metas) == 1 else f"rng_state_{rank}.pth", {
-            "python": (version, tuple(internal), gauss),
-            "numpy": (kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached_gaussian),
-            "cpu": rng_tensors[f"{rank}.torch"]})
-    write(SCHEDULER_NAME, state["scheduler"])
-    # The optimizer last: its file is what marks the checkpoint as done.
-    write(OPTIMIZER_NAME, optimizer_from_files(load_file(str(folder / OPTIMIZER_FILE)), state["optimizer"]))
-    logger.info("Checkpoint %s of an earlier sharedbert version: added Trainer's optimizer, scheduler and RNG files.",
-                folder)
 
 
 class EpochSeededSampler(torch.utils.data.Sampler):
@@ -448,7 +382,6 @@ __all__ = [
     "PredictingTrainer",
     "ResumableTrainer",
     "StepTimer",
-    "add_trainer_files",
     "atomic_write_json",
     "check_output_dir",
     "input_paths",

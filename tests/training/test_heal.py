@@ -311,6 +311,7 @@ print(json.dumps({"interrupted": result.interrupted, "steps": result.steps,
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
     from conftest import start_child
 
@@ -341,6 +342,7 @@ print(inside is signal.SIG_IGN, bool(flag.get("stop")), signal.getsignal(signal.
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_stays_ignored_in_a_process_that_started_with_it_ignored():
     completed = subprocess.run(
         [sys.executable, "-c", SIGINT_IGNORED_CHILD], capture_output=True, text=True, timeout=300,
@@ -365,6 +367,7 @@ print("stopped" if flag.get("stop") else "ran to its end")
 """
 
 
+@pytest.mark.slow
 def test_a_child_a_test_stops_with_ctrl_c_gets_it_when_the_suite_runs_in_the_background():
     """`make test &` starts the suite with SIGINT ignored; a child started with plain Popen inherits that, ignores the
     test's SIGINT and runs to its end (test_seq2seq_study's stopped cell then finished and exited 0). The suite's
@@ -429,7 +432,9 @@ def test_convert_command_heals_and_saves_a_loadable_folder(corpus, tmp_path, cap
     assert code == 0
     printed = capsys.readouterr().err  # the library's log, which the command shows on stderr
     assert "attention set 1:" in printed and "Healed 3 steps" in printed
-    state = json.loads((tmp_path / "out-checkpoints" / "checkpoint-3" / "run_state.json").read_text())
+    from sharedbert.training.checkpointing import read_run_record
+
+    state = read_run_record(tmp_path / "out-checkpoints" / "checkpoint-3")["record"]  # kept in Trainer's own state
     assert {k: state["heal_config"][k] for k in ("max_length", "long_fraction", "precision")} == {
         "max_length": 24, "long_fraction": 0.0, "precision": "fp32"}  # the healing options reach the run
     model = AutoModel.from_pretrained(out)

@@ -8,6 +8,7 @@ Each run is a real `python -m sharedbert` process on a tiny model, with a corpus
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import Trainer
 
 from conftest import REPO_ROOT, start_child
 
@@ -52,10 +54,14 @@ def _start(args):
 
 
 def _wait_for_checkpoint(checkpoint_dir: Path, step: int, process, timeout=240):
-    """Block until a checkpoint of at least `step` is complete (renamed into place); returns its step."""
+    """Block until a checkpoint of at least `step` is complete (Trainer writes its trainer_state.json last); returns
+    its step."""
+    from sharedbert.training.checkpointing import is_complete
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        steps = [int(p.name.split("-")[1]) for p in checkpoint_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+        steps = [int(p.name.split("-")[1]) for p in checkpoint_dir.glob("checkpoint-*")
+                 if p.name.split("-")[1].isdigit() and is_complete(p)]
         if steps and max(steps) >= step:
             return max(steps)
         if process.poll() is not None:
@@ -175,8 +181,9 @@ def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_r
     assert process.returncode == 130, stderr[-3000:]
     assert "run the same command again to resume" in stderr
     assert not output.exists()
-    saved = [int(p.name.split("-")[1]) for p in checkpoints.glob("checkpoint-*")]
-    assert len(saved) == 1 and 10 <= saved[0] < PRETRAIN_STEPS  # the step where Ctrl-C landed, saved on the way out
+    saved = sorted(int(p.name.split("-")[1]) for p in checkpoints.glob("checkpoint-*"))
+    # Trainer keeps the two newest (save_total_limit): the newest is the step where Ctrl-C landed, saved on the way out
+    assert 1 <= len(saved) <= 2 and 10 <= saved[-1] < PRETRAIN_STEPS and saved[0] >= 10
 
     _run(_pretrain_args(corpus, output, checkpoint_steps=10))
     _assert_same_run(output, pretrain_reference)
@@ -329,8 +336,24 @@ def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classific
     _kill_after_checkpoint(_finetune_args(classification_data, output), checkpoints, rng.choice(range(4, 40, 4)),
                            rng.uniform(0.0, 0.1))
     assert not output.exists()
+    from sharedbert.training.checkpointing import latest_checkpoint
+
+    # What must survive the restart is in Trainer's own state, the best weights beside it.
+    latest = latest_checkpoint(checkpoints)
+    state = json.loads((latest / "trainer_state.json").read_text())
+    assert not (latest / "run_state.json").exists() and (latest / "optimizer.pt").is_file()
+    assert state["stateful_callbacks"]["RunRecord"]["args"]["signature"]["seed"] == 5
+    best = state["stateful_callbacks"]["KeepBestCallback"]["attributes"]
+    assert (best["best_step"] is not None) == (latest / "best_model.safetensors").is_file()
+    # A save cut short by the kill (no trainer_state.json, Trainer's last file) is passed over and deleted.
+    _, step = latest.name.split("-")
+    cut_short = checkpoints / f"checkpoint-{int(step) + 1}"
+    if not cut_short.exists():
+        shutil.copytree(latest, cut_short)
+        (cut_short / "trainer_state.json").unlink()
 
     _run(_finetune_args(classification_data, output))
+    assert not checkpoints.exists()
     _assert_same_run(output, finetune_reference)
     _assert_same_evaluation(output, finetune_reference)
     _no_half_written_siblings(output)
@@ -405,6 +428,46 @@ def test_the_commands_trainer_keeps_mean_losses_unscaled_for_bert_too(tmp_path):
     # DDP) but return a per-batch mean.
     trainer = ResumableTrainer(model=bert, args=training_arguments(tmp_path, evaluations=0, num_train_examples=8))
     assert trainer.model_accepts_loss_kwargs is False
+
+
+def test_checkpoints_are_trainers_own_in_the_checkpoint_folder_keeping_save_total_limit(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from sharedbert.training import ResumableTrainer, training_arguments
+
+    bert = BertForSequenceClassification(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                    intermediate_size=37, vocab_size=99))
+    trainer = ResumableTrainer(model=bert, args=training_arguments(tmp_path / "out", evaluations=0,
+                                                                                   num_train_examples=8),
+                               checkpoint_dir=tmp_path / "ck")
+    assert trainer.args.output_dir == str(tmp_path / "ck") and trainer.args.save_total_limit == 2
+    assert type(trainer)._save_checkpoint is Trainer._save_checkpoint and type(trainer).train is Trainer.train
+    mine = ResumableTrainer(model=bert, args=training_arguments(tmp_path / "out", evaluations=0,
+                                                                num_train_examples=8, save_total_limit=5), checkpoint_dir=tmp_path / "ck")
+    assert mine.args.save_total_limit == 5  # a caller's limit is Trainer's to keep
+
+
+def test_the_newest_complete_checkpoint_is_resumed_and_saves_cut_short_are_deleted(tmp_path):
+    from sharedbert.training.checkpointing import latest_checkpoint, remove_incomplete_checkpoints
+
+    def checkpoint(step, state):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if state is not None:
+            (folder / "trainer_state.json").write_text(state)
+        return folder
+
+    best = {"KeepBestCallback": {"args": {}, "attributes": {"checkpoint_files": ["best_model.safetensors"]}}}
+    whole = checkpoint(4, json.dumps({"global_step": 4, "stateful_callbacks": best}))
+    (whole / "best_model.safetensors").write_bytes(b"weights")
+    checkpoint(8, json.dumps({"global_step": 8})[:9])  # trainer_state.json cut short
+    checkpoint(12, json.dumps({"global_step": 12, "stateful_callbacks": best}))  # killed before the best weights
+    checkpoint(16, None)  # killed before trainer_state.json
+    assert latest_checkpoint(tmp_path) == whole
+    remove_incomplete_checkpoints(tmp_path, whole)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-4"]
+    remove_incomplete_checkpoints(tmp_path, None)
+    assert latest_checkpoint(tmp_path) is None and not any(tmp_path.iterdir())
 
 
 # ---------------------------------------------------------------------------------------------------------------------
