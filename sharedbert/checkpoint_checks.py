@@ -1,7 +1,8 @@
 """The package's weights gate and its other checks of a checkpoint, beyond the model file's: every way this package
-loads weights a user names runs `check_weights` first (`remote_code.from_pretrained` and `check_before_loading`,
-`convert.from_bert`, `training.models`, `sentence_embeddings.load`, the Hub publisher's `load_for_hub`), a resumed
-training checkpoint `check_checkpoint`, and the Hub publisher reads `describe_incompatible_checkpoint`.
+loads weights a user names runs `check_weights` first (the package's loader, `sharedbert.loading`, for every model
+and sentence-transformers folder, and `convert.from_bert`, which reads a BERT's tensors itself), a resumed training
+checkpoint `check_checkpoint`, and the Hub publisher reads `describe_incompatible_checkpoint`. Nothing here loads a
+model: these are plain checks that the loader calls.
 
 The model file shipped to the Hub refuses only what would otherwise fail silently (pickle weights, encoder weights
 the checkpoint lacks or holds for another attention type); transformers itself refuses mismatched shapes and broken
@@ -247,18 +248,6 @@ def weights_file(source) -> str:
     return str(folder / WEIGHTS_FILE)
 
 
-def load_model(loader, source, **kwargs):
-    """`loader.from_pretrained(source, **kwargs)` for a model class or an AutoModel class, with the checks above:
-    safetensors only by default (transformers would otherwise read a BERT folder's pytorch_model.bin), the files
-    checked before loading and the weights after."""
-    kwargs.setdefault("use_safetensors", True)
-    if kwargs["use_safetensors"]:
-        check_weights(source, kwargs.get("subfolder", ""))
-    loaded = loader.from_pretrained(str(source), **kwargs)
-    check_finite(loaded[0] if isinstance(loaded, tuple) else loaded, source)
-    return loaded
-
-
 def describe_incompatible_checkpoint(
     path, config, checkpoint_keys, missing, unexpected, mismatched, advice: str | None = None
 ) -> str:
@@ -285,7 +274,6 @@ __all__ = [
     "check_weights_file",
     "check_weights_files",
     "describe_incompatible_checkpoint",
-    "load_model",
     "weights_file",
     "weights_files",
 ]

@@ -187,7 +187,6 @@ class SharedBertConfig(PreTrainedConfig):
     sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs):
-        _reject_misspelled_fields(kwargs)
         if self.num_unique_layers is None:
             self.num_unique_layers = self.num_hidden_layers if self.layer_sharing == "none" else 1
         if self.attention_rank is None and self.uses_attention_rank:
@@ -214,8 +213,7 @@ class SharedBertConfig(PreTrainedConfig):
         """`PreTrainedConfig.from_dict`, plus what it cannot know. A config.json with cross-attention and no
         `cross_attention_type` was saved when cross-attention followed `attention_type` (before the configs recorded
         it), and loads that way; a BERT's config.json (a BERT checkpoint loads into standard attention) takes the
-        default. A keyword override that is no field but within two edits of one (`from_pretrained(path,
-        atention_type=...)`) is a typo, not an unused argument."""
+        default."""
         if (config_dict.get("add_cross_attention") or config_dict.get("is_encoder_decoder")) and config_dict.get(
             "cross_attention_type"
         ) is None and config_dict.get("model_type", cls.model_type) == cls.model_type:
@@ -223,25 +221,7 @@ class SharedBertConfig(PreTrainedConfig):
         # Another model's model_type (a BERT's), kept, would shadow this class's on the instance, and
         # AutoModel.from_config would build that model from the config.
         config_dict = {key: value for key, value in config_dict.items() if key != "model_type"}
-        return_unused_kwargs = kwargs.pop("return_unused_kwargs", False)
-        config, unused_kwargs = super().from_dict(config_dict, return_unused_kwargs=True, **kwargs)
-        _reject_misspelled_fields(unused_kwargs)
-        return (config, unused_kwargs) if return_unused_kwargs else config
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
-        """`PreTrainedConfig.from_pretrained` whose refusal of a bad or misspelled field is a ValueError naming the
-        checkpoint: transformers' names the field only, not which of several folders holds it."""
-        try:
-            return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
-        except Exception as error:
-            # Ours are ValueErrors; strict validation's carry the ValueError or TypeError as their cause. A missing
-            # or unreadable file stays the OSError it is.
-            if isinstance(error, OSError) or not isinstance(error, ValueError) and not isinstance(
-                error.__cause__, (ValueError, TypeError)
-            ):
-                raise
-            raise ValueError(f"Cannot load the SharedBert config of {pretrained_model_name_or_path}: {error}") from error
+        return super().from_dict(config_dict, **kwargs)
 
     def validate_attention_rank(self):
         if self.attention_rank is not None and self.attention_rank > self.hidden_size:
@@ -378,25 +358,6 @@ class SharedBertConfig(PreTrainedConfig):
     @property
     def ffn_layer_map(self) -> list[int]:
         return self._layer_map("ffn")
-
-
-def _reject_misspelled_fields(extra_kwargs):
-    """Unknown keys are kept as attributes (Hub configs carry many), but one within two edits of a field is a typo
-    that would otherwise silently fall back to the default."""
-    for key in extra_kwargs:
-        for field in SharedBertConfig.__dataclass_fields__:
-            if key != field and _edit_distance(key.lower(), field) <= min(2, len(field) // 4):
-                raise ValueError(f"Unknown config field `{key}`: did you mean `{field}`?")
-
-
-def _edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance (difflib is not used: the Hub files import only torch and transformers)."""
-    row = list(range(len(b) + 1))
-    for i, char in enumerate(a, 1):
-        diagonal, row[0] = row[0], i
-        for j, other in enumerate(b, 1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (char != other))
-    return row[-1]
 
 
 __all__ = ["SharedBertConfig"]

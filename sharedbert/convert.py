@@ -37,6 +37,7 @@ from transformers import BertConfig, EncoderDecoderModel, PreTrainedModel
 from .checkpoint_checks import check_weights
 from .configuration_sharedbert import SharedBertConfig
 from .fitting import FIT_METHODS, fit_attention, resolve_fit_method
+from .loading import check_config_fields, from_pretrained
 from .modeling_sharedbert import (
     SharedBertForMaskedLM,
     SharedBertForConditionalGeneration,
@@ -110,6 +111,7 @@ def from_bert(
     """
     if fit_method not in FIT_METHODS:
         raise ValueError(f"fit_method must be one of {list(FIT_METHODS)}, got {fit_method!r}.")
+    check_config_fields(config_overrides)  # a misspelled field (atention_type) is refused, not left at its default
     if config_overrides.get("layer_norm_position", "post") != "post":
         # BERT's weights were trained with each LayerNorm after its residual sum; moved, they compute something else.
         raise ValueError("A BERT converts to post-LayerNorm layers only (BERT's own): drop layer_norm_position, or "
@@ -354,6 +356,7 @@ def warm_start_seq2seq(model_or_path, tokenizer=None, fit_method: str = "auto", 
     shared); the LM head's transform copies the checkpoint's masked-LM head when it has one; cross-attention starts
     untrained, as in BERT2BERT.
     """
+    check_config_fields(config_overrides)
     seq2seq = {key: config_overrides.pop(key) for key in SEQ2SEQ_FIELDS if key in config_overrides}
     if tokenizer is not None:
         for field, token_id in (
@@ -368,7 +371,7 @@ def warm_start_seq2seq(model_or_path, tokenizer=None, fit_method: str = "auto", 
     elif not isinstance(model_or_path, PreTrainedModel) and _model_type(model_or_path) == "sharedbert":
         folder = _checkpoint_folder(model_or_path)
         check_weights(folder)
-        source_config = SharedBertConfig.from_pretrained(folder)
+        source_config = from_pretrained(SharedBertConfig, folder)  # the package's loader: fields checked
         state_dict = {}
         for path in sorted(folder.glob("*.safetensors")):
             state_dict.update(load_file(path))

@@ -670,42 +670,39 @@ class SharedBertPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """`PreTrainedModel.from_pretrained` that reads BERT's weight names (`BERT_WEIGHT_NAMES`), with the refusals
-        whose failure would otherwise be silent. With `output_loading_info=True` the caller receives the missing and
-        unexpected keys to judge, and the last refusal is left to them."""
-        # Safetensors only: without a model.safetensors transformers falls back to a folder's pytorch_model.bin and
-        # unpickles it, if with torch's restricted unpickler.
+        """`PreTrainedModel.from_pretrained` from safetensors only, reading BERT's weight names (`BERT_WEIGHT_NAMES`),
+        and refusing a checkpoint whose weights do not fit the config (`check_checkpoint_fits`), which transformers
+        would random-initialise and only log. With `output_loading_info=True` the caller judges the keys itself."""
+        # Without a model.safetensors transformers would fall back to a folder's pytorch_model.bin and unpickle it.
         if kwargs.setdefault("use_safetensors", True) is not True:
-            raise ValueError(
-                f"use_safetensors={kwargs['use_safetensors']!r}: SharedBert loads safetensors weights only "
-                "(unpickling .bin/.pt files can run code); drop the argument."
-            )
+            raise ValueError(f"use_safetensors={kwargs['use_safetensors']!r}: SharedBert loads safetensors weights "
+                             "only (unpickling .bin/.pt files can run code); drop the argument.")
         kwargs.setdefault("key_mapping", BERT_WEIGHT_NAMES)
         return_loading_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(
-            pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
-        )
+        model, info = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
+                                              **kwargs)
         if read_bert_weight_names(model):
             check_config_runs_bert(pretrained_model_name_or_path, model.config)
         if return_loading_info:
             return model, info
-        # Embedding or stack weights the checkpoint lacks would be random-initialised with only a logged report: a
-        # checkpoint of another attention type or sharing would load as noise. A task head absent from a base
-        # checkpoint, and cross-attention absent from an encoder's, are the normal start of fine-tuning.
-        own = tuple(f"{name}." for name, module in model.named_modules()
-                    if isinstance(module, (SharedBertEmbeddings, SharedBertStack)))
-        missing = sorted(key for key in info["missing_keys"] if key.startswith(own) and ".crossattention." not in key)
-        unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(own))
-        if missing or unexpected:
-            checkpoint_keys = (set(model.state_dict()) - set(info["missing_keys"])) | set(info["unexpected_keys"])
-            lines = checkpoint_mismatch_lines(
-                pretrained_model_name_or_path, model.config, checkpoint_keys, missing, unexpected
-            )
-            raise IncompatibleCheckpointError(
-                "\n".join(lines + ["Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) "
-                                   "matches the weights."])
-            )
+        check_checkpoint_fits(pretrained_model_name_or_path, model, info)
         return model
+
+
+def check_checkpoint_fits(path, model: PreTrainedModel, info: dict) -> None:
+    """Refuses a load whose embedding or stack weights were missing from or unexpected in the checkpoint at `path`:
+    they would be random-initialised with only a logged report, so a checkpoint of another attention type or sharing
+    would load as noise. A task head absent from a base checkpoint, and cross-attention absent from an encoder's, are
+    the normal start of fine-tuning."""
+    own = tuple(f"{name}." for name, module in model.named_modules()
+                if isinstance(module, (SharedBertEmbeddings, SharedBertStack)))
+    missing = sorted(key for key in info["missing_keys"] if key.startswith(own) and ".crossattention." not in key)
+    unexpected = sorted(key for key in info["unexpected_keys"] if key.startswith(own))
+    if missing or unexpected:
+        checkpoint_keys = (set(model.state_dict()) - set(info["missing_keys"])) | set(info["unexpected_keys"])
+        lines = checkpoint_mismatch_lines(path, model.config, checkpoint_keys, missing, unexpected)
+        raise IncompatibleCheckpointError("\n".join(lines + [
+            "Check that the config (attention_type, layer_sharing, num_unique_layers, sizes) matches the weights."]))
 
 
 def read_bert_weight_names(model: PreTrainedModel) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .loading import check_config_fields
+
 # name -> (num_hidden_layers, hidden_size, num_attention_heads, intermediate_size)
 _SIZES = {
     "bert-tiny": (2, 128, 2, 512),
@@ -46,6 +48,7 @@ def config_values(preset_or_json: str) -> dict:
             ) from error
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a JSON object of config fields, got {type(values).__name__}.")
+        check_config_fields(values, path)  # a misspelled field is refused, not left at its default
         # Fields that describe a saved model rather than an architecture to build.
         for key in ("architectures", "auto_map", "transformers_version", "model_type", "dtype", "torch_dtype"):
             values.pop(key, None)

@@ -7,9 +7,10 @@ third place. `check_remote_code` reads the folder's JSON files (through `cached_
 loader sees it and refuses with a message that names the file, the code it would run and the flag. It reads every
 config nested in config.json too: `EncoderDecoderModel` builds its encoder and decoder through `Auto*.from_config`
 without a trust setting, so a sub-config asking for code would otherwise reach transformers' prompt. It is one of the
-two gates every load passes (`check_before_loading`; the other is `checkpoint_checks.check_weights`). SharedBert folders
-need no remote code where this package is installed: its classes are registered with the Auto classes, which
-transformers prefers to a folder's own code when `trust_remote_code` is off.
+two gates every load passes (the other is `checkpoint_checks.check_weights`); the package's loader,
+`sharedbert.loading`, runs both. SharedBert folders need no remote code where this package is installed: its classes
+are registered with the Auto classes, which transformers prefers to a folder's own code when `trust_remote_code` is
+off.
 """
 
 from __future__ import annotations
@@ -22,13 +23,11 @@ import os
 from dataclasses import field
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, dynamic_module_utils
+from transformers import dynamic_module_utils
 from transformers.models.auto import modeling_auto
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 from transformers.utils import cached_file
-
-from .checkpoint_checks import check_tokenizer, check_tokenizer_files, check_weights, load_model
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class RemoteCodeRefused(ValueError):
     """A model asks to run code it ships, and the user did not allow it."""
 
 
-def _read_json(source, filename: str, empty, **hub_options):
+def read_json(source, filename: str, empty, **hub_options):
     """`filename` of a local folder or Hub repository, parsed; `empty` when it is absent, broken or not of `empty`'s
     type (the loader reports a broken file in its own words)."""
     try:
@@ -147,7 +146,7 @@ def code_references(source, parts=tuple(CODE_PARTS), _depth: int = 0, **hub_opti
     sentence-transformers' own), as (where, Auto class or "module", reference, whether an installed class is used
     instead without `trust_remote_code`). Reads JSON only (through `cached_file`): nothing of the folder runs."""
     found = []
-    config = _read_json(source, "config.json", {}, **hub_options)
+    config = read_json(source, "config.json", {}, **hub_options)
     model_type = config.get("model_type")
     if "model" in parts:
         for where, settings in _sub_configs(config):
@@ -155,7 +154,7 @@ def code_references(source, parts=tuple(CODE_PARTS), _depth: int = 0, **hub_opti
     for part in ("tokenizer", "processor"):
         if part in parts:
             for filename in CODE_PARTS[part]:
-                found += _auto_map_entries(filename, _read_json(source, filename, {}, **hub_options), model_type)
+                found += _auto_map_entries(filename, read_json(source, filename, {}, **hub_options), model_type)
     if "sentence-transformers" in parts:
         found += _module_references(source, parts, _depth, **hub_options)
     return found
@@ -166,7 +165,7 @@ def _module_references(source, parts, depth: int, **hub_options) -> list[tuple]:
     in a folder of its own (0_Transformer/) loads that folder's config and tokenizer with the same setting (read as a
     `subfolder`, so a Hub repository's module folders are read too)."""
     found = []
-    for entry in _read_json(source, "modules.json", [], **hub_options):
+    for entry in read_json(source, "modules.json", [], **hub_options):
         if not isinstance(entry, dict):
             continue
         kind = str(entry.get("type", ""))
@@ -218,38 +217,6 @@ def check_source(source) -> None:
             "id such as owner/name.") from None
 
 
-def check_before_loading(source, trust_remote_code: bool = False, parts=tuple(CODE_PARTS),
-                         weights: bool = True) -> None:
-    """Both gates, in the order every load of a folder or Hub id the user names runs them, before transformers sees
-    it: the name is a folder or could be a Hub id (`check_source`), it ships no code the user did not allow
-    (`check_remote_code`, over `parts`), and, with `weights`, its weights files are readable, undamaged and finite
-    (`checkpoint_checks.check_weights`)."""
-    check_source(source)
-    check_remote_code(source, trust_remote_code, parts)
-    if weights:
-        check_weights(source)
-
-
-def from_pretrained(loader, source, trust_remote_code: bool = False, **kwargs):
-    """`loader.from_pretrained(source, trust_remote_code=..., **kwargs)` (an Auto class, a model class or a tokenizer
-    class) after `check_source` and `check_remote_code`: the way the package's jobs load what a user names. A model
-    is loaded through `checkpoint_checks.load_model`: safetensors only, its files and weights checked. A tokenizer
-    must have a vocabulary (`checkpoint_checks.check_tokenizer_files`, `check_tokenizer`)."""
-    check_before_loading(source, trust_remote_code, weights=False)
-    # Every AutoModel* class lives in that module; tokenizers and configs take no weights options.
-    if loader.__module__ == "transformers.models.auto.modeling_auto" or issubclass(loader, PreTrainedModel):
-        with transformers_never_asks():
-            return load_model(loader, source, trust_remote_code=trust_remote_code, **kwargs)
-    tokenizer = loader is AutoTokenizer or issubclass(loader, PreTrainedTokenizerBase)
-    if tokenizer:
-        check_tokenizer_files(source)
-    with transformers_never_asks():
-        loaded = loader.from_pretrained(str(source), trust_remote_code=trust_remote_code, **kwargs)
-    if tokenizer:
-        check_tokenizer(loaded, source)
-    return loaded
-
-
 @contextlib.contextmanager
 def transformers_never_asks():
     """Within this block transformers refuses remote code it was given no trust setting for, where it would ask at its
@@ -272,6 +239,5 @@ def trust_remote_code_option():
         "package is installed."})
 
 
-__all__ = ["CODE_PARTS", "FLAG", "RemoteCodeRefused", "check_before_loading", "check_remote_code", "check_source",
-           "code_references", "from_pretrained", "has_local_class", "remote_code_of", "transformers_never_asks",
-           "trust_remote_code_option"]
+__all__ = ["CODE_PARTS", "FLAG", "RemoteCodeRefused", "check_remote_code", "check_source", "code_references",
+           "has_local_class", "read_json", "remote_code_of", "transformers_never_asks", "trust_remote_code_option"]

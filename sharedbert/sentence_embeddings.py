@@ -25,11 +25,9 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint_checks import check_tokenizer, check_tokenizer_files, check_weights
-from .remote_code import check_remote_code, transformers_never_asks
+from .loading import MODULES_FILE, is_sentence_transformer, load_sentence_transformer, read_modules
 
 # Files of a sentence-transformers model beside the transformers files (module folders are listed in modules.json).
-MODULES_FILE = "modules.json"
 SENTENCE_TRANSFORMERS_FILES = (MODULES_FILE, "sentence_bert_config.json", "config_sentence_transformers.json")
 # What a plain encoder gets when it has no modules of its own: all-MiniLM-L6-v2's chain.
 DEFAULT_MODULES = [
@@ -37,11 +35,6 @@ DEFAULT_MODULES = [
     {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
 ]
-
-
-def is_sentence_transformer(folder) -> bool:
-    """Whether `folder` is a sentence-transformers model (it has modules.json)."""
-    return (Path(folder) / MODULES_FILE).is_file()
 
 
 def module_files(folder) -> list[str]:
@@ -52,7 +45,7 @@ def module_files(folder) -> list[str]:
     if not is_sentence_transformer(folder):
         return []
     found = [name for name in SENTENCE_TRANSFORMERS_FILES if (folder / name).is_file()]
-    for module in _read_modules(folder):
+    for module in read_modules(folder):
         path = module.get("path", "")
         if not path:
             continue
@@ -64,22 +57,7 @@ def module_files(folder) -> list[str]:
 
 def module_folders(folder) -> list[str]:
     """The module folders modules.json names (e.g. 1_Pooling, 2_Normalize), whether or not they hold files."""
-    return [m["path"] for m in _read_modules(folder) if m.get("path")] if is_sentence_transformer(folder) else []
-
-
-def _read_modules(folder) -> list[dict]:
-    path = Path(folder) / MODULES_FILE
-    try:
-        modules = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); re-save the sentence-transformers model.") from None
-    if not isinstance(modules, list) or not all(isinstance(m, dict) and "type" in m for m in modules):
-        raise ValueError(f"{path} must list modules as objects with a 'type'; re-save the sentence-transformers model.")
-    for module in modules:
-        path_in = str(module.get("path", ""))
-        if path_in.startswith(("/", "\\")) or ".." in Path(path_in).parts:
-            raise ValueError(f"{path} names module folder {path_in!r}, outside the model folder.")
-    return modules
+    return [m["path"] for m in read_modules(folder) if m.get("path")] if is_sentence_transformer(folder) else []
 
 
 def copy_modules(source, target) -> list[str]:
@@ -111,35 +89,8 @@ def write_default_modules(target, hidden_size: int, max_seq_length: int | None =
     return module_files(target)
 
 
-def load(folder, trust_remote_code: bool = False, **kwargs):
-    """`SentenceTransformer(folder)` on the CPU (kwargs go to SentenceTransformer). A SharedBert folder loads through
-    the registered classes; a folder's own code (an auto_map, a module class of its own) runs only with
-    `trust_remote_code`, and without it is refused before anything of it is imported."""
-    from sentence_transformers import SentenceTransformer
-
-    check_remote_code(folder, trust_remote_code)
-    check_weights(folder)  # the package's weights gate: the model's files and every module folder's
-    transformer_folders = _transformer_folders(folder)
-    for path in transformer_folders:
-        check_tokenizer_files(path)
-    kwargs.setdefault("device", "cpu")
-    with transformers_never_asks():
-        model = SentenceTransformer(str(folder), trust_remote_code=trust_remote_code, **kwargs)
-    if transformer_folders and getattr(model, "tokenizer", None) is not None:
-        check_tokenizer(model.tokenizer, transformer_folders[0])
-    return model
-
-
-def _transformer_folders(folder) -> list[Path]:
-    """The local folders a sentence-transformers model's Transformer modules load their model and tokenizer from (the
-    folder itself without modules.json); none for a Hub id."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    if not is_sentence_transformer(folder):
-        return [folder]
-    return [folder / module.get("path", "") for module in _read_modules(folder)
-            if str(module["type"]).endswith(".Transformer")]
+# A folder as a SentenceTransformer, through the package's loader (both gates, the tokenizer checked).
+load = load_sentence_transformer
 
 
 def from_model(model, tokenizer, modules_from=None, max_seq_length: int | None = None):
@@ -166,7 +117,7 @@ def pooling_of(folder=None, hidden_size: int | None = None):
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     if folder is not None and is_sentence_transformer(folder):
-        for module in _read_modules(folder):
+        for module in read_modules(folder):
             if module["type"].endswith(".Pooling") and module.get("path"):
                 return Pooling.load(str(Path(folder) / module["path"]))
     if hidden_size is None:

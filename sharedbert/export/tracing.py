@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
-from .. import modeling_sharedbert, sentence_embeddings
-from ..remote_code import from_pretrained
+from .. import modeling_sharedbert
+from ..loading import from_pretrained, load_sentence_transformer
 from .errors import ExportError
 
 EXPORT_TASKS = ("base", "sequence-classification", "sentence-embedding")
@@ -67,11 +67,12 @@ class _SentenceEncoder(torch.nn.Module):
 
 
 def load_for_export(model_dir: Path, task: str, trust_remote_code: bool = False):
-    """(wrapper module, tokenizer, the SharedBert model inside it) for `task`, in eval mode; an ExportError naming the
-    fix for a model that is not a SharedBert. A folder's own code runs only with `trust_remote_code`."""
+    """(wrapper module, tokenizer, the SharedBert model inside it) for `task`, in eval mode, loaded through the
+    package's loader (`sharedbert.loading`); an ExportError naming the fix for a model that is not a SharedBert. A
+    folder's own code runs only with `trust_remote_code`."""
     if task == "sentence-embedding":
         try:
-            sentence_transformer = sentence_embeddings.load(model_dir, trust_remote_code=trust_remote_code).eval()
+            sentence_transformer = load_sentence_transformer(model_dir, trust_remote_code=trust_remote_code).eval()
         except ImportError as error:
             raise ExportError("The sentence-embedding export needs sentence-transformers: "
                               "pip install sentence-transformers") from error

@@ -26,13 +26,8 @@ from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE, 
 from ..convert import FIT_METHODS, from_bert, resolve_fit_method
 from ..hub.folder import holds_only_model_files
 from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling_of
-from ..remote_code import (
-    RemoteCodeRefused,
-    check_remote_code,
-    check_source,
-    from_pretrained,
-    trust_remote_code_option,
-)
+from ..loading import from_pretrained
+from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, trust_remote_code_option
 from ..shared_data import raw_text_dir
 from .data import corpus_files
 from .data import TextInMemory, TextPieces

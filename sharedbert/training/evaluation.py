@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from ..atomic import atomic_write_text
-from ..remote_code import RemoteCodeRefused, from_pretrained, trust_remote_code_option
+from ..loading import from_pretrained
+from ..remote_code import RemoteCodeRefused, trust_remote_code_option
 from . import data as data_module
 from .models import load_tokenizer
 from .arguments import DataArguments

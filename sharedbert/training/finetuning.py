@@ -37,7 +37,7 @@ from .models import (
     resolve_source,
 )
 from ..precision import describe_precision, resolve_precision
-from ..remote_code import from_pretrained
+from ..loading import from_pretrained
 from .seq2seq_finetuning import Seq2SeqFinetuneArguments, finetune_seq2seq, is_seq2seq_checkpoint
 from .trainer import (
     KeepBestCallback,

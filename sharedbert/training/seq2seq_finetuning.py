@@ -33,7 +33,7 @@ from .checkpointing import RunCheckpoints, is_main_process
 from .data.pairs import read_pairs
 from ..configuration_sharedbert import CROSS_ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
 from .arguments import DataArguments, JobTrainingArguments, ModelArguments
-from ..remote_code import from_pretrained
+from ..loading import from_pretrained
 from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
 from ..precision import describe_precision, resolve_precision
 from .trainer import KeepBestCallback, ResumableTrainer, check_output_dir, output_folder, save_run, training_arguments

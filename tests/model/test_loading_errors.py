@@ -3,9 +3,10 @@ encoder is ever silently random-initialised. A new task head on a base checkpoin
 fine-tuning.
 
 The model file refuses what would otherwise fail silently (pickle weights, a checkpoint of another attention type or
-sharing); transformers refuses mismatched shapes and safetensors a damaged file. The package's own loader
-(`remote_code.from_pretrained`, through `checkpoint_checks`) adds messages naming the file and the fix, and refuses
-NaN or Inf weights."""
+sharing: its one `from_pretrained` hook); transformers refuses mismatched shapes and invalid config values, and
+safetensors a damaged file. The package's own loader (`sharedbert.loading.from_pretrained`, through
+`checkpoint_checks`) adds messages naming the file, the folder and the fix, refuses NaN or Inf weights, and refuses a
+misspelled config field with a suggestion."""
 
 import itertools
 import json
@@ -20,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel, BertConfig, BertModel
 
 import sharedbert
-from sharedbert import remote_code
+from sharedbert import loading
 from sharedbert import (
     ATTENTION_TYPES,
     SharedBertConfig,
@@ -95,14 +96,14 @@ def test_model_classes_never_unpickle_a_folder_of_pickle_weights(tmp_path, no_un
 
 @pytest.mark.parametrize("kind", ["sharedbert", "bert"])
 def test_the_package_loader_refuses_pickle_weights_naming_the_fix(tmp_path, no_unpickling, kind):
-    """The package's jobs load through `remote_code.from_pretrained`: safetensors only for any model class (a BERT's
+    """The package's jobs load through `loading.from_pretrained`: safetensors only for any model class (a BERT's
     too), said in words that name the files and the conversion."""
     config = tiny_config()
     model = SharedBertModel(config) if kind == "sharedbert" else BertModel(BertConfig(
         vocab_size=config.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37))
     folder = pickled_folder(tmp_path / "weights", model)
     with pytest.raises(OSError) as error:
-        remote_code.from_pretrained(AutoModel, folder)
+        loading.from_pretrained(AutoModel, folder)
     message = str(error.value)
     assert "pickle" in message and "pytorch_model.bin" in message and "save_pretrained" in message
     assert str(folder) in message and not (tmp_path / "unpickled").exists()
@@ -115,6 +116,10 @@ def test_opting_out_of_safetensors_is_refused(tmp_path, use_safetensors):
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
     with pytest.raises(ValueError, match="safetensors weights only"):
         SharedBertModel.from_pretrained(tmp_path, use_safetensors=use_safetensors)
+    # The package's loader refuses the opt-out for any model class, a BERT's too, before anything is read.
+    for loader in (BertModel, AutoModel, SharedBertModel):
+        with pytest.raises(ValueError, match="safetensors weights only"):
+            loading.from_pretrained(loader, tmp_path, use_safetensors=use_safetensors)
 
 
 # -- damaged safetensors -------------------------------------------------------------------------------------------
@@ -148,7 +153,7 @@ def test_damaged_weights_are_refused_and_the_package_loader_names_the_file(check
     with pytest.raises(SafetensorError):
         SharedBertModel.from_pretrained(checkpoint)
     with pytest.raises(OSError, match="corrupt or truncated") as error:
-        remote_code.from_pretrained(AutoModel, checkpoint)
+        loading.from_pretrained(AutoModel, checkpoint)
     assert str(path) in str(error.value)
 
 
@@ -162,7 +167,7 @@ def test_garbage_in_the_tensor_bytes_is_caught_as_non_finite(checkpoint):
     data[header_end + start : header_end + start + 64] = b"\xff" * 64
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="NaN or Inf") as error:
-        remote_code.from_pretrained(SharedBertModel, checkpoint)
+        loading.from_pretrained(SharedBertModel, checkpoint)
     assert str(path) in str(error.value) and "encoder.attention.0.self.shared_proj.weight" in str(error.value)
 
 
@@ -184,10 +189,15 @@ INVALID_CONFIG_FIELDS = {
 
 @pytest.mark.parametrize("field", sorted(INVALID_CONFIG_FIELDS))
 def test_invalid_config_json_names_the_field_and_folder(checkpoint, field):
+    """transformers' strict validation refuses the value, naming the field; the package's loader names the folder
+    too (for every loader: a model class, an Auto class, a config class)."""
     edit_config(checkpoint, **{field: INVALID_CONFIG_FIELDS[field]})
-    with pytest.raises(ValueError, match=field) as error:
+    with pytest.raises(INVALID_CONFIG, match=field):
         SharedBertModel.from_pretrained(checkpoint)
-    assert str(checkpoint) in str(error.value)
+    for loader in (SharedBertModel, AutoModel, AutoConfig):
+        with pytest.raises(ValueError, match=field) as error:
+            loading.from_pretrained(loader, checkpoint)
+        assert str(checkpoint) in str(error.value)
 
 
 @pytest.mark.parametrize("field", sorted(INVALID_CONFIG_FIELDS))
@@ -215,23 +225,35 @@ def test_config_changed_after_construction_is_checked_before_building(checkpoint
 @pytest.mark.parametrize("typo, field", [("atention_type", "attention_type"), ("layer_shring", "layer_sharing"),
                                          ("num_unique_layer", "num_unique_layers")])
 def test_misspelled_field_suggests_the_right_one(checkpoint, typo, field):
+    """The package's loader refuses a typo that transformers would keep as an unknown key (or drop, as a keyword),
+    leaving the field at its default: as a keyword of any loader, and in config.json naming the folder."""
     expected = f"did you mean `{field}`"
-    with pytest.raises(ValueError, match=expected):
-        SharedBertModel.from_pretrained(checkpoint, **{typo: "x"})
-    with pytest.raises(ValueError, match=expected):
-        AutoModel.from_pretrained(checkpoint, **{typo: "x"})
-    with pytest.raises(ValueError, match=expected):
-        AutoConfig.from_pretrained(checkpoint, **{typo: "x"})
+    for loader in (SharedBertModel, AutoModel, AutoConfig):
+        with pytest.raises(ValueError, match=expected):
+            loading.from_pretrained(loader, checkpoint, **{typo: "x"})
     edit_config(checkpoint, **{typo: "x"})
-    with pytest.raises(ValueError, match=expected) as error:
-        SharedBertModel.from_pretrained(checkpoint)
-    assert str(checkpoint) in str(error.value)
+    for loader in (SharedBertModel, AutoModel, AutoConfig):
+        with pytest.raises(ValueError, match=expected) as error:
+            loading.from_pretrained(loader, checkpoint)
+        assert str(checkpoint) in str(error.value)
+
+
+def test_the_loaders_options_are_not_taken_for_typos(checkpoints):
+    """Every keyword transformers' from_pretrained takes is farther than two edits from every field, or it would be
+    refused as a typo whenever a caller passes it."""
+    for option in sorted(loading.LOADING_OPTIONS):
+        loading.check_config_fields([option])
+    model, info = loading.from_pretrained(SharedBertForSequenceClassification, checkpoints / "shared",
+                                          num_labels=3, output_loading_info=True, ignore_mismatched_sizes=True,
+                                          key_mapping={}, dtype=torch.float32, attn_implementation="eager")
+    assert model.config.num_labels == 3 and "classifier.weight" in info["missing_keys"]
 
 
 def test_unrelated_unknown_config_keys_are_kept(checkpoint):
     """Hub configs carry many extra keys; only near-misses of real fields are errors."""
     edit_config(checkpoint, my_training_note="lr 1e-4")
     assert SharedBertModel.from_pretrained(checkpoint).config.my_training_note == "lr 1e-4"
+    assert loading.from_pretrained(SharedBertModel, checkpoint).config.my_training_note == "lr 1e-4"
 
 
 # -- checkpoint / config mismatch ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from sharedbert import (
     SharedBertForTokenClassification,
     SharedBertModel,
 )
+from sharedbert.loading import check_config_fields
 
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,6 +286,8 @@ def misspelling(draw):
 @settings(max_examples=40, deadline=None)
 @given(case=misspelling())
 def test_misspelled_field_is_refused_with_a_suggestion(case):
+    """By the package's loader, which every route that loads or builds a config from a user's fields runs (the
+    config class itself keeps unknown keys, as transformers' configs do)."""
     typo, field = case
     with pytest.raises(ValueError, match=f"Unknown config field `{typo}`: did you mean `{field}`"):
-        SharedBertConfig(**{typo: 1})
+        check_config_fields({typo: 1})
