@@ -102,6 +102,7 @@ def test_quick_study_trains_scores_reports_and_resumes(tmp_path, mlm_text_dir, m
     assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_process_ends(tmp_path):
     import subprocess
     import sys

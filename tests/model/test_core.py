@@ -303,6 +303,7 @@ def test_standard_conversion_of_random_bert_is_exact(tmp_path, bert_class, field
     assert (expected - got).abs().max() <= 1e-5
 
 
+@pytest.mark.slow
 def test_standard_conversion_of_minilm_matches_bert_on_real_text(minilm_path, mlm_text_dir):
     from transformers import AutoTokenizer, BertModel
 

@@ -128,6 +128,7 @@ def test_count_model_parameters_counts_shared_tensors_once():
 # finetune / evaluate
 
 
+@pytest.mark.slow
 def test_finetune_converts_bert_on_the_fly_keeps_the_best_and_saves_atomically(tiny_bert_dir, glue_dir, tmp_path):
     out = tmp_path / "run"
     result = finetune(task="sst2", model=str(tiny_bert_dir), data_dir=glue_dir, output_dir=out, evaluations=4,
@@ -176,6 +177,7 @@ def test_finetune_baseline_keeps_bert_and_can_skip_saving(tiny_bert_dir, glue_di
     assert not (tmp_path / "unused").exists()
 
 
+@pytest.mark.slow
 def test_finetune_precision_is_resolved_recorded_and_bf16_autocasts(tiny_bert_dir, glue_dir, tmp_path, caplog):
     import logging
 
@@ -203,6 +205,7 @@ def test_training_arguments_take_a_resolved_precision(tmp_path):
         training_arguments(tmp_path, precision="auto")
 
 
+@pytest.mark.slow
 def test_finetune_names_the_packaged_minilm_as_convert_does(minilm_path, glue_dir, tmp_path):
     result = finetune(task="sst2", model="all-MiniLM-L6-v2", data_dir=glue_dir, no_convert=True, save=False,
                       output_dir=tmp_path / "unused", evaluations=0, max_steps=1, **SMALL)
