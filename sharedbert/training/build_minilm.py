@@ -25,7 +25,7 @@ import math
 import random
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -331,7 +331,7 @@ def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields
                            log=lambda line: logger.info("   %s", line),
                            loaded=load_for_hub(healed_dir))
     report = dict(
-        out=str(args.out), repo_id=args.repo_id, heal=conversion["heal"], heal_config=asdict(recipe),
+        out=str(args.out), repo_id=args.repo_id, heal=conversion["heal"], heal_config=recipe.heal_settings(),
         corpus=[str(f) for f in files], calibration=conversion.get("calibration"), held_out=str(held_out),
         **measured, staged_files=staged.files, verification=staged.verification,
     )

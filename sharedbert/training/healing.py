@@ -18,13 +18,14 @@ Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -177,12 +178,15 @@ class HealRuntimeConfig:
 
 
 @dataclass
-class HealConfig(HealRuntimeConfig, HealLossConfig, HealDataConfig, HealScheduleConfig):
-    """The settings of a healing run, all JSON-serialisable and saved in every checkpoint: the budget and schedule
-    (`HealScheduleConfig`), the text read (`HealDataConfig`), the loss (`HealLossConfig`) and how the run is carried
-    out (`HealRuntimeConfig`). The defaults are the recipe of the published sharedbert-all-MiniLM-L6-v2
-    (`build_minilm.heal_recipe` gives it its budget and threads); `sharedbert convert --heal` makes its healing flags
-    from these fields. Bad settings are refused when it is made, naming the field."""
+class HealConfig(HealRuntimeConfig, HealLossConfig, HealDataConfig, HealScheduleConfig, TrainingArguments):
+    """A healing run's settings on transformers' `TrainingArguments`, which the Trainer takes (`heal` sets the run's
+    output folder, batching, logging and saving). Healing's own (`heal_settings()`, saved in every checkpoint): the
+    budget and schedule, the text read, the loss and how the run is carried out. Five are TrainingArguments' fields at
+    healing's defaults and meanings: `max_steps` (None: no step budget, not -1), `seed` (0, not 42), `warmup_steps`
+    (whole steps), `learning_rate`, `weight_decay`. The optimizer and schedule are healing's (AdamW without decay on
+    vectors such as dq/dk/dv; warm-up, then linear decay over the steps or minutes), given to the Trainer. The
+    defaults are the published sharedbert-all-MiniLM-L6-v2's recipe (`build_minilm.heal_recipe`); `sharedbert convert
+    --heal` makes its flags from healing's own fields. Bad settings are refused, naming the field."""
 
     # The heading of its flags in `sharedbert convert --help` (HfArgumentParser's group name).
     _argument_group_name = "healing (distillation from the original model; with --heal)"
@@ -191,6 +195,12 @@ class HealConfig(HealRuntimeConfig, HealLossConfig, HealDataConfig, HealSchedule
         self.validate_schedule()
         self.validate_data()
         self.validate_loss()
+        super().__post_init__()  # TrainingArguments' own checks
+
+    def heal_settings(self) -> dict:
+        """Healing's own settings (not TrainingArguments' other fields), as checkpoints and reports record them."""
+        parts = (HealScheduleConfig, HealDataConfig, HealLossConfig, HealRuntimeConfig)
+        return {f.name: getattr(self, f.name) for part in parts for f in fields(part)}
 
 
 @dataclass
@@ -252,8 +262,7 @@ class TokenizeTexts:
 
 # ------------------------------------------------------------------------------------------------------------ loop
 class HealingClock(SavedStateCallback):
-    """Training seconds: each optimizer step's, summed (start-up, skipping and checkpoints not counted; counted by
-    `HealingCallback`). Kept in Trainer's checkpoints, so a resumed run goes on with the time already spent."""
+    """Training seconds, each step's summed by `HealingCallback` (start-up, skipping, checkpoints not counted)."""
 
     def __init__(self, elapsed: float = 0.0):
         self.elapsed = elapsed
@@ -378,7 +387,7 @@ RUNTIME_SETTINGS = tuple(f.name for f in fields(HealRuntimeConfig))
 def changed_settings(saved: dict, config: HealConfig) -> list[str]:
     """The settings of `config` that differ from a checkpoint's `saved` ones and would change what a resumed run
     computes, as "name saved -> new" (settings the checkpoint predates are not compared)."""
-    current = asdict(config)
+    current = config.heal_settings()
     free = set(RUNTIME_SETTINGS)
     if saved.get("max_steps") is not None and saved.get("max_steps") == current["max_steps"]:
         free.add("max_minutes")  # the schedule runs over the steps; a time limit only stops the run sooner
@@ -465,8 +474,7 @@ def _continue_legacy(legacy: Path, batches: HealingBatches, config: HealConfig) 
 
 
 def _saved_progress(checkpoint: Path | None) -> tuple[int, float]:
-    """(optimizer steps, training seconds) a checkpoint had reached ((0, 0.0) for none). The seconds are its
-    `HealingClock`'s; a checkpoint written before the clock was kept there has them in its log."""
+    """(optimizer steps, training seconds: its `HealingClock`'s, else its log's) a checkpoint had reached."""
     if checkpoint is None:
         return 0, 0.0
     state = read_trainer_state(checkpoint)
@@ -488,16 +496,15 @@ def _optimizer(student, config: HealConfig):
     )
 
 
-def _training_arguments(checkpoint_dir: Path, config: HealConfig, steps: int, precision: str) -> TrainingArguments:
-    """One text batch per step in order; the loss logged every step; a checkpoint every `checkpoint_steps` (Trainer's
-    `save_steps`; the minutes, Ctrl-C and the end of the budget ask for one through the callbacks)."""
-    return TrainingArguments(
-        output_dir=str(checkpoint_dir), max_steps=steps, per_device_train_batch_size=1,
-        train_sampling_strategy="sequential", learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-        max_grad_norm=1.0, seed=config.seed, logging_strategy="steps", logging_steps=1,
+def _training_arguments(checkpoint_dir: Path, config: HealConfig, steps: int, precision: str) -> HealConfig:
+    """`config` as the Trainer's arguments: `steps` steps of one text batch each, in order; the loss logged every step;
+    a checkpoint every `checkpoint_steps` (the minutes, Ctrl-C and the budget's end ask for one through callbacks)."""
+    return dataclasses.replace(
+        config, output_dir=str(checkpoint_dir), max_steps=steps, per_device_train_batch_size=1,
+        train_sampling_strategy="sequential", logging_strategy="steps", logging_steps=1,
         save_strategy="steps" if config.checkpoint_steps else "no", save_steps=config.checkpoint_steps or 500,
-        eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(), bf16=precision == "bf16",
+        eval_strategy="no", disable_tqdm=True, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
+        bf16=precision == "bf16",
     )
 
 
@@ -543,7 +550,7 @@ def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig
         processing_class=tokenizer, optimizers=(optimizer, torch.optim.lr_scheduler.LambdaLR(
             optimizer, _lr_lambda(config, clock))),
         callbacks=[checkpoints], checkpoint_dir=checkpoint_dir, distillation=distiller, clock=clock,
-        record={"corpus": batches.pieces.fingerprint, "heal_config": asdict(config)},
+        record={"corpus": batches.pieces.fingerprint, "heal_config": config.heal_settings()},
     )
     healing = HealingCallback(trainer, config, clock, stop_after_steps, on_step)
     trainer.add_callback(healing)

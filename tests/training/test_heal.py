@@ -1,7 +1,6 @@
 """Healing by distillation: the loss falls, resume continues exactly, Ctrl-C saves, bad corpora fail clearly; the CLI
 and the sentence-embedding helper."""
 
-import dataclasses
 import json
 import logging
 import os
@@ -237,7 +236,7 @@ def _as_old_loop_checkpoint(checkpoint, teacher, config, corpus, losses, elapsed
            "numpy": [kind, keys.tolist(), int(rng_position), int(has_gauss), float(cached_gaussian)]}
     progress = dict(step=step, elapsed_seconds=elapsed, position=position, long_position=long_position,
                     corpus=TextPieces(corpus, config.min_words, config.max_words, config.seed).fingerprint,
-                    losses=losses, snapshots_done=[], heal_config=dataclasses.asdict(config),
+                    losses=losses, snapshots_done=[], heal_config=config.heal_settings(),
                     optimizer={"param_groups": state["param_groups"], "scalars": scalars},
                     scheduler=scheduler.state_dict(), rng=[rng])
     legacy = checkpoint.parent / "latest"
@@ -676,3 +675,30 @@ def test_convert_command_sets_the_low_rank_querys_rank(tmp_path, capsys):
     model = AutoModel.from_pretrained(tmp_path / "out")
     assert model.config.attention_type == "shared_lowrank_query" and model.config.attention_rank == 3
     assert model.encoder.attention[0].self.query_down.out_features == 3
+
+
+def test_heal_config_is_training_arguments_keeping_healings_own_defaults_settings_and_optimizer(tmp_path):
+    """HealConfig composes with TrainingArguments as the other jobs' arguments do: the Trainer takes it (a field of
+    TrainingArguments set from Python reaches it), the five shared fields keep healing's defaults and meanings, what
+    checkpoints and reports record is healing's own 26 settings, and the optimizer stays healing's (no weight decay
+    on vectors such as shared attention's dq/dk/dv, which Trainer's default would decay)."""
+    from transformers import TrainingArguments
+
+    from sharedbert.training.healing import _optimizer, _training_arguments, changed_settings
+
+    config = HealConfig(max_minutes=1.0, max_grad_norm=0.5)
+    assert isinstance(config, TrainingArguments)
+    assert (config.max_steps, config.seed, config.warmup_steps) == (None, 0, 30)
+    settings = config.heal_settings()
+    assert len(settings) == 26 and "max_grad_norm" not in settings and "output_dir" not in settings
+    assert json.loads(json.dumps(settings)) == settings
+    assert changed_settings(settings, HealConfig(max_minutes=1.0, max_grad_norm=0.9)) == []
+    arguments = _training_arguments(tmp_path, config, 8, "fp32")
+    assert (arguments.max_steps, arguments.seed, arguments.max_grad_norm) == (8, 0, 0.5)
+    assert arguments.output_dir == str(tmp_path) and arguments.per_device_train_batch_size == 1
+    assert config.max_steps is None  # the run's copy, not the caller's settings
+    student = from_bert(make_teacher(), attention_type="shared")
+    groups = _optimizer(student, config).param_groups
+    vectors = {id(p) for name, p in student.named_parameters() if name.endswith("_scale")}  # dq, dk, dv
+    assert vectors and all(group["weight_decay"] == 0.0 for group in groups
+                           if vectors & {id(p) for p in group["params"]})
