@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup clean checkpoint
+.PHONY: demo test test-quick setup clean checkpoint
 
 $(BIN)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,14 @@ demo: setup
 checkpoint: setup
 	$(BIN)/sharedbert build-minilm runs/sharedbert-all-MiniLM-L6-v2
 
+# Everything, the tests marked slow included (what CI runs: .ci/run).
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --durations=15
+
+# The developer's loop: every test but those marked slow (kill and resume, wheels, real-data training, long exports),
+# under 3 minutes on 2 cores (docs/testing.md).
+test-quick: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal -m "not slow" --durations=15
 
 clean:
 	rm -rf $(VENV) runs
