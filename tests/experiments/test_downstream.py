@@ -58,6 +58,7 @@ def finished(tmp_path_factory):
     return root, arguments
 
 
+@pytest.mark.slow
 def test_a_tiny_cell_writes_a_complete_result(finished):
     root, _ = finished
     cell = json.loads((root / "cells" / "test-shared-seed1.json").read_text())
@@ -81,6 +82,7 @@ def test_a_tiny_cell_writes_a_complete_result(finished):
     assert len(book["held_out_book"]) == 10 and "held_out_book:swap-0.15" in book
 
 
+@pytest.mark.slow
 def test_the_encoder_loads_with_automodel_and_the_latin1_book_is_read(finished):
     from transformers import AutoModel
 
@@ -104,6 +106,7 @@ def test_the_held_out_book_stays_out_of_pretraining(tmp_path):
     assert len(corpus.ood_ids) == len(study.normalise(book.read_text()))
 
 
+@pytest.mark.slow
 def test_a_finished_cell_is_skipped_and_a_cut_cell_reuses_its_finished_stages(finished, capsys):
     root, arguments = finished
     path = root / "cells" / "test-shared-seed1.json"
@@ -120,6 +123,7 @@ def test_a_finished_cell_is_skipped_and_a_cut_cell_reuses_its_finished_stages(fi
         (root / "saved.json").replace(path)
 
 
+@pytest.mark.slow
 def test_pretraining_resumes_from_its_latest_complete_checkpoint(tmp_path, monkeypatch):
     from transformers import TrainerCallback
 
@@ -193,6 +197,7 @@ def test_keyboard_neighbours_are_adjacent_keys():
     assert study.noisy("AAAA", "keyboard", 1.0, random.Random(0)).isupper()
 
 
+@pytest.mark.slow
 def test_evaluate_scores_a_tsv_and_names_a_bad_line(finished, tmp_path, capsys):
     root, _ = finished
     good = tmp_path / "good.tsv"

@@ -19,6 +19,7 @@ MODEL_CLASSES = [getattr(modeling_sharedbert, name) for name in modeling_sharedb
 NOT_DOCUMENTED = {"self", "kwargs"}
 
 
+@pytest.mark.slow
 def test_importing_the_hub_files_prints_nothing():
     """auto_docstring prints an "[ERROR] ... not documented" line at import for each undocumented argument."""
     result = subprocess.run(

@@ -147,6 +147,7 @@ def test_the_relational_term_compares_in_batch_similarities_and_is_weighted_in()
         small_config(similarity_weight=-1.0)
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly_like_an_uninterrupted_run(corpus, tmp_path):
     teacher, tokenizer = make_teacher(), make_tokenizer()
     config = small_config(max_steps=8)
@@ -250,6 +251,7 @@ def _as_old_loop_checkpoint(checkpoint, teacher, config, corpus, losses, elapsed
     return legacy
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_the_old_healing_loop_resumes_exactly(corpus, tmp_path):
     """Healing checkpoints written before healing ran on Trainer (one `latest/` folder) are rewritten as Trainer
     checkpoints and go on to the same losses and weights as a run never stopped; one whose data positions do not
