@@ -99,8 +99,9 @@ class Recipe:
 
 RECIPES = {
     # One core, about 15 minutes a cell (README, Pilot).
-    "cpu": Recipe(width=128, layers=4, heads=4, context=128, pretrain_iters=2500, pretrain_batch=16,
-                  eval_interval=500, validation_windows=512, ood_windows=512, finetune_steps=250, finetune_batch=32),
+    "cpu": Recipe(width=128, layers=4, heads=4, context=128, pretrain_iters=6000, pretrain_batch=8,
+                  eval_interval=1000, validation_windows=512, ood_windows=512, finetune_steps=120, finetune_batch=32,
+                  noise_types=("swap", "delete", "keyboard")),
     # Where a GPU is lent: the same script, a bigger encoder and budget (README, "Ready for a GPU").
     "gpu": Recipe(width=256, layers=6, heads=8, context=256, pretrain_iters=20000, pretrain_batch=64,
                   eval_interval=1000, validation_windows=2048, ood_windows=2048, finetune_steps=1500,
@@ -429,9 +430,9 @@ def pretrain(arm: str, seed: int, recipe: Recipe, corpus: Corpus, run_dir: Path,
         prediction_loss_only=True, report_to=[], disable_tqdm=True, dataloader_num_workers=0)
     trainer = Trainer(model=model, args=arguments, train_dataset=train, eval_dataset=validation,
                       data_collator=collate_mlm, callbacks=list(TRAINER_CALLBACKS))
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    train_seconds = time.perf_counter() - started
+    train_seconds, train_cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     if not any(e.get("step") == recipe.pretrain_iters and "eval_loss" in e for e in trainer.state.log_history):
         trainer.evaluate()
     curve = sorted({e["step"]: e["eval_loss"] for e in trainer.state.log_history if "eval_loss" in e}.items())
@@ -449,7 +450,8 @@ def pretrain(arm: str, seed: int, recipe: Recipe, corpus: Corpus, run_dir: Path,
         "train_losses": [{"iteration": e["step"], "loss": e["loss"]} for e in trainer.state.log_history if "loss" in e],
         "validation_sha256": examples_sha256(validation), "held_out_book_sha256": examples_sha256(ood),
         "validation_windows": len(validation), "held_out_book_windows": len(ood),
-        "seconds_this_process": train_seconds, "resumed_from": resume.name if resume else None,
+        "seconds_this_process": train_seconds, "cpu_seconds_this_process": train_cpu_seconds,  # with its evaluations
+        "resumed_from": resume.name if resume else None,
         "parameters": sum(p.numel() for p in model.parameters()),
         "attention_projection_parameters": attention_projection_parameters(model),
         "intermediate_size": model.config.intermediate_size,
@@ -702,11 +704,11 @@ def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, 
         dataloader_num_workers=0)
     trainer = Trainer(model=model, args=arguments, train_dataset=Encoded(train, vocabulary, recipe.context),
                       data_collator=collate_classification)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     trainer.train()
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     model = trainer.model
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     limit = recipe.eval_limit
     dev = Rows(dev.texts[:limit], dev.labels[:limit]) if limit else dev
     scored = {"clean": dev}
@@ -718,12 +720,14 @@ def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, 
         predictions = predict(model, Encoded(rows, vocabulary, recipe.context), precision, device, regression)
         scores[name] = task_metrics(task, predictions, rows.labels)
     record = {"task": task, "dev": scores, "dev_rows": len(dev), "train_rows": len(train),
-              "train_seconds": seconds, "train_losses": [{"step": e["step"], "loss": e["loss"]}
+              "train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
+              "train_losses": [{"step": e["step"], "loss": e["loss"]}
                                                          for e in trainer.state.log_history if "loss" in e]}
     for name, rows in (extra or {}).items():  # label-free row sets: predictions kept
         record.setdefault("unlabelled", {})[name] = predict(model, Encoded(rows, vocabulary, recipe.context),
                                                             precision, device, regression)
     record["eval_seconds"] = time.perf_counter() - started
+    record["eval_cpu_seconds"] = time.process_time() - cpu_started
     with atomic_directory(folder) as out:
         model.save_pretrained(out)
         (out / "char_vocabulary.json").write_text(json.dumps(vocabulary.to_json(), indent=1))
@@ -745,7 +749,7 @@ def holdout_split(rows: Rows, seed: int = 0, fraction: float = 0.1) -> tuple[Row
 # Cells
 # --------------------------------------------------------------------------------------------------------------------
 
-PILOT_OVERRIDES = {"pretrain_iters": "i", "eval_limit": "e"}  # pilot-only options -> their tag in the cell's name
+PILOT_OVERRIDES = {"pretrain_iters": "i", "pretrain_batch": "b", "eval_limit": "e"}  # pilot-only options -> their tag in the cell's name
 
 
 @dataclasses.dataclass
@@ -1149,6 +1153,7 @@ def main(argv=None) -> int:
         sub.add_argument("--force", action="store_true", help="re-run a finished cell from scratch")
         if name == "pilot":
             sub.add_argument("--pretrain-iters", type=int, help="pilot only: fewer pretraining iterations (timing)")
+            sub.add_argument("--pretrain-batch", type=int, help="pilot only: another pretraining batch size")
             sub.add_argument("--eval-limit", type=int, help="pilot only: score at most N rows per task")
     evaluate = commands.add_parser("evaluate", help="a finished cell's SST-2 model on a TSV (sentence, label)")
     evaluate.add_argument("--cell", required=True)

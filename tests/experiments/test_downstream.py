@@ -310,3 +310,18 @@ def test_every_arm_builds_and_the_matched_arm_matches_standard():
     assert counts["shared"] < counts["standard"] and counts["bert"] == counts["standard"]
     with pytest.raises(SystemExit, match="Unknown arm"):
         study.make_cell("no-such-arm", 1, "cpu")
+
+
+def test_the_pilot_never_reads_a_dev_set_and_names_its_overrides(tmp_path):
+    _, glue = make_data(tmp_path)
+    for task_folder in ("SST-2", "CoLA", "MRPC", "RTE", "STS-B"):
+        (glue / task_folder / "dev.tsv").unlink()
+    tasks = study.load_tasks(glue, pilot=True)
+    train, scored = tasks["sst2"]
+    assert len(train) == 36 and len(scored) == 4  # a fixed 10% of the 40 training rows
+    with pytest.raises(SystemExit, match="dev.tsv: no such file"):
+        study.load_tasks(glue, pilot=False)
+    cell = study.make_cell("shared", 1, "cpu", overrides={"pretrain_iters": 20, "pretrain_batch": 4})
+    assert cell.name == "cpu-i20-b4-shared-seed1" and cell.recipe.pretrain_iters == 20
+    assert cell.recipe.eval_interval == 20 and cell.recipe.warmup_iters == 10
+    assert study.make_cell("shared", 1, "cpu").name == "cpu-shared-seed1"
