@@ -144,10 +144,10 @@ def pytest_runtest_makereport(item, call):
 
 
 # transformers' ModelTesterMixin runs about 160 checks on each of 21 variants
-# (model/test_modeling_transformers_mixin.py): 5.5 minutes alone on the busy 2-core machine, more than the quick loop's whole budget of 3. The quick loop
-# (`-m "not slow"`) keeps it on the default encoder with every head, the shared-attention decoder and the fully shared
-# seq2seq model, less the heaviest checks the variants repeat (the per-dtype reload everywhere, eager against SDPA but
-# on the default encoder); `make test` runs all of it.
+# (model/test_modeling_transformers_mixin.py): 5.5 minutes alone on the busy 2-core machine, more than the quick
+# loop's whole budget of 3. The quick loop (`-m "not slow"`) keeps it on the default encoder with every head, the
+# shared-attention decoder and the fully shared seq2seq model, less the heaviest checks the variants repeat (the
+# per-dtype reload everywhere, eager against SDPA but on the default encoder); `make test` runs all of it.
 MIXIN_QUICK_CLASSES = {"SharedAttentionModelTest", "SharedAttentionDecoderTest", "Seq2SeqSharingEverythingTest"}
 MIXIN_SLOW_CHECKS = ("test_bc_torch_dtype", "test_eager_matches_sdpa_inference")
 
