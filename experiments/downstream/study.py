@@ -75,7 +75,8 @@ class Recipe:
     finetune_lr: float = 3e-4
     finetune_warmup: float = 0.1
     finetune_weight_decay: float = 0.01
-    dropout: float = 0.1
+    dropout: float = 0.1  # fine-tuning's (BERT's)
+    pretrain_dropout: float = 0.0  # the charlm study's CPU recipe, whose MLM left the plateau; 0.1 did not (README)
     # pretraining's optimiser: the charlm study's (nanoGPT's) values
     learning_rate: float = 1e-3
     min_learning_rate: float = 1e-4
@@ -103,6 +104,7 @@ RECIPES = {
                   eval_interval=1000, validation_windows=512, ood_windows=512, finetune_steps=120, finetune_batch=32,
                   noise_types=("swap", "delete", "keyboard")),
     # Where a GPU is lent: the same script, a bigger encoder and budget (README, "Ready for a GPU").
+    # (The recipe gate's fallbacks, "cpu-c64" and "cpu-long", are added below: README, "Recipe gate".)
     "gpu": Recipe(width=256, layers=6, heads=8, context=256, pretrain_iters=20000, pretrain_batch=64,
                   eval_interval=1000, validation_windows=2048, ood_windows=2048, finetune_steps=1500,
                   finetune_batch=32, finetune_lr=2e-4, warmup_iters=500),
@@ -111,6 +113,11 @@ RECIPES = {
                    validation_windows=8, ood_windows=8, finetune_steps=3, finetune_batch=4, warmup_iters=2,
                    min_char_count=1, noise_types=("swap", "delete", "keyboard"), ood_sentences=10, eval_limit=12),
 }
+
+# The recipe gate's fallbacks, in the declared order (README, "Recipe gate"): the charlm study's context (64, where its
+# MLM learned) at the same characters per update, then twice the updates at context 128 (about 25 minutes a cell).
+RECIPES["cpu-c64"] = dataclasses.replace(RECIPES["cpu"], context=64, pretrain_batch=16)
+RECIPES["cpu-long"] = dataclasses.replace(RECIPES["cpu"], pretrain_iters=12000)
 
 # The arms, one line each: SharedBertConfig fields beyond the recipe's sizes. "reference": transformers' own BERT.
 # "match_parameters_of": the FFN width raised until the arm has the named arm's parameter count (MLM model).
@@ -329,7 +336,8 @@ def mlm_model(arm: str, recipe: Recipe, vocab_size: int, intermediate_size: int 
     settings = ARMS[arm]
     common = dict(vocab_size=vocab_size, hidden_size=recipe.width, num_hidden_layers=recipe.layers,
                   num_attention_heads=recipe.heads, max_position_embeddings=recipe.context, type_vocab_size=2,
-                  hidden_dropout_prob=recipe.dropout, attention_probs_dropout_prob=recipe.dropout, pad_token_id=PAD)
+                  hidden_dropout_prob=recipe.pretrain_dropout, attention_probs_dropout_prob=recipe.pretrain_dropout,
+                  pad_token_id=PAD)
     if "reference" in settings:
         from transformers import BertConfig, BertForMaskedLM
 
@@ -691,8 +699,9 @@ def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, 
     recipe = cell.recipe
     set_seed(cell.seed)
     regression = task == "stsb"
-    model = AutoModelForSequenceClassification.from_pretrained(run_dir / "pretrained", num_labels=1 if regression
-                                                                else 2)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        run_dir / "pretrained", num_labels=1 if regression else 2, hidden_dropout_prob=recipe.dropout,
+        attention_probs_dropout_prob=recipe.dropout)
     if regression:
         train = Rows(train.texts, [float(v) for v in train.labels])
     arguments = TrainingArguments(
@@ -749,7 +758,7 @@ def holdout_split(rows: Rows, seed: int = 0, fraction: float = 0.1) -> tuple[Row
 # Cells
 # --------------------------------------------------------------------------------------------------------------------
 
-PILOT_OVERRIDES = {"pretrain_iters": "i", "pretrain_batch": "b", "eval_limit": "e"}  # pilot-only options -> their tag in the cell's name
+PILOT_OVERRIDES = {"pretrain_iters": "i", "pretrain_batch": "b", "pretrain_dropout": "d", "eval_limit": "e"}  # pilot-only options -> their tag in the cell's name
 
 
 @dataclasses.dataclass
@@ -1154,6 +1163,7 @@ def main(argv=None) -> int:
         if name == "pilot":
             sub.add_argument("--pretrain-iters", type=int, help="pilot only: fewer pretraining iterations (timing)")
             sub.add_argument("--pretrain-batch", type=int, help="pilot only: another pretraining batch size")
+            sub.add_argument("--pretrain-dropout", type=float, help="pilot only: another pretraining dropout")
             sub.add_argument("--eval-limit", type=int, help="pilot only: score at most N rows per task")
     evaluate = commands.add_parser("evaluate", help="a finished cell's SST-2 model on a TSV (sentence, label)")
     evaluate.add_argument("--cell", required=True)

@@ -94,6 +94,9 @@ def test_the_encoder_loads_with_automodel_and_the_latin1_book_is_read(finished):
     vocabulary = json.loads((folder / "char_vocabulary.json").read_text())
     assert "è" in vocabulary["characters"] and "é" in vocabulary["characters"]  # decoded as Latin-1, not replaced
     assert not (root / "work" / "test-shared-seed1" / "pretraining").exists()  # checkpoints gone once saved
+    assert model.config.hidden_dropout_prob == 0.0  # pretraining's dropout; fine-tuning's is the recipe's 0.1
+    tuned = json.loads((root / "work" / "test-shared-seed1" / "finetuned" / "sst2" / "config.json").read_text())
+    assert tuned["hidden_dropout_prob"] == tuned["attention_probs_dropout_prob"] == 0.1
 
 
 def test_the_held_out_book_stays_out_of_pretraining(tmp_path):
@@ -325,3 +328,8 @@ def test_the_pilot_never_reads_a_dev_set_and_names_its_overrides(tmp_path):
     assert cell.name == "cpu-i20-b4-shared-seed1" and cell.recipe.pretrain_iters == 20
     assert cell.recipe.eval_interval == 20 and cell.recipe.warmup_iters == 10
     assert study.make_cell("shared", 1, "cpu").name == "cpu-shared-seed1"
+    # the recipe gate's fallbacks differ from cpu only where declared
+    cpu, short, long = study.RECIPES["cpu"], study.RECIPES["cpu-c64"], study.RECIPES["cpu-long"]
+    assert study.dataclasses.replace(short, context=128, pretrain_batch=8) == cpu
+    assert study.dataclasses.replace(long, pretrain_iters=6000) == cpu
+    assert study.make_cell("standard", 2, "cpu-c64").name == "cpu-c64-standard-seed2"
