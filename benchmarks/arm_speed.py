@@ -1,7 +1,8 @@
 """Training and inference speed of configurations side by side: every attention type (and grouped-query attention),
 or every arm of a study, measured in one run with alternating rounds, as wall time and as CPU time.
 
-    python benchmarks/arm_speed.py                          # every attention type + GQA/MQA at bert-base widths, 4 layers
+    python benchmarks/arm_speed.py                          # every attention type + GQA/MQA at bert-base widths, 4 layers,
+                                                            # vocabulary 1,000, sequence 128, batch 8
     python benchmarks/arm_speed.py --arms-json experiments/frontier/results/arms.json --setting clm-cpu \\
         --out benchmarks/results/frontier_speed                # the frontier's arms at their own sizes (causal LM)
     python benchmarks/arm_speed.py --quick                  # tiny sizes, a smoke run
@@ -41,8 +42,9 @@ DEFAULT_OUT = HERE / "results" / "arm_speed"
 TYPES = {attention_type: {"attention_type": attention_type} for attention_type in ATTENTION_TYPES}
 TYPES.update({"gqa-4": {"attention_type": "standard", "num_key_value_heads": 4},
               "mqa": {"attention_type": "standard", "num_key_value_heads": 1}})
-SIZES = {  # (layers, width, heads, vocabulary, sequence, batch)
-    "default": dict(num_hidden_layers=4, hidden_size=768, num_attention_heads=12, vocab_size=30522),
+SIZES = {  # a vocabulary of 1,000 so that the LM head (768 × 30,522 would be most of a 4-layer model's cost) does not
+    # hide the attention's
+    "default": dict(num_hidden_layers=4, hidden_size=768, num_attention_heads=12, vocab_size=1000),
     "quick": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=100),
 }
 
