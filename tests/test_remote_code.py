@@ -347,14 +347,14 @@ def test_a_sub_config_whose_class_transformers_has_is_not_refused(tmp_path):
 
 
 def test_with_the_gate_switched_off_transformers_still_never_asks(tmp_path, marker):
-    """The package's loads run inside `transformers_never_asks`: even with `check_remote_code` switched off (as for
-    a route the gate might not know of), transformers refuses the decoder's code instead of asking, and stdin's "y"
-    is never read."""
+    """The package's loads run inside `transformers_never_asks`: even with `check_remote_code` switched off in the
+    loader (as for a route the gate might not know of), transformers refuses the decoder's code instead of asking,
+    and stdin's "y" is never read."""
     folder = planted_encoder_decoder(tmp_path / "encoder-decoder", marker)
-    script = ("import sharedbert.remote_code as gate\n"
-              "gate.check_remote_code = lambda *args, **kwargs: None\n"
+    script = ("import sharedbert.loading as loader\n"
+              "loader.check_remote_code = lambda *args, **kwargs: None\n"
               "from transformers import AutoModelForSeq2SeqLM\n"
-              f"gate.from_pretrained(AutoModelForSeq2SeqLM, {str(folder)!r})\n")
+              f"loader.from_pretrained(AutoModelForSeq2SeqLM, {str(folder)!r})\n")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                HF_MODULES_CACHE=str(tmp_path / "modules"))
     done = subprocess.run([sys.executable, "-c", script], input="y\n" * 5, env=env, capture_output=True, text=True,

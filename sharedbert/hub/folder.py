@@ -18,7 +18,8 @@ from transformers import AutoTokenizer
 from .. import modeling_sharedbert
 from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
-from ..checkpoint_checks import check_weights, describe_incompatible_checkpoint
+from ..checkpoint_checks import describe_incompatible_checkpoint
+from ..loading import from_pretrained
 from ..remote_code import remote_code_of
 from .contents import check_publishable
 from .errors import ModelFolderError
@@ -83,12 +84,8 @@ def load_for_hub(model_dir: str | os.PathLike) -> LoadedModel:
     _check_no_code_of_its_own(model_dir)
     check_publishable(model_dir, is_hub_file)  # links out, credentials, secrets, foreign auto_maps: before loading
     _check_weights_present(model_dir)
-    try:
-        check_weights(model_dir)  # the package's weights gate: readable, undamaged, finite, module folders too
-    except (OSError, ValueError) as error:
-        raise ModelFolderError(str(error)) from None
-    try:
-        config = SharedBertConfig.from_pretrained(model_dir)
+    try:  # the package's loader: a misspelled or invalid field refused naming the folder
+        config = from_pretrained(SharedBertConfig, model_dir)
     except ValueError as error:
         raise ModelFolderError(f"{model_dir / 'config.json'} is not a valid SharedBert config: {error}") from None
     model = _load_model(model_dir, config, architecture)
@@ -199,15 +196,17 @@ def _check_weights_present(model_dir: Path) -> None:
 
 
 def _load_model(model_dir: Path, config: SharedBertConfig, architecture: str):
+    # The package's loader runs the weights gate (readable, undamaged, finite, module folders too) first. With the
+    # loading info (and mismatched shapes reported, not raised) the model's loader reports instead of refusing; the
+    # judgement is made below, stricter than for training: a published model must come entirely from its
+    # checkpoint, head included.
     try:
-        # With the loading info (and mismatched shapes reported, not raised) the model's loader reports instead of
-        # refusing; the judgement is made below, stricter than for training: a published model must come entirely
-        # from its checkpoint, head included.
-        model, info = getattr(modeling_sharedbert, architecture).from_pretrained(
-            model_dir, config=config, output_loading_info=True, ignore_mismatched_sizes=True
-        )
+        model, info = from_pretrained(getattr(modeling_sharedbert, architecture), model_dir, config=config,
+                                      output_loading_info=True, ignore_mismatched_sizes=True)
     except (ValueError, OSError, RuntimeError) as error:
-        raise ModelFolderError(f"Cannot load the weights in {model_dir}: {error}") from None
+        # The weights gate's refusals name the file and the fix already.
+        named = str(model_dir) in str(error)
+        raise ModelFolderError(str(error) if named else f"Cannot load the weights in {model_dir}: {error}") from None
     missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
     mismatched = sorted(info.get("mismatched_keys") or [], key=lambda entry: entry[0])
     if missing or unexpected or mismatched:
@@ -228,7 +227,7 @@ def _load_tokenizer(model_dir: Path, config: SharedBertConfig):
             f"'{model_dir}')."
         )
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
+        tokenizer = from_pretrained(AutoTokenizer, model_dir)
     except Exception as error:  # noqa: BLE001 - any failure here means the tokenizer files are unusable
         raise ModelFolderError(f"The tokenizer in {model_dir} does not load: {error}") from None
     if len(tokenizer) > config.vocab_size:
@@ -263,10 +262,6 @@ def is_module_folder(name: str) -> bool:
     return MODULE_FOLDER_PATTERN.fullmatch(name) is not None or name in BACKEND_FOLDERS
 
 
-def hub_files(folder: str | os.PathLike) -> list[str]:
-    """Every file under `folder` as a relative POSIX path (what a staged folder uploads), sorted."""
-    folder = Path(folder)
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 def holds_only_model_files(folder: str | os.PathLike, extra: tuple[str, ...] = (), backends: bool = True) -> bool:
     """Whether everything under `folder` is a file of a saved SharedBert folder (`is_hub_file`; exported ONNX /
     OpenVINO files only with `backends`) or named in `extra`, in module folders at most one level down, with no
@@ -284,3 +279,7 @@ def holds_only_model_files(folder: str | os.PathLike, extra: tuple[str, ...] = (
     return True
 
 
+def hub_files(folder: str | os.PathLike) -> list[str]:
+    """Every file under `folder` as a relative POSIX path (what a staged folder uploads), sorted."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
