@@ -197,6 +197,22 @@ def check_output_folder(output_dir, overwrite: bool = False, *, inputs=(), earli
     return path
 
 
+def check_output_file(output, overwrite: bool = False, *, inputs=(), earlier_output=None,
+                      label: str = "The output file", flag: str = "--overwrite") -> Path:
+    """`check_output_folder`'s rule for a single file a command writes: never one of its `inputs` (or inside one);
+    an existing file only with `overwrite`, or when `earlier_output(path)` says this command wrote it."""
+    path = Path(output)
+    for source in inputs:
+        _refuse_overlap(path, source, label)
+    if path.is_dir():
+        raise OutputFolderError(f"{label} {path} is a folder; name a file to write, e.g. {path / 'results.json'}.")
+    if path.exists() and not overwrite and not (earlier_output is not None and earlier_output(path)):
+        raise OutputFolderError(
+            f"{label} {path} exists and was not written by this command; pass {flag} to replace it, or pick a new "
+            "file name.")
+    return path
+
+
 def _refuse_overlap(output: Path, source, label: str) -> None:
     if source is None or not os.path.exists(os.fspath(source)):
         return  # a Hub id or a name resolved elsewhere: nothing on this disk to protect

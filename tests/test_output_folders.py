@@ -193,3 +193,40 @@ def test_build_minilm_refuses_a_folder_of_the_users_before_any_work(occupied, tm
     error = capsys.readouterr().err
     assert f"{occupied} exists and is not empty; pass --overwrite" in error
     assert snapshot(occupied) == before and not (tmp_path / "work").exists()
+
+
+# --- evaluate's single output files ----------------------------------------------------------------------------------
+
+def evaluate_outputs(tmp_path, **fields):
+    """Only evaluate's output check: it runs before the model is read, so a missing model is the next error."""
+    from sharedbert.training.evaluation import EvaluateArguments, _check_output_files
+
+    _check_output_files(EvaluateArguments(model=str(tmp_path / "no-model"), task="sst2", **fields))
+
+
+def test_evaluate_refuses_to_write_its_predictions_over_its_own_input_file(tmp_path):
+    data = tmp_path / "mine.tsv"
+    data.write_text("sentence\tlabel\ngood\t1\n")
+    with pytest.raises(OutputFolderError, match="--predictions .*mine.tsv is the input"):
+        evaluate_outputs(tmp_path, file=str(data), predictions_path=str(data))
+    with pytest.raises(OutputFolderError, match="is the input"):
+        evaluate_outputs(tmp_path, file=str(data), predictions_path=str(data), overwrite=True)
+    assert data.read_text() == "sentence\tlabel\ngood\t1\n"
+
+
+def test_evaluate_replaces_only_its_own_earlier_files_without_overwrite(tmp_path):
+    notes, results, predictions = tmp_path / "notes.json", tmp_path / "results.json", tmp_path / "predictions.tsv"
+    notes.write_text('{"my": "notes"}')
+    with pytest.raises(OutputFolderError, match="--output .*notes.json exists and was not written by this command; "
+                                                "pass --overwrite"):
+        evaluate_outputs(tmp_path, results_path=str(notes))
+    evaluate_outputs(tmp_path, results_path=str(notes), overwrite=True)  # the user said so
+    results.write_text(json.dumps({"task": "sst2", "split": "validation", "metrics": {}, "model": "m",
+                                   "eval_samples": 3}))
+    predictions.write_text("index\tprediction\n0\tpositive\n")
+    evaluate_outputs(tmp_path, results_path=str(results), predictions_path=str(predictions))  # evaluate's own
+    predictions.write_text("my,own,csv\n")
+    with pytest.raises(OutputFolderError, match="--predictions"):
+        evaluate_outputs(tmp_path, predictions_path=str(predictions))
+    with pytest.raises(OutputFolderError, match="is a folder"):
+        evaluate_outputs(tmp_path, results_path=str(tmp_path))

@@ -3,12 +3,13 @@ test file (`sharedbert evaluate`). The results have the shape of fine-tuning's e
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field, replace
 
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, check_output_file
 from ..loading import from_pretrained
 from ..remote_code import RemoteCodeRefused, trust_remote_code_option
 from . import data as data_module
@@ -47,6 +48,8 @@ class EvaluateArguments:
     results_path: str | None = field(default=None, metadata={"help": "Also write the results JSON here.",
                                                               "aliases": ["--output"]})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
+    overwrite: bool = field(default=False, metadata={
+        "help": "Replace an existing --predictions / --output file that evaluate did not write."})
     trust_remote_code: bool = trust_remote_code_option()
 
     def __post_init__(self):
@@ -61,6 +64,7 @@ def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     computes no metrics; `predictions_path` writes one prediction per example (TSV: index, prediction) and
     `results_path` the returned results as JSON, both atomically. Raises DataError/ValueError on bad input."""
     args = replace(arguments, **fields) if arguments is not None else EvaluateArguments(**fields)
+    _check_output_files(args)
     started = time.time()
     try:
         classifier = from_pretrained(AutoModelForSequenceClassification, args.model, args.trust_remote_code)
@@ -93,7 +97,7 @@ def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     predictions = data_module.predictions_from_logits(spec, output.predictions)
     metrics = data_module.compute_metrics(spec, predictions, eval_set["label"]) if labelled else {}
     if args.predictions_path:
-        lines = ["index\tprediction"] + [
+        lines = [PREDICTIONS_HEADER] + [
             f"{i}\t{float(p):.3f}" if spec.is_regression else f"{i}\t{model_labels[int(p)]}"
             for i, p in enumerate(predictions)
         ]
@@ -112,6 +116,34 @@ def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
     if args.results_path:
         atomic_write_json(args.results_path, result)
     return result
+
+
+PREDICTIONS_HEADER = "index\tprediction"
+
+
+def _check_output_files(args: EvaluateArguments) -> None:
+    """Before any work: the predictions and results files are neither an input nor a file of the user's (an earlier
+    evaluate's predictions TSV or results JSON is replaced without asking)."""
+    inputs = (args.model, args.file, args.data_dir)
+    if args.predictions_path:
+        check_output_file(args.predictions_path, args.overwrite, inputs=inputs, label="--predictions",
+                          earlier_output=_is_earlier_predictions)
+    if args.results_path:
+        check_output_file(args.results_path, args.overwrite, inputs=inputs, label="--output",
+                          earlier_output=_is_earlier_results)
+
+
+def _is_earlier_predictions(path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.readline().rstrip("\n") == PREDICTIONS_HEADER
+
+
+def _is_earlier_results(path) -> bool:
+    try:
+        result = json.loads(open(path, encoding="utf-8").read())
+    except (ValueError, OSError):
+        return False
+    return isinstance(result, dict) and {"task", "split", "metrics", "model", "eval_samples"} <= result.keys()
 
 
 def _load_data(args: EvaluateArguments, model_labels: tuple):
