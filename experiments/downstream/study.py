@@ -1182,7 +1182,18 @@ def main(argv=None) -> int:
     import sharedbert  # noqa: F401  (registers the Auto classes)
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.set_verbosity_error()  # a classifier built from an MLM folder lists its new head: expected
+    # A classifier built from an MLM folder lists its new head: expected. Put back afterwards, so that a caller in the
+    # same process (the test suite runs main() in-process) keeps its own verbosity.
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        return run_command(args)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+
+
+def run_command(args) -> int:
+    """`main`'s work once the arguments are parsed and transformers is quiet."""
     if args.command == "evaluate":
         print(json.dumps(evaluate_tsv(args.cell, args.tsv, args.work_dir, args.precision), indent=1))
         return 0
