@@ -112,18 +112,27 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True)
-def _transformers_verbosity_left_as_found():
-    """Fails a test that leaves transformers' verbosity changed for the rest of its process (a script's main() called
-    in-process did): transformers' own mixin tests in the same worker then find no load report to read."""
+@pytest.fixture(scope="session")
+def _transformers_verbosity_at_start():
     from transformers.utils import logging as transformers_logging
 
-    found = transformers_logging.get_verbosity()
+    return transformers_logging.get_verbosity()
+
+
+@pytest.fixture(autouse=True)
+def _transformers_verbosity_left_as_found(_transformers_verbosity_at_start):
+    """Fails a test that leaves transformers' verbosity changed for the rest of its process (a script's main() called
+    in-process did): transformers' own mixin tests in the same worker then find no load report to read. Compared with
+    the session's starting verbosity, not the test's, so that a module-scoped fixture that changed it (and ran before
+    the test began) is caught too."""
+    from transformers.utils import logging as transformers_logging
+
     yield
-    left = transformers_logging.get_verbosity()
+    found, left = _transformers_verbosity_at_start, transformers_logging.get_verbosity()
     if left != found:
         transformers_logging.set_verbosity(found)
-        pytest.fail(f"The test left transformers' verbosity at {left} (it was {found}): restore it where it is set.")
+        pytest.fail(f"The test or a fixture it uses left transformers' verbosity at {left} (it was {found}): restore "
+                    "it where it is set.")
 
 
 @pytest.hookimpl(hookwrapper=True)
