@@ -19,8 +19,8 @@ from .trainer import DEFAULTS, PredictingTrainer, atomic_write_json, output_fold
 
 
 @dataclass
-class EvaluateArguments:
-    """Every option of `evaluate` / `sharedbert evaluate`, with its default and help."""
+class EvaluateInputArguments:
+    """What `evaluate` scores: the model, the data and how it is read."""
 
     model: str = field(metadata={"help": "A fine-tuned model folder (SharedBert or BERT) or Hub id."})
     task: str | None = field(default=None, metadata={
@@ -43,17 +43,24 @@ class EvaluateArguments:
         "help": "Truncate inputs to this many tokens, as fine-tuning does."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Only the first N examples."})
     batch_size: int = field(default=DEFAULTS["per_device_eval_batch_size"], metadata={"help": "Examples per batch."})
-    predictions_path: str | None = field(default=None, metadata={
-        "help": "Write one prediction per example to this TSV (index, prediction).", "aliases": ["--predictions"]})
-    results_path: str | None = field(default=None, metadata={"help": "Also write the results JSON here.",
-                                                              "aliases": ["--output"]})
     cache_dir: str | None = field(default=None, metadata={"help": "datasets cache folder (default: the HF cache)."})
-    overwrite: bool = field(default=False, metadata={
-        "help": "Replace an existing --predictions / --output file that evaluate did not write."})
     trust_remote_code: bool = trust_remote_code_option()
 
     def __post_init__(self):
         self.split = "validation" if self.split == "dev" else self.split
+
+
+@dataclass
+class EvaluateArguments(EvaluateInputArguments):
+    """Every option of `evaluate` / `sharedbert evaluate`, with its default and help: what it scores
+    (`EvaluateInputArguments`) and where the results go."""
+
+    predictions_path: str | None = field(default=None, metadata={
+        "help": "Write one prediction per example to this TSV (index, prediction).", "aliases": ["--predictions"]})
+    results_path: str | None = field(default=None, metadata={"help": "Also write the results JSON here.",
+                                                              "aliases": ["--output"]})
+    overwrite: bool = field(default=False, metadata={
+        "help": "Replace an existing --predictions / --output file that evaluate did not write."})
 
 
 def evaluate(arguments: EvaluateArguments | None = None, /, **fields) -> dict:
