@@ -15,7 +15,7 @@ same run; the spread of the per-round ratios (each model against the BERT timed 
 
 * inference: tokens/s of a forward pass at `--infer-batch` (32) in `torch.inference_mode()`, eval mode.
 * latency: milliseconds of one forward at batch 1.
-* fold: the same for shared attention after `sharedbert.folding.fold_for_inference(model)` (a folded copy of the model).
+* fold: the same for shared attention after `sharedbert.export.folding.fold_for_inference(model)` (a folded copy of the model).
 * training: tokens/s of one step at `--train-batch` (8): forward in train mode (dropout 0.1 as in BERT), a loss on the
   last hidden state and the pooled output, backward, fused AdamW step, `zero_grad(set_to_none=True)`.
 * peak training memory: each model is built and trained for 3 steps in a fresh Python process (nothing else is
@@ -57,9 +57,9 @@ from sharedbert import (
     SharedBertModel,
 )
 from sharedbert.atomic import atomic_write_bytes, atomic_write_text
-from sharedbert.folding import fold_for_inference
-from sharedbert.params import count_model_parameters
-from sharedbert.training.data import find_glue_dir, read_utf8
+from sharedbert.export.folding import fold_for_inference
+from sharedbert.parameter_counts import count_model_parameters
+from sharedbert.data import find_glue_dir, read_utf8
 from sharedbert.training.models import packaged_minilm_path
 
 SCRIPT = Path(__file__).resolve()

@@ -77,7 +77,7 @@ def load_models(args, work: Path):
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from sharedbert import SharedBertModel
-    from sharedbert.convert import from_bert
+    from sharedbert.conversion.bert import from_bert
     from sharedbert.training import resolve_source
 
     source = resolve_source("all-MiniLM-L6-v2")
@@ -128,7 +128,7 @@ def pooled(hidden, mask) -> np.ndarray:
 
 class TorchRunner:
     def __init__(self, model, dtype=torch.float32, threads: int | None = None):
-        from sharedbert.folding import fold_for_inference
+        from sharedbert.export.folding import fold_for_inference
 
         self.model = fold_for_inference(model).to(dtype)  # a folded copy (other models: a plain copy), in eval mode
         self.threads = threads
@@ -538,7 +538,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads[0])
     from sharedbert.sentence_embeddings import read_sts
     from sharedbert.export import calibration_sentences
-    from sharedbert.shared_data import not_found_message, shared_data_dir
+    from sharedbert.data.location import not_found_message, shared_data_dir
 
     found = shared_data_dir("glue/STS-B/dev.tsv")
     if args.sts is None and found is None:

@@ -88,7 +88,8 @@ LEVERS = {
 
 def corpus_sample(data_dir: Path, recipe: dict, folder: Path) -> tuple[Path, Path]:
     """The study's vocabulary (trained on the whole corpus) and a text file of every `sample_every`-th line of it."""
-    from sharedbert.training import data, train_wordpiece
+    from sharedbert import data
+    from sharedbert.training import train_wordpiece
 
     text = data_dir / "mlm-text"
     source = [str(text / recipe["corpus"])] if recipe.get("corpus") else [str(text)]
@@ -283,7 +284,8 @@ def main(argv=None) -> int:
 
     from sharedbert.atomic import atomic_write_text
     from sharedbert.precision import cpu_name
-    from sharedbert.training import data, native_bf16
+    from sharedbert import data
+    from sharedbert.training import native_bf16
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

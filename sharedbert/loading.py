@@ -1,7 +1,7 @@
 """The package's one loader: every command and library route that loads a model, tokenizer, config or
 sentence-transformers folder a user names goes through `from_pretrained` or `load_sentence_transformer` here.
 
-Named for what it does (loading, as transformers' `from_pretrained` does it): `checkpoint_checks` holds the checks of
+Named for what it does (loading, as transformers' `from_pretrained` does it): `weight_checks` holds the checks of
 weights files and `training/checkpointing` the run checkpoints; neither loads anything. In order, a load:
 
 1. refuses a name that is neither a folder nor a possible Hub id (`remote_code.check_source`);
@@ -11,8 +11,8 @@ weights files and `training/checkpointing` the run checkpoints; neither loads an
 3. for a SharedBert config: refuses a misspelled field, in config.json or as a keyword (`check_config_fields`), and
    an invalid one, naming the field and the folder (`check_config`);
 4. for a model: reads safetensors only (any class, a BERT's too; an opt-out is refused) and runs the weights gate
-   (`checkpoint_checks.check_weights`) before transformers reads a weight, and `check_finite` after;
-5. for a tokenizer: refuses one without a vocabulary (`checkpoint_checks.check_tokenizer_files`, `check_tokenizer`).
+   (`weight_checks.check_weights`) before transformers reads a weight, and `check_finite` after;
+5. for a tokenizer: refuses one without a vocabulary (`weight_checks.check_tokenizer_files`, `check_tokenizer`).
 
 The Hub model file keeps what a user without this package needs too: safetensors by default, BERT's weight names, and
 the refusal of a checkpoint of another attention type or sharing (`SharedBertPreTrainedModel.from_pretrained`, guarded
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoTokenizer, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from .checkpoint_checks import check_finite, check_tokenizer, check_tokenizer_files, check_weights
+from .weight_checks import check_finite, check_tokenizer, check_tokenizer_files, check_weights
 from .configuration_sharedbert import SharedBertConfig
 from .modeling_sharedbert import SharedBertPreTrainedModel
 from .remote_code import CODE_PARTS, check_remote_code, check_source, read_json, transformers_never_asks
@@ -126,7 +126,7 @@ def check_before_loading(source, trust_remote_code: bool = False, parts=tuple(CO
     """Both gates, in the order every load of a folder or Hub id the user names runs them, before transformers sees
     it: the name is a folder or could be a Hub id (`check_source`), it ships no code the user did not allow
     (`check_remote_code`, over `parts`), and, with `weights`, its weights files are readable, undamaged and finite
-    (`checkpoint_checks.check_weights`)."""
+    (`weight_checks.check_weights`)."""
     check_source(source)
     check_remote_code(source, trust_remote_code, parts)
     if weights:

@@ -7,7 +7,7 @@ third place. `check_remote_code` reads the folder's JSON files (through `cached_
 loader sees it and refuses with a message that names the file, the code it would run and the flag. It reads every
 config nested in config.json too: `EncoderDecoderModel` builds its encoder and decoder through `Auto*.from_config`
 without a trust setting, so a sub-config asking for code would otherwise reach transformers' prompt. It is one of the
-two gates every load passes (the other is `checkpoint_checks.check_weights`); the package's loader,
+two gates every load passes (the other is `weight_checks.check_weights`); the package's loader,
 `sharedbert.loading`, runs both. SharedBert folders need no remote code where this package is installed: its classes
 are registered with the Auto classes, which transformers prefers to a folder's own code when `trust_remote_code` is
 off.

@@ -1,11 +1,11 @@
-"""`sharedbert.calibrate`: the closed-form calibration of a converted SharedBert on real text."""
+"""`sharedbert.conversion.calibration`: the closed-form calibration of a converted SharedBert on real text."""
 
 import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from sharedbert.calibrate import calibrate, calibration_batches
-from sharedbert.convert import from_bert
+from sharedbert.conversion.calibration import calibrate, calibration_batches
+from sharedbert.conversion.bert import from_bert
 
 
 def tiny_bert(seed=0, layers=3):
@@ -106,7 +106,7 @@ def test_bad_input_is_refused_with_the_reason():
 def test_calibration_on_real_text_improves_minilm_embeddings(minilm_path, mlm_text_dir):
     from transformers import AutoTokenizer
 
-    from sharedbert.training.data import TextPieces
+    from sharedbert.data import TextPieces
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     teacher = BertModel.from_pretrained(minilm_path).eval()

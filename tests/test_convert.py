@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification, BertModel
 
 from sharedbert import SharedBertForSequenceClassification, SharedBertModel
-from sharedbert.convert import fit_attention, from_bert
+from sharedbert.conversion.bert import fit_attention, from_bert
 
 TYPES = ["standard", "shared", "symmetric", "pairwise", "shared_kv", "shared_head_query", "shared_lowrank_query"]
 
@@ -272,7 +272,7 @@ def test_invariant_fit_beats_weight_fit_on_the_layer_function():
 def test_directed_types_fit_berts_score_forms_better_than_shared(attention_type, fit_method):
     """They start from shared's fit (same Ws, b and dv) and fit their query parameters to BERT's per-head score forms
     Wq_hᵀWk_h by least squares: the score forms come closer than shared's."""
-    from sharedbert.fitting import score_form_energy_kept
+    from sharedbert.conversion.fitting import score_form_energy_kept
 
     torch.manual_seed(0)
     hidden, heads = 32, 4
@@ -466,7 +466,7 @@ def test_auto_fit_is_the_fit_whose_unhealed_conversion_measured_better():
     type: a re-measured file that ranks the fits the other way fails here until the table follows."""
     from conftest import REPO_ROOT
 
-    from sharedbert.fitting import AUTO_FIT_METHOD
+    from sharedbert.conversion.fitting import AUTO_FIT_METHOD
 
     measured = {}
     for path in ("experiments/healing/results/calibration.json",

@@ -299,8 +299,8 @@ def test_lora_finetune_with_trainer_improves_sst2_dev_accuracy(minilm_path, glue
     sentences, one epoch (50 steps): dev accuracy (first 300 dev sentences) must clearly beat the untrained head."""
     from transformers import DataCollatorWithPadding, Trainer
 
-    from sharedbert.training import data
-    from sharedbert.convert import from_bert
+    from sharedbert import data
+    from sharedbert.conversion.bert import from_bert
     from sharedbert.training import training_arguments
 
     spec = data.get_task("sst2")

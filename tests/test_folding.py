@@ -1,4 +1,4 @@
-"""Folding for inference as a transform (`sharedbert.folding.fold_for_inference`): a folded copy with the same
+"""Folding for inference as a transform (`sharedbert.export.folding.fold_for_inference`): a folded copy with the same
 outputs, whose folded path is what runs; the model passed in is untouched and no module keeps folding state; the copy
 saves as an ordinary checkpoint."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sharedbert
-from sharedbert.folding import (
+from sharedbert.export.folding import (
     FOLDED_CLASSES,
     FoldedSharedKeyValueAttention,
     FoldedSharedProjectionAttention,

@@ -13,7 +13,7 @@ from conftest import tiny_config
 from transformers import AutoModel, AutoTokenizer
 
 from sharedbert import SharedBertModel, SharedBertTokenizer, loading, sentence_embeddings
-from sharedbert.training.data import TaskSpec
+from sharedbert.data import TaskSpec
 from sharedbert.export.tracing import load_for_export
 from sharedbert.hub import ModelFolderError, load_for_hub
 from sharedbert.training.models import load_classifier, load_tokenizer
@@ -29,9 +29,9 @@ NOT_THROUGH_THE_LOADER = {
     "hub/verify_child.py": "the verification child loads the staged copy as a Hub user does, without the package",
     "hub/verify.py": "reloads a folder load_for_hub has just loaded and checked, as sentence-transformers",
     "hub/exported_files.py": "the staged folder's tokenizer, staged by the package and checked before",
-    "training/demo.py": "reloads the demo's own output the way its log tells a user to",
-    "training/build_minilm.py": "compares the build's own output with its source, both checked when they were made",
-    "convert.py": "reads a BERT's config and an EncoderDecoderModel after both gates, to convert them",
+    "recipes/demo.py": "reloads the demo's own output the way its log tells a user to",
+    "recipes/build_minilm.py": "compares the build's own output with its source, both checked when they were made",
+    "conversion/bert.py": "reads a BERT's config and an EncoderDecoderModel after both gates, to convert them",
 }
 
 
@@ -124,8 +124,8 @@ def test_a_tokenizer_loads_through_the_loader_with_its_checks(saved, tmp_path):
 
 def test_from_bert_and_pretrain_configs_refuse_a_misspelled_field(tmp_path):
     """Where the package builds a config from a user's fields rather than loading one."""
-    from sharedbert.convert import from_bert
-    from sharedbert.presets import config_values
+    from sharedbert.conversion.bert import from_bert
+    from sharedbert.model_sizes import config_values
 
     with pytest.raises(ValueError, match="did you mean `attention_type`"):
         from_bert("nowhere", atention_type="shared")  # refused before anything is read

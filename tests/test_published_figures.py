@@ -248,7 +248,7 @@ def glue_average(variant: str) -> dict:
 def bert_base_reductions() -> tuple[float, float]:
     """The parameter reductions at bert-base dims, counted on the meta device (what `sharedbert params` prints)."""
     from sharedbert import SharedBertConfig
-    from sharedbert.params import count_parameters, reduction
+    from sharedbert.parameter_counts import count_parameters, reduction
 
     standard = count_parameters(SharedBertConfig(attention_type="standard"))
     shared = count_parameters(SharedBertConfig(attention_type="shared"))
@@ -314,7 +314,7 @@ def flipped_charlm() -> list[tuple]:
 def projection_shares(*types: str, hidden: int = 768, heads: int = 12) -> list[float]:
     """Each type's attention projections per layer as a percentage of standard attention's, at the given sizes."""
     from sharedbert import SharedBertConfig
-    from sharedbert.params import count_parameters
+    from sharedbert.parameter_counts import count_parameters
 
     def per_layer(kind: str) -> int:
         config = SharedBertConfig(attention_type=kind, hidden_size=hidden, num_attention_heads=heads,
@@ -327,7 +327,7 @@ def projection_shares(*types: str, hidden: int = 768, heads: int = 12) -> list[f
 def bert_base_projection_shares(*types: str) -> list[float]:
     """Each type's attention projections per layer as a percentage of standard attention's, at bert-base dims."""
     from sharedbert import SharedBertConfig
-    from sharedbert.params import count_parameters
+    from sharedbert.parameter_counts import count_parameters
 
     standard = count_parameters(SharedBertConfig(attention_type="standard")).qkv_per_layer
     return [100 * count_parameters(SharedBertConfig(attention_type=t)).qkv_per_layer / standard for t in types]

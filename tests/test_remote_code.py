@@ -255,7 +255,7 @@ def _routes(folder: Path, tmp: Path) -> dict:
         "seq2seq finetune": cli + ["finetune", "--model", folder, "--train-file", pairs, "--validation-file", pairs,
                                    "--source-column", "source", "--target-column", "target", "--output-dir",
                                    tmp / "tuned"],
-        "from_bert": [sys.executable, "-c", f"from sharedbert.convert import from_bert; from_bert({str(folder)!r})"],
+        "from_bert": [sys.executable, "-c", f"from sharedbert.conversion.bert import from_bert; from_bert({str(folder)!r})"],
     }
 
 

@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
 from sharedbert import sentence_embeddings
-from sharedbert.training import convert_checkpoint
+from sharedbert.recipes import convert_checkpoint
 
 WORDS = "man woman dog cat plays runs guitar ball park river city car book song sun moon".split()
 

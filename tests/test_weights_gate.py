@@ -151,7 +151,7 @@ def test_nan_weights_are_refused_by_convert(bert, tmp_path, capsys):
 
 
 def test_nan_weights_are_refused_by_from_bert(bert):
-    from sharedbert.convert import from_bert
+    from sharedbert.conversion.bert import from_bert
 
     poison(bert / "model.safetensors")
     with pytest.raises(ValueError, match="NaN or Inf") as error:

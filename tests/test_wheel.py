@@ -115,7 +115,7 @@ def test_the_data_default_comes_from_SHAREDBERT_DATA_outside_the_repository(whee
 
 
 def test_SHAREDBERT_DATA_is_searched_first(tmp_path, monkeypatch):
-    from sharedbert.shared_data import raw_text_dir, shared_data_dir
+    from sharedbert.data.location import raw_text_dir, shared_data_dir
 
     first, second = tmp_path / "first", tmp_path / "second"
     (first / "glue" / "SST-2").mkdir(parents=True)

@@ -135,7 +135,7 @@ ARM_KEYS = ("match_parameters_of", "match_by")
 # --------------------------------------------------------------------------------------------------------------------
 
 def default_data_path() -> Path:
-    from sharedbert.shared_data import SHARED_DATA_PLACES, shared_data_dir
+    from sharedbert.data.location import SHARED_DATA_PLACES, shared_data_dir
 
     found = shared_data_dir("tinyshakespeare/input.txt")
     if found is None:
@@ -382,7 +382,7 @@ def parameter_count(arm: str, objective: str, recipe: Recipe, vocab_size: int, i
     """Distinct parameters of the arm's model built on the meta device (tied tensors counted once)."""
     import torch
 
-    from sharedbert.params import count_model_parameters
+    from sharedbert.parameter_counts import count_model_parameters
 
     with torch.device("meta"):
         return count_model_parameters(build_model(arm, objective, recipe, vocab_size, intermediate_size)[0])
@@ -587,7 +587,7 @@ def train_cell(cell: "Cell", data: CharData, run_dir: Path, stop_after_checkpoin
         trainer.evaluate()
     clock = next(c for c in trainer.callback_handler.callbacks if type(c).__name__ == "TrainingClock")
     curve = learning_curve(trainer.state.log_history, recipe)
-    from sharedbert.params import count_model_parameters
+    from sharedbert.parameter_counts import count_model_parameters
 
     views = {}
     if cell.objective == "mlm":

@@ -44,7 +44,7 @@ def judge(builds: dict[str, dict]) -> dict[str, str]:
 def measure(folder: Path, sts_tsv: Path) -> dict:
     """One build: its attention type, healing (steps, minutes, precision, CPU), parameters and STS-B dev Spearman."""
     from sharedbert import sentence_embeddings
-    from sharedbert.params import count_model_parameters
+    from sharedbert.parameter_counts import count_model_parameters
     from sharedbert.precision import cpu_name
 
     report = json.loads((folder / "conversion_report.json").read_text())
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     from sharedbert.atomic import atomic_write_text
-    from sharedbert.shared_data import shared_data_dir
+    from sharedbert.data.location import shared_data_dir
 
     sts = args.sts
     if sts is None:

@@ -37,7 +37,7 @@ def main(argv=None):
 
     from sharedbert import sentence_embeddings
     from sharedbert.atomic import atomic_directory, atomic_write_text
-    from sharedbert.shared_data import not_found_message, shared_data_dir
+    from sharedbert.data.location import not_found_message, shared_data_dir
 
     torch.set_num_threads(args.threads)
     if args.glue_dir:

@@ -106,8 +106,8 @@ def glue_corpus(work: Path) -> Path:
     """A corpus folder: the shared mlm-text (links, so the held-out book keeps its place) and the GLUE sentence
     tasks' training sentences in one text file, written once."""
     from sharedbert.atomic import atomic_write_text
-    from sharedbert.training.build_minilm import CORPUS
-    from sharedbert.training.data import load_task, shared_data_dir
+    from sharedbert.recipes.build_minilm import CORPUS
+    from sharedbert.data import load_task, shared_data_dir
 
     folder = work / "corpus-glue"
     sentences = folder / "glue" / "glue-train-sentences.txt"
@@ -132,7 +132,7 @@ def glue_corpus(work: Path) -> Path:
 
 
 def build(name: str, threads: int) -> dict:
-    from sharedbert.training.build_minilm import build_minilm_checkpoint
+    from sharedbert.recipes.build_minilm import build_minilm_checkpoint
 
     recipe = RECIPES[name]
     work = WORK / name

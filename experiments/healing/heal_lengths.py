@@ -2,7 +2,7 @@
 
 For each model: the mean cosine between its sentence embeddings and the original's (all-MiniLM-L6-v2's mean Pooling)
 and the distillation loss healing minimises, in token-length buckets ≤128, 129–256 and 257–512, on pieces of the book
-healing never reads (`sharedbert.training.build_minilm.HELD_OUT`). Minute 0 is the unhealed conversion (the
+healing never reads (`sharedbert.recipes.build_minilm.HELD_OUT`). Minute 0 is the unhealed conversion (the
 invariant fit healing starts from); STS-B dev (EmbeddingSimilarityEvaluator) is reported beside it.
 
 Two designs: different passages per bucket (`held_out_texts`, `length_agreement`; a bucket's gap to the shortest
@@ -41,8 +41,8 @@ def main():
 
     from sharedbert import SharedBertModel, sentence_embeddings
     from sharedbert.atomic import atomic_write_text
-    from sharedbert.convert import from_bert
-    from sharedbert.training.build_minilm import (
+    from sharedbert.conversion.bert import from_bert
+    from sharedbert.recipes.build_minilm import (
         STS_DEV,
         healing_corpus,
         held_out_passages,
@@ -51,7 +51,7 @@ def main():
         length_gaps,
         prefix_agreement,
     )
-    from sharedbert.training.data import shared_data_dir
+    from sharedbert.data import shared_data_dir
     from sharedbert.training.models import resolve_source
 
     torch.set_num_threads(args.threads)

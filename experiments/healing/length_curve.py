@@ -41,8 +41,8 @@ def measure(names: list[str], passages_count: int) -> dict[str, list[dict]]:
     from transformers import AutoTokenizer, BertModel
 
     from sharedbert import SharedBertModel, sentence_embeddings
-    from sharedbert.convert import from_bert
-    from sharedbert.training.build_minilm import healing_corpus, held_out_passages
+    from sharedbert.conversion.bert import from_bert
+    from sharedbert.recipes.build_minilm import healing_corpus, held_out_passages
     from sharedbert.training.models import resolve_source
 
     source = resolve_source("all-MiniLM-L6-v2")

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from sharedbert import SharedBertConfig
 from sharedbert.atomic import atomic_directory, atomic_write_bytes, atomic_write_text, file_lock
-from sharedbert.training import data as data_module
+from sharedbert import data as data_module
 from sharedbert.training import evaluate, finetune, pretrain, train_wordpiece
 
 HERE = Path(__file__).resolve().parent

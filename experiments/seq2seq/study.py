@@ -117,7 +117,7 @@ def same_recipe(stored: dict, recipe: Recipe) -> bool:
 def read_sentences(corpus_dir: Path, min_words: int = 6, max_words: int = 30) -> list[str]:
     """Sentences of `min_words`..`max_words` words from every text file under `corpus_dir`, deduplicated, in a
     stable order (files sorted, sentences in file order)."""
-    from sharedbert.training.data import corpus_files, read_text
+    from sharedbert.data import corpus_files, read_text
 
     seen, sentences = set(), []
     for text in map(read_text, corpus_files([corpus_dir])):
@@ -196,7 +196,7 @@ def normalise(tokenizer, texts: list[str]) -> list[str]:
 def build_model(variant: str, source: str, tokenizer, calibration_texts: list[str] | None = None,
                 healed: str | None = None):
     """A warm-started model of `variant` (`VARIANTS`), with generation settings for [CLS]...[SEP]. `source` is the
-    BERT; "calibrated" variants are calibrated on `calibration_texts` when given (`sharedbert.calibrate`: closed
+    BERT; "calibrated" variants are calibrated on `calibration_texts` when given (`sharedbert.conversion.calibration`: closed
     form, no gradient steps); "healed" variants start from the SharedBert checkpoint `healed`."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
@@ -207,7 +207,7 @@ def build_model(variant: str, source: str, tokenizer, calibration_texts: list[st
 
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(source, source)
     else:
-        from sharedbert.convert import from_bert, warm_start_seq2seq
+        from sharedbert.conversion.bert import from_bert, warm_start_seq2seq
 
         if warm_start == "exact":
             model = warm_start_seq2seq(source, tokenizer, attention_type="standard", **settings)
@@ -219,7 +219,7 @@ def build_model(variant: str, source: str, tokenizer, calibration_texts: list[st
         else:
             from transformers import BertModel
 
-            from sharedbert.calibrate import calibrate, calibration_batches
+            from sharedbert.conversion.calibration import calibrate, calibration_batches
 
             converted = from_bert(source, attention_type="shared", fit_method="invariant")
             if calibration_texts:
@@ -273,7 +273,7 @@ def run_cell(variant: str, seed: int, recipe: Recipe, source: str, work_dir: Pat
     import torch
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-    from sharedbert.params import count_model_parameters
+    from sharedbert.parameter_counts import count_model_parameters
     from sharedbert.training import resolve_precision
     from sharedbert.training import ResumableTrainer, RunCheckpoints
 
@@ -406,7 +406,7 @@ def measure_speed(recipe: Recipe, source: str, threads: int, rounds: int, varian
         flops[variant] = decoder_step_flops(getattr(config, "attention_type", "standard"), config.hidden_size,
                                             config.intermediate_size, config.num_hidden_layers, config.vocab_size,
                                             source_len, recipe.max_length)
-    from sharedbert.params import count_model_parameters
+    from sharedbert.parameter_counts import count_model_parameters
 
     result = {"threads": threads, "rounds": rounds, "bf16_training": bf16, "batch_size": recipe.batch_size,
               "max_length": recipe.max_length, "variants": {}}

@@ -63,7 +63,7 @@ PROBED = ("bert", "healed", "noise-healed", "healed-2860", *DIRECTED_ARMS)
 
 # ---------------------------------------------------------------------------------------------------------- data
 def sst2_dir() -> Path:
-    from sharedbert.training.data import shared_data_dir
+    from sharedbert.data import shared_data_dir
 
     root = shared_data_dir("glue")
     if root is None:
@@ -225,13 +225,13 @@ def noise_control(work: Path, threads: int) -> Path:
     from transformers import AutoTokenizer, BertModel
 
     from sharedbert.atomic import atomic_directory, atomic_write_text
-    from sharedbert.convert import from_bert
+    from sharedbert.conversion.bert import from_bert
     from sharedbert.sentence_embeddings import pooling_of
-    from sharedbert.training.data import TextPieces
+    from sharedbert.data import TextPieces
     from sharedbert.training.distillation import Distiller
     from sharedbert.training.healing import heal
     from sharedbert.training import resolve_source
-    from sharedbert.training.build_minilm import heal_recipe, healing_corpus
+    from sharedbert.recipes.build_minilm import heal_recipe, healing_corpus
 
     out = work / "noise-healed"
     if (out / "model.safetensors").is_file():
@@ -291,7 +291,7 @@ def noise_control(work: Path, threads: int) -> Path:
 
 def short_heal(work: Path, threads: int) -> Path:
     """The published build's recipe for SHORT_HEAL_STEPS steps (`sharedbert build-minilm --steps 2860`)."""
-    from sharedbert.training.build_minilm import build_minilm_checkpoint
+    from sharedbert.recipes.build_minilm import build_minilm_checkpoint
 
     build = work / "healed-2860-build"
     if not (build / "healed" / "eval_results.json").is_file():
@@ -331,8 +331,8 @@ def start_of(arm: str, seed: int, work: Path, healed: Path | None, threads: int,
 def demo_path_model(seed: int, work: Path, threads: int) -> Path:
     """`sharedbert demo`'s way: the fine-tuned `bert` of this seed converted to shared attention and healed toward
     it for 200 steps on the fine-tuning pool's text (not the held-out sentences)."""
-    from sharedbert.training.data import TextInMemory
-    from sharedbert.training.demo import heal_here
+    from sharedbert.data import TextInMemory
+    from sharedbert.recipes.demo import heal_here
 
     out = work / f"demo-path-seed{seed}" / "healed"
     if (out / "config.json").is_file():

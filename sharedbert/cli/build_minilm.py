@@ -9,14 +9,14 @@ buckets on the held-out book, parameters, inference speed) and stages OUT: weigh
 sentence-transformers modules and a model card with STS-B in its model-index, verified in a fresh process without the
 package. Healing is resumable: the same command continues in WORK-DIR, and once healed, re-running only re-measures
 and re-stages. Publish OUT with `python upload.py WORK-DIR/healed --repo-id ... --card OUT/README.md`. The work is
-`sharedbert.training.build_minilm.build_minilm_checkpoint`; the options are its `BuildArguments`.
+`sharedbert.recipes.build_minilm.build_minilm_checkpoint`; the options are its `BuildArguments`.
 """
 
 from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
-    from ..training.build_minilm import BuildArguments
+    from ..recipes.build_minilm import BuildArguments
 
     parser = add_command(subparsers, "build-minilm", [BuildArguments], description=__doc__,
                          formatter_class=HelpFormatter, help="build the Hub-ready sharedbert-all-MiniLM-L6-v2 "
@@ -25,7 +25,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..training.build_minilm import BuildArguments, build_minilm_checkpoint
+    from ..recipes.build_minilm import BuildArguments, build_minilm_checkpoint
 
     with show_library_log():
         _, code = call_library("build-minilm", lambda: build_minilm_checkpoint(arguments_from(args, BuildArguments)))

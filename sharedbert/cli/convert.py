@@ -15,7 +15,7 @@ from .common import HelpFormatter, add_command, arguments_from, call_library, sh
 
 
 def add_parser(subparsers):
-    from ..training.conversion import ConvertArguments
+    from ..recipes.convert_and_heal import ConvertArguments
     from ..training.healing import HealConfig
 
     parser = add_command(subparsers, "convert", [ConvertArguments, HealConfig], description=__doc__,
@@ -28,7 +28,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..training.conversion import ConvertArguments, convert_checkpoint
+    from ..recipes.convert_and_heal import ConvertArguments, convert_checkpoint
     from ..training.healing import HealConfig
 
     if args.heal and args.max_minutes is None and args.max_steps is None:

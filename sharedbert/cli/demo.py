@@ -18,7 +18,7 @@ from .common import HelpFormatter, add_command, arguments_from, call_library, sh
 
 
 def add_parser(subparsers):
-    from ..training.demo import DemoArguments
+    from ..recipes.demo import DemoArguments
 
     parser = add_command(
         subparsers, "demo", [DemoArguments], description=__doc__, formatter_class=HelpFormatter,
@@ -28,7 +28,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..training.demo import DemoArguments, run_demo
+    from ..recipes.demo import DemoArguments, run_demo
 
     with show_library_log():
         summary, code = call_library("demo", lambda: run_demo(arguments_from(args, DemoArguments)))

@@ -4,14 +4,14 @@ and write JSON lines ({"source": ..., "output": ...}) in the input's order.
     sharedbert generate runs/my-seq2seq --input sources.txt --output outputs.jsonl
     sharedbert generate runs/my-seq2seq --input dev.jsonl --source-column source --output out.jsonl --num-beams 4
 
-The work is `sharedbert.training.generation.generate`; the options are its `GenerateArguments`.
+The work is `sharedbert.generation.generate`; the options are its `GenerateArguments`.
 """
 
 from .common import HelpFormatter, add_command, arguments_from, call_library, show_library_log
 
 
 def add_parser(subparsers):
-    from ..training.generation import GenerateArguments
+    from ..generation import GenerateArguments
 
     parser = add_command(subparsers, "generate", [GenerateArguments], description=__doc__,
                          help="Generate with a seq2seq model for a file of inputs (JSON lines).",
@@ -21,7 +21,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..training.generation import GenerateArguments, generate
+    from ..generation import GenerateArguments, generate
 
     with show_library_log():
         result, code = call_library("generate", lambda: generate(arguments_from(args, GenerateArguments)))

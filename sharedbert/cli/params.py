@@ -1,5 +1,5 @@
 """`sharedbert params`: parameter counts for every attention type and sharing mode, from built modules
-(`sharedbert.params.parameter_counts`), as a table or JSON."""
+(`sharedbert.parameter_counts.parameter_counts`), as a table or JSON."""
 
 import dataclasses
 import json
@@ -15,7 +15,7 @@ DESCRIPTION = (
 
 
 def add_parser(subparsers):
-    from ..params import ParamsArguments
+    from ..parameter_counts import ParamsArguments
 
     parser = add_command(subparsers, "params", [ParamsArguments], description=DESCRIPTION,
                          help="print parameter counts for every attention type and sharing mode",
@@ -25,7 +25,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..params import ParamsArguments, parameter_counts
+    from ..parameter_counts import ParamsArguments, parameter_counts
 
     arguments = arguments_from(args, ParamsArguments)
     rows, code = call_library("params", lambda: parameter_counts(arguments))
@@ -40,7 +40,7 @@ def run(args) -> int:
 
 def table(rows, arguments) -> str:
     """The counts with reductions against standard attention without sharing."""
-    from ..params import reduction
+    from ..parameter_counts import reduction
 
     baseline = next(r for r in rows if r.attention_type == "standard" and r.layer_sharing == "none")
     width = max(len("attention"), *(len(row.attention_type) for row in rows))

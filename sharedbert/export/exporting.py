@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_directory, check_output_folder
-from ..folding import fold_for_inference, has_foldable_attention
+from .folding import fold_for_inference, has_foldable_attention
 from .arguments import ExportArguments
 from .errors import ExportError, import_onnxruntime, import_openvino
 from .quantization import (

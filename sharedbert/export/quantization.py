@@ -224,7 +224,7 @@ def calibration_source(calibration_file: str | os.PathLike | None = None) -> Pat
             raise FileNotFoundError(f"Calibration file {path} not found: pass a text file with one sentence a line "
                                     "(or a TSV with a 'sentence' column).")
         return path
-    from ..shared_data import not_found_message, shared_data_dir  # looked up on each call, so tests can stand in
+    from ..data.location import not_found_message, shared_data_dir  # looked up on each call, so tests can stand in
 
     shared = shared_data_dir(DEFAULT_CALIBRATION)
     if shared is None:

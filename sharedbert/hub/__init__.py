@@ -19,9 +19,10 @@ The steps `upload.py` / `sharedbert upload` run (`publish` runs them all), usabl
 Every error the user should see is a `HubError` (errors.py) whose message names the problem and the fix.
 """
 
-from .card import HealingSummary, build_model_card, conversion_card, read_template, write_conversion_card
+from .card import build_model_card, read_template
 from .errors import HubError, ModelFolderError, UploadError, VerificationError
-from .folder import CODE_FILES, TOKENIZER_FILES, LoadedModel, hub_files, is_hub_file, load_for_hub
+from ..model_files import CODE_FILES, TOKENIZER_FILES, is_hub_file
+from .folder import LoadedModel, hub_files, load_for_hub
 from .metadata import hub_base_model, read_eval_results, read_provenance, read_training_args, short_local_name
 from .publishing import PublishResult, publish, quiet_transformers
 from .staging import StagedModel, StagingOptions, stage_for_hub
@@ -32,7 +33,6 @@ __all__ = [
     "CODE_FILES",
     "TOKENIZER_FILES",
     "TOLERANCE",
-    "HealingSummary",
     "HubError",
     "LoadedModel",
     "ModelFolderError",
@@ -45,7 +45,6 @@ __all__ = [
     "check_can_upload",
     "check_repo_id",
     "compare_with_source",
-    "conversion_card",
     "file_contains",
     "get_token",
     "hub_base_model",
@@ -66,5 +65,4 @@ __all__ = [
     "upload_staged",
     "verify_inputs",
     "verify_staged",
-    "write_conversion_card",
 ]

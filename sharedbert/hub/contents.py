@@ -31,7 +31,7 @@ from typing import Callable
 from ..configuration_sharedbert import AUTO_MAP
 from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_folders
 from .errors import ModelFolderError, VerificationError
-from .metadata import EVAL_RESULTS_FILE, PROVENANCE_FILE, TRAINING_ARGS_FILE
+from ..model_files import EVAL_RESULTS_FILE, PROVENANCE_FILE, TRAINING_ARGS_FILE
 
 CODE_MODULES = ("configuration_sharedbert", "modeling_sharedbert", "tokenization_sharedbert")
 # Top-level files staging reads besides the Hub files (their contents reach the card).

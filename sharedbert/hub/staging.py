@@ -26,17 +26,8 @@ from .contents import check_staged_code, foreign_entries, secret_keys
 from .errors import HubError, StagingFolderError
 from ..sentence_embeddings import copy_modules
 from .exported_files import check_backend_files, copy_backend_files
-from .folder import (
-    CARD_FILE,
-    CODE_FILES,
-    WEIGHTS_FILE,
-    WEIGHTS_INDEX,
-    LoadedModel,
-    holds_only_model_files,
-    hub_files,
-    is_hub_file,
-    load_for_hub,
-)
+from ..model_files import CARD_FILE, CODE_FILES, WEIGHTS_FILE, WEIGHTS_INDEX, holds_only_model_files, is_hub_file
+from .folder import LoadedModel, hub_files, load_for_hub
 from .metadata import hub_base_model, looks_like_local_path, short_local_name
 from .hub_api import check_repo_id
 from .verify import TOLERANCE, verify_staged

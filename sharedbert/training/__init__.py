@@ -1,5 +1,6 @@
-"""Training SharedBert: the jobs behind `sharedbert pretrain`, `finetune`, `evaluate`, `convert`, `build-minilm` and
-`demo`, as functions, and the pieces they are built from.
+"""Training SharedBert: the jobs behind `sharedbert pretrain`, `finetune` and `evaluate`, and healing, as functions,
+and the pieces they are built from. The recipes that combine them with conversion and publishing (`sharedbert
+convert`, `build-minilm`, `demo`) are `sharedbert.recipes`; `sharedbert generate` is `sharedbert.generation`.
 
     from sharedbert.training import FinetuneArguments, evaluate, finetune, pretrain
 
@@ -15,13 +16,8 @@ option, its default and its help; the command line makes its flags from it:
 * `finetuning.finetune` (`FinetuneArguments`): a sequence classifier on a GLUE task or your own files, or with
   `Seq2SeqFinetuneArguments` (`seq2seq_finetuning`) a seq2seq model on source/target pairs;
 * `evaluation.evaluate` (`EvaluateArguments`): scores or predictions of a saved classifier;
-* `conversion.convert_checkpoint` (`ConvertArguments`): a BERT checkpoint converted (and healed) into a saved
-  SharedBert folder;
 * `healing.heal` (`HealConfig`, whose defaults are the published recipe): a converted SharedBert healed by
   distillation from the BERT it came from;
-* `build_minilm.build_minilm_checkpoint` (`BuildArguments`): the Hub-ready sharedbert-all-MiniLM-L6-v2 folder
-  (convert, heal, measure, stage);
-* `demo.run_demo` (`DemoArguments`): a healed conversion fine-tuned and compared with BERT, and Hub staging.
 
 The pieces:
 
@@ -35,7 +31,7 @@ The pieces:
   `TrainingInterrupted`);
 * `models`: the base model (the installed all-MiniLM-L6-v2) and loading classifiers, BERT encoders and tokenizers;
 * `data`: GLUE / CSV / JSON tasks checked before training, metrics, and raw text (`corpus_files`, `shared_data_dir`);
-* `vocab`: a new WordPiece vocabulary (named model sizes are `sharedbert.presets`);
+* `vocab`: a new WordPiece vocabulary (named model sizes are `sharedbert.model_sizes`);
 * re-exported from `sharedbert.precision` (below the jobs, as export uses it too): bf16 autocast where the hardware
   computes bf16 natively, fp32 elsewhere (`resolve_precision`).
 
@@ -57,15 +53,9 @@ _EXPORTS = {
     "JobTrainingArguments": "arguments",
     "evaluate": "evaluation",
     "EvaluateArguments": "evaluation",
-    "convert_checkpoint": "conversion",
-    "ConvertArguments": "conversion",
-    "build_minilm_checkpoint": "build_minilm",
-    "BuildArguments": "build_minilm",
-    "run_demo": "demo",
-    "DemoArguments": "demo",
     "heal": "healing",
     "HealConfig": "healing",
-    "TextInMemory": "data",
+    "TextInMemory": "..data",
     "BatchSeededCollator": "trainer",
     "DistillationTrainer": "distillation",
     "CheckpointCallback": "checkpointing",
@@ -89,11 +79,11 @@ _EXPORTS = {
     "load_classifier": "models",
     "load_tokenizer": "models",
     "resolve_source": "models",
-    "DataError": "data",
-    "corpus_files": "data",
-    "find_glue_dir": "data",
-    "load_task": "data",
-    "shared_data_dir": "data",
+    "DataError": "..data",
+    "corpus_files": "..data",
+    "find_glue_dir": "..data",
+    "load_task": "..data",
+    "shared_data_dir": "..data",
     "train_wordpiece": "vocab",
     "describe_precision": "..precision",
     "native_bf16": "..precision",

@@ -20,6 +20,7 @@ import torch
 from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
+from ..data.tasks import MAX_LENGTH
 from ..precision import precision_option, resolve_precision
 from ..remote_code import trust_remote_code_option
 from .checkpointing import checkpoint_option
@@ -169,7 +170,7 @@ class DataArguments:
     train_file: str | None = field(default=None, metadata={
         "help": "Your own training data (.csv, .tsv, .json, .jsonl)."})
     validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (same columns)."})
-    max_length: int = field(default=128, metadata={"help": "Truncate inputs to this many tokens."})
+    max_length: int = field(default=MAX_LENGTH, metadata={"help": "Truncate inputs to this many tokens."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Train on a random subset of this many."})
     max_eval_samples: int | None = field(default=None, metadata={
         "help": "Evaluate on the first N validation examples."})

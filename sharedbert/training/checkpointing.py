@@ -44,7 +44,7 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_N
 from transformers.trainer_callback import ExportableState
 
 from ..atomic import atomic_write_bytes, atomic_write_text, recover_directory
-from ..checkpoint_checks import check_checkpoint
+from ..weight_checks import check_checkpoint
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 from ..atomic import atomic_write_text, check_output_file
 from ..loading import from_pretrained
 from ..remote_code import RemoteCodeRefused, trust_remote_code_option
-from . import data as data_module
+from .. import data as data_module
 from .models import load_tokenizer
 from .arguments import DataArguments
 from .trainer import DEFAULTS, PredictingTrainer, atomic_write_json, output_folder, training_arguments

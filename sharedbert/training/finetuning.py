@@ -21,10 +21,10 @@ import torch.distributed as dist
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, set_seed
 
 from ..configuration_sharedbert import LAYER_SHARING_MODES, SHARING_ORDERS
-from ..convert import FIT_METHODS
-from ..hub.metadata import read_provenance
-from ..params import count_model_parameters
-from . import data as data_module
+from ..conversion import FIT_METHODS
+from ..model_files import read_provenance
+from ..parameter_counts import count_model_parameters
+from .. import data as data_module
 from .arguments import DataArguments, JobTrainingArguments, ModelArguments, renamed
 from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
 from .finetune_recipe import FinetuneTrainer, FreezeAttentionCallback
@@ -38,7 +38,8 @@ from .models import (
 )
 from ..precision import describe_precision, resolve_precision
 from ..loading import from_pretrained
-from .seq2seq_finetuning import Seq2SeqFinetuneArguments, finetune_seq2seq, is_seq2seq_checkpoint
+from ..model_files import is_seq2seq_checkpoint
+from .seq2seq_finetuning import Seq2SeqFinetuneArguments, finetune_seq2seq
 from .trainer import (
     KeepBestCallback,
     atomic_write_json,
@@ -337,7 +338,7 @@ def _save(args, run: _Run, trainer, keep_best, workdir: Path, result: dict) -> N
         "seed": args.seed,
         "optimizer": trainer.args.optim, "best_step": keep_best.best_step, "total_steps": trainer.state.global_step,
     })
-    # A SharedBert fine-tuned further keeps its starting model's provenance (hub.metadata owns the file).
+    # A SharedBert fine-tuned further keeps its starting model's provenance (sharedbert.model_files owns the file).
     provenance = read_provenance(run.source) if Path(str(run.source)).is_dir() else {}
     if run.spec.hub_dataset:
         provenance["datasets"] = sorted(set(provenance.get("datasets", [])) | {run.spec.hub_dataset})

@@ -51,8 +51,8 @@ from .checkpointing import (
     upgrade_checkpoint,
 )
 from .distillation import DistillationTrainer, Distiller
-from ..hub.card import HealingSummary, write_conversion_card
-from .data import TextInMemory, TextPieces
+from ..conversion.card import HealingSummary, write_conversion_card
+from ..data import TextInMemory, TextPieces
 from ..precision import PRECISIONS, describe_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
@@ -587,7 +587,7 @@ def _trained_parameters(student, config: HealConfig) -> list:
 
 def write_model_card(folder, source: str, attention_type: str, layer_sharing: str, result: HealResult | None,
                      config: HealConfig | None, corpus=None, fit_report=None, calibration_sentences=None):
-    """A short README.md noting the base model, the conversion and the healing run (written by sharedbert.hub.card)."""
+    """A short README.md noting the base model, the conversion and the healing run (written by sharedbert.conversion.card)."""
     healing = None
     if result is not None and config is not None:
         healing = HealingSummary(

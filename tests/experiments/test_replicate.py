@@ -11,7 +11,7 @@ import pytest
 from conftest import experiment_script
 from transformers import AutoTokenizer
 
-from sharedbert.training import data
+from sharedbert import data
 
 replicate = experiment_script("replication/replicate.py")
 

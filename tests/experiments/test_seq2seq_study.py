@@ -37,7 +37,7 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
     from sharedbert import SharedBertTokenizer
-    from sharedbert.convert import from_bert
+    from sharedbert.conversion.bert import from_bert
 
     bert_dir, healed_dir = tmp_path / "bert", tmp_path / "healed"
     BertForMaskedLM(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

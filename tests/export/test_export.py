@@ -19,7 +19,7 @@ import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 
 from sharedbert.export import CHECK_SENTENCES, ExportArguments, ExportError, export  # noqa: E402
-from sharedbert.folding import is_folded  # noqa: E402
+from sharedbert.export.folding import is_folded  # noqa: E402
 
 WORDS = sorted({w for s in CHECK_SENTENCES for w in s.lower().replace(",", " , ").replace(".", " . ").split()})
 VOCAB = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
@@ -451,7 +451,7 @@ def test_int8_export_refusals_name_the_fix(tmp_path, monkeypatch):
         export.export(model=classifier, output_dir=tmp_path / "out", quantize=["avx2"])
     with pytest.raises(ValueError, match="pick from"):
         export.export(model=classifier, output_dir=tmp_path / "out", quantize=["avx1024"])
-    monkeypatch.setattr("sharedbert.shared_data.shared_data_dir", lambda holding=None: None)
+    monkeypatch.setattr("sharedbert.data.location.shared_data_dir", lambda holding=None: None)
     _, folder = sentence_model(tmp_path)
     with pytest.raises(ValueError, match="pass --calibration-file"):
         export.export(model=folder, output_dir=tmp_path / "out", task="base", openvino_int8=True)
@@ -500,7 +500,7 @@ def test_openvino_weight_only_int8_needs_no_calibration_and_is_staged(tmp_path, 
 
     from sharedbert import export, hub
 
-    monkeypatch.setattr("sharedbert.shared_data.shared_data_dir", lambda holding=None: None)  # no calibration text
+    monkeypatch.setattr("sharedbert.data.location.shared_data_dir", lambda holding=None: None)  # no calibration text
     _, folder = sentence_model(tmp_path)
     report = export.export(model=folder, output_dir=folder, layout="sentence-transformers", openvino_int8=True,
                            openvino_int8_mode="weights")

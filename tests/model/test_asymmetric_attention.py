@@ -10,8 +10,8 @@ from conftest import INVALID_CONFIG, tiny_config
 from sharedbert import SharedBertConfig, SharedBertLMHeadModel, SharedBertModel
 from sharedbert.configuration_sharedbert import ATTENTION_TYPES
 from sharedbert.loading import check_config_fields
-from sharedbert.params import count_parameters
-from sharedbert.presets import PRESETS
+from sharedbert.parameter_counts import count_parameters
+from sharedbert.model_sizes import PRESETS
 
 DIRECTED_TYPES = ["shared_kv", "shared_head_query", "shared_lowrank_query"]
 ONE_PROJECTION_TYPES = ["shared_head_query", "shared_lowrank_query"]

@@ -24,7 +24,7 @@ from sharedbert import (
     SharedBertModel,
 )
 from sharedbert.configuration_sharedbert import AUTO_MAP
-from sharedbert.convert import fit_attention, from_bert
+from sharedbert.conversion.bert import fit_attention, from_bert
 
 SHARING = [("none", None), ("all", 1), ("all", 2), ("attention", 1), ("ffn", 2)]
 
@@ -454,7 +454,7 @@ def test_remote_code_loads_every_head_without_the_package(tmp_path):
 def test_parameter_counts_at_bert_base_match_the_paper():
     from transformers import BertModel
 
-    from sharedbert.params import count_parameters, reduction
+    from sharedbert.parameter_counts import count_parameters, reduction
 
     standard = count_parameters(SharedBertConfig(attention_type="standard"))
     shared = count_parameters(SharedBertConfig(attention_type="shared"))

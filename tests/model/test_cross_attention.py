@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, BertConfig, BertLMHe
 
 from sharedbert import SharedBertConfig, SharedBertLMHeadModel
 from sharedbert.configuration_sharedbert import ATTENTION_TYPES, DEFAULT_CROSS_ATTENTION_TYPE
-from sharedbert.convert import from_bert
+from sharedbert.conversion.bert import from_bert
 from sharedbert.modeling_sharedbert import (
     SharedBertForConditionalGeneration,
     SharedKeyValueAttention,

@@ -13,8 +13,8 @@ from transformers import (
 )
 
 from sharedbert import ATTENTION_TYPES, SharedBertLMHeadModel, SharedBertModel
-from sharedbert.convert import from_bert
-from sharedbert.folding import fold_for_inference, is_folded
+from sharedbert.conversion.bert import from_bert
+from sharedbert.export.folding import fold_for_inference, is_folded
 from sharedbert.modeling_sharedbert import ATTENTION_CLASSES, SharedKeyValueAttention, SharedProjectionAttention
 
 SHARING = [("none", None), ("all", 1), ("attention", 2)]

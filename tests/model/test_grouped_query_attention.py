@@ -8,10 +8,10 @@ from transformers import BertConfig, BertModel
 from transformers.cache_utils import EncoderDecoderCache
 
 from sharedbert import SharedBertConfig, SharedBertLMHeadModel, SharedBertModel
-from sharedbert.convert import from_bert
+from sharedbert.conversion.bert import from_bert
 from sharedbert.configuration_sharedbert import ATTENTION_TYPES
 from sharedbert.modeling_sharedbert import StandardAttention
-from sharedbert.params import count_parameters, standard_bert_config
+from sharedbert.parameter_counts import count_parameters, standard_bert_config
 
 HIDDEN, HEADS = 32, 4  # tiny_config's sizes
 HEAD_DIM = HIDDEN // HEADS

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import sharedbert
-from sharedbert.convert import from_bert
+from sharedbert.conversion.bert import from_bert
 
 from conftest import INVALID_CONFIG, tiny_config
 

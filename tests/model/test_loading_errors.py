@@ -5,7 +5,7 @@ fine-tuning.
 The model file refuses what would otherwise fail silently (pickle weights, a checkpoint of another attention type or
 sharing: its one `from_pretrained` hook); transformers refuses mismatched shapes and invalid config values, and
 safetensors a damaged file. The package's own loader (`sharedbert.loading.from_pretrained`, through
-`checkpoint_checks`) adds messages naming the file, the folder and the fix, refuses NaN or Inf weights, and refuses a
+`weight_checks`) adds messages naming the file, the folder and the fix, refuses NaN or Inf weights, and refuses a
 misspelled config field with a suggestion."""
 
 import itertools

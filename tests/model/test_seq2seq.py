@@ -18,8 +18,8 @@ from sharedbert import (
     SharedBertModel,
     SharedBertTokenizer,
 )
-from sharedbert.convert import encoder_decoder_to_seq2seq, from_bert, warm_start_seq2seq
-from sharedbert.folding import fold_for_inference, is_folded
+from sharedbert.conversion.bert import encoder_decoder_to_seq2seq, from_bert, warm_start_seq2seq
+from sharedbert.export.folding import fold_for_inference, is_folded
 from sharedbert.modeling_sharedbert import SharedBertAttention, SharedBertOnlyMLMHead
 
 FULLY_SHARED = {"share_encoder_decoder_layers": True, "share_encoder_decoder_embeddings": True}

@@ -126,12 +126,12 @@ def test_no_arguments_class_declares_more_than_about_15_fields_of_its_own():
     """Issue 44's goal: each job's arguments are parts of about 15 fields at most (evaluate's 16 the most), on
     transformers' TrainingArguments where the job trains; healing's settings, convert's and export's arguments too."""
     from sharedbert.export import ExportArguments
-    from sharedbert.params import ParamsArguments
-    from sharedbert.training.build_minilm import BuildArguments
-    from sharedbert.training.conversion import ConvertArguments
-    from sharedbert.training.demo import DemoArguments
+    from sharedbert.parameter_counts import ParamsArguments
+    from sharedbert.recipes.build_minilm import BuildArguments
+    from sharedbert.recipes.convert_and_heal import ConvertArguments
+    from sharedbert.recipes.demo import DemoArguments
     from sharedbert.training.evaluation import EvaluateArguments
-    from sharedbert.training.generation import GenerateArguments
+    from sharedbert.generation import GenerateArguments
     from sharedbert.training.healing import HealConfig
 
     jobs = (FinetuneArguments, Seq2SeqFinetuneArguments, PretrainArguments, DemoArguments, EvaluateArguments,
@@ -179,7 +179,7 @@ def test_the_command_line_is_transformers_hf_argument_parser_with_switches_and_p
     from transformers import HfArgumentParser
 
     from sharedbert.cli import build_parser
-    from sharedbert.training.conversion import ConvertArguments
+    from sharedbert.recipes.convert_and_heal import ConvertArguments
 
     subparsers = next(action for action in build_parser()._actions if action.choices)
     assert all(isinstance(parser, HfArgumentParser) for parser in subparsers.choices.values())

@@ -1,4 +1,4 @@
-"""The measuring half of `sharedbert build-minilm` (sharedbert.training.build_minilm): held-out pieces land in
+"""The measuring half of `sharedbert build-minilm` (sharedbert.recipes.build_minilm): held-out pieces land in
 their length buckets, the agreement per bucket is 1 for an exact conversion and below 1 for a lossy one, a longer
 bucket is judged against the shortest by its standard error, and the paired design reads the same passages at every
 length."""
@@ -12,8 +12,8 @@ import torch
 from conftest import experiment_script
 from test_heal import WORDS, make_teacher, make_tokenizer
 
-from sharedbert.convert import from_bert
-from sharedbert.training.build_minilm import (
+from sharedbert.conversion.bert import from_bert
+from sharedbert.recipes.build_minilm import (
     HELD_OUT,
     held_out_passages,
     held_out_texts,
@@ -33,7 +33,7 @@ def book(tmp_path):
 
 
 def test_held_out_pieces_fall_in_their_token_length_buckets(book, monkeypatch):
-    import sharedbert.training.build_minilm as build
+    import sharedbert.recipes.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", ((1, 24), (25, 48), (49, 64)))
     tokenizer = make_tokenizer()
@@ -85,7 +85,7 @@ SMALL_BUCKETS = ((1, 24), (25, 48), (49, 64))
 
 
 def test_held_out_passages_are_long_enough_for_every_bucket_and_drawn_from_the_seed(book, monkeypatch):
-    import sharedbert.training.build_minilm as build
+    import sharedbert.recipes.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
     tokenizer = make_tokenizer()
@@ -102,7 +102,7 @@ def test_held_out_passages_are_long_enough_for_every_bucket_and_drawn_from_the_s
 
 
 def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_differences(book, monkeypatch):
-    import sharedbert.training.build_minilm as build
+    import sharedbert.recipes.build_minilm as build
 
     monkeypatch.setattr(build, "BUCKETS", SMALL_BUCKETS)
     teacher, tokenizer = make_teacher(), make_tokenizer()
@@ -132,7 +132,7 @@ def test_prefix_agreement_reads_each_passage_at_every_length_and_pairs_the_diffe
 
 def test_prefix_curve_reads_every_passage_at_every_length_paired_against_one(book, monkeypatch):
     """The healing study's length curve (experiments/healing/length_curve.py), on the build's measure."""
-    import sharedbert.training.build_minilm as build
+    import sharedbert.recipes.build_minilm as build
 
     prefix_curve = experiment_script("healing/length_curve.py").prefix_curve
 
@@ -164,7 +164,7 @@ def test_prefix_curve_reads_every_passage_at_every_length_paired_against_one(boo
 
 
 def test_the_card_describes_the_batches_the_healing_read():
-    from sharedbert.training.build_minilm import describe_batches, heal_recipe
+    from sharedbert.recipes.build_minilm import describe_batches, heal_recipe
 
     assert describe_batches(heal_recipe(45.0)) == ("16 pieces of 6-40 words; 25% of the steps 2 pieces of 100-400 "
                                                    "words; up to 512 tokens")
@@ -174,7 +174,7 @@ def test_the_card_describes_the_batches_the_healing_read():
 
 def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_by_default(monkeypatch, tmp_path):
     from sharedbert.cli import main
-    from sharedbert.training import build_minilm
+    from sharedbert.recipes import build_minilm
 
     calls = []
     monkeypatch.setattr(build_minilm, "build_minilm_checkpoint", lambda arguments: calls.append(asdict(arguments)))
@@ -194,7 +194,7 @@ def test_build_minilm_passes_every_option_to_the_library_and_heals_uncalibrated_
 
 
 def test_a_step_budget_anneals_over_the_steps_with_no_time_limit_unless_one_is_given():
-    from sharedbert.training.build_minilm import heal_recipe
+    from sharedbert.recipes.build_minilm import heal_recipe
 
     by_steps = heal_recipe(None, max_steps=6888)
     assert (by_steps.max_steps, by_steps.max_minutes, by_steps.snapshot_minutes) == (6888, None, [10.0, 20.0])
@@ -211,7 +211,7 @@ def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(m
     import json
     import random
 
-    from sharedbert.training.build_minilm import HELD_OUT, build_minilm_checkpoint
+    from sharedbert.recipes.build_minilm import HELD_OUT, build_minilm_checkpoint
 
     rng = random.Random(0)
     words = ("the a man woman dog plays runs sees guitar ball park river city old young small red blue and but with "
@@ -256,7 +256,7 @@ def test_the_healed_model_and_its_measurements_are_put_in_place_together(tmp_pat
     import json
     from types import SimpleNamespace
 
-    from sharedbert.training import build_minilm
+    from sharedbert.recipes import build_minilm
 
     corpus = tmp_path / "mlm-text"
     (corpus / HELD_OUT).parent.mkdir(parents=True)

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from sharedbert.cli.common import JobArgumentParser, arguments_from
-from sharedbert.convert import from_bert
+from sharedbert.conversion.bert import from_bert
 from sharedbert.training.finetune_recipe import is_attention_projection, parameter_depths
 from sharedbert.training.finetuning import FinetuneArguments, finetune
 

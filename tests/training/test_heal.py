@@ -14,12 +14,12 @@ import pytest
 import torch
 from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 
-from sharedbert.convert import from_bert
+from sharedbert.conversion.bert import from_bert
 from sharedbert import sentence_embeddings
 from sharedbert.sentence_embeddings import encode, sts_spearman
-from sharedbert.training.data import TextInMemory, TextPieces
+from sharedbert.data import TextInMemory, TextPieces
 from sharedbert.training.healing import HealConfig, HealingBatches, heal
-from sharedbert.training.data import DataError
+from sharedbert.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
          "quickly slowly and or but with on in under over near house tree car book song day night sun moon").split()
@@ -294,7 +294,7 @@ CTRL_C_DURING_HEALING = """
 import json, os, signal, sys
 from pathlib import Path
 from test_heal import make_teacher, make_tokenizer, small_config
-from sharedbert.convert import from_bert
+from sharedbert.conversion.bert import from_bert
 from sharedbert.training.healing import heal
 
 corpus, checkpoints = Path(sys.argv[1]), Path(sys.argv[2])
@@ -469,7 +469,7 @@ def test_convert_command_with_neither_heal_nor_corpus_only_converts(tmp_path, ca
 
 def test_convert_with_a_corpus_calibrates_first_and_not_again_when_healing_resumes(corpus, tmp_path, capsys):
     from sharedbert.cli import main
-    from sharedbert.training.conversion import convert_checkpoint
+    from sharedbert.recipes.convert_and_heal import convert_checkpoint
 
     make_teacher().save_pretrained(tmp_path / "bert")
     make_tokenizer().save_pretrained(tmp_path / "bert")
@@ -529,7 +529,7 @@ def test_converting_a_fine_tuned_classifier_shows_no_load_report_but_a_broken_en
     from safetensors.torch import load_file, save_file
     from transformers import BertForSequenceClassification
 
-    from sharedbert.training.conversion import convert_checkpoint
+    from sharedbert.recipes.convert_and_heal import convert_checkpoint
     from sharedbert.training.models import load_bert_encoder
 
     BertForSequenceClassification(make_teacher().config).save_pretrained(tmp_path / "classifier")
@@ -552,7 +552,7 @@ def test_converting_a_fine_tuned_classifier_shows_no_load_report_but_a_broken_en
 def test_calibration_cuts_pieces_to_a_short_position_table(corpus, tmp_path):
     """Calibration pieces run up to 40 words; a model with a 24-position table calibrates on them cut to 24 tokens
     (it used to fail with 'Sequence length ... exceeds max_position_embeddings')."""
-    from sharedbert.training.conversion import convert_checkpoint
+    from sharedbert.recipes.convert_and_heal import convert_checkpoint
 
     torch.manual_seed(0)
     BertModel(BertConfig(vocab_size=len(WORDS) + 7, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -616,7 +616,7 @@ def test_converting_a_sentence_transformers_model_keeps_its_modules(corpus, tmp_
     applied to the encoder's output, normalised."""
     from sentence_transformers import SentenceTransformer
 
-    from sharedbert.training import convert_checkpoint
+    from sharedbert.recipes import convert_checkpoint
 
     source = make_sentence_transformer_bert(tmp_path / "st-bert")
     out = tmp_path / "out"

@@ -14,8 +14,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
-from sharedbert.convert import from_bert
-from sharedbert.training.data import TextInMemory
+from sharedbert.conversion.bert import from_bert
+from sharedbert.data import TextInMemory
 from sharedbert.training.healing import HealConfig, heal
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "heal-losses.json"

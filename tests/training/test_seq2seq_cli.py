@@ -14,8 +14,8 @@ from conftest import REPO_ROOT, start_child
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, BertConfig, BertModel
 
 from sharedbert.cli import main as cli
-from sharedbert.training.data import DataError
-from sharedbert.training.data.pairs import read_pairs, read_sources
+from sharedbert.data import DataError
+from sharedbert.data.pairs import read_pairs, read_sources
 from sharedbert.training.finetuning import finetune
 
 WORDS = ["red", "green", "blue", "small", "large", "dog", "cat", "bird", "runs", "sleeps", "sings", "the", "a"]

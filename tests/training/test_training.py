@@ -12,7 +12,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 
 import sharedbert
 from sharedbert import cli
-from sharedbert.params import count_model_parameters
+from sharedbert.parameter_counts import count_model_parameters
 from sharedbert.training import (
     KeepBestCallback,
     data,
@@ -21,7 +21,7 @@ from sharedbert.training import (
     pretrain,
     training_arguments,
 )
-from sharedbert.presets import PRESETS, config_values
+from sharedbert.model_sizes import PRESETS, config_values
 
 from conftest import INVALID_CONFIG, tiny_config
 
@@ -93,7 +93,7 @@ def test_keep_best_reports_the_last_evaluation_when_none_could_win():
 
 
 def test_finetune_whose_every_evaluation_is_nan_still_finishes(tiny_bert_dir, glue_dir, tmp_path, monkeypatch):
-    from sharedbert.training import data as data_module
+    from sharedbert import data as data_module
 
     monkeypatch.setattr(data_module, "compute_metrics", lambda spec, predictions, labels: {
         name: float("nan") for name in spec.metrics})
@@ -354,7 +354,7 @@ def test_pretrain_rejects_bad_settings_before_reading_text(tmp_path):
 
 
 def test_demo_says_why_it_cannot_run_without_data(monkeypatch, tmp_path, capsys):
-    from sharedbert.training import demo
+    from sharedbert.recipes import demo
 
     monkeypatch.setattr(data, "find_glue_dir", lambda explicit=None: None if explicit is None else tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -386,7 +386,7 @@ def test_the_demo_summary_points_to_the_published_build_without_restating_its_bu
 def test_demo_fine_tunes_a_built_model_only_when_asked(monkeypatch, tmp_path):
     """A finished `sharedbert build-minilm` work folder in the current directory does not change what the demo does
     (it heals here unless --healed names a model); --healed that is not a model folder says so."""
-    from sharedbert.training.demo import find_healed
+    from sharedbert.recipes.demo import find_healed
 
     built = tmp_path / "runs" / "build-minilm" / "healed"
     built.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""sharedbert.training.data: GLUE/CSV/JSON checking and loading, metrics, and the raw-text corpus for MLM pretraining.
+"""sharedbert.data: GLUE/CSV/JSON checking and loading, metrics, and the raw-text corpus for MLM pretraining.
 
 Real files from ../shared/data where it matters (their quirks: CoLA without header, MRPC's byte-order mark, SST-2's
 trailing spaces, RTE's string labels, STS-B's float scores, Moby Dick's CRLF, Julius Caesar's Latin-1)."""
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from sharedbert.training import data
-from sharedbert.training.data import DataError
+from sharedbert import data
+from sharedbert.data import DataError
 
 GLUE_COUNTS = {  # rows per split, from the data README
     "sst2": (67349, 872),

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from sharedbert.training import data
-from sharedbert.training.data import DataError
+from sharedbert import data
+from sharedbert.data import DataError
 
 GOOD_ROWS = "good film,1\nbad film,0\n"
 
@@ -75,7 +75,7 @@ def test_a_label_that_is_a_json_list_is_refused(tmp_path):
 
 
 def test_numeric_labels_spelled_differently_are_one_class(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="sharedbert.training.data.checks"):
+    with caplog.at_level(logging.WARNING, logger="sharedbert.data.checks"):
         task = _load(tmp_path, "t.csv", "text,label\ngood film,1\nbad film,0\nfine film,1.0\nawful film,0.00\n")
     assert task.spec.labels == ("0", "1")
     assert task.datasets["train"]["label"] == [1, 0, 1, 0]
@@ -83,7 +83,7 @@ def test_numeric_labels_spelled_differently_are_one_class(tmp_path, caplog):
 
 
 def test_regression_scores_are_read_as_written(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="sharedbert.training.data.checks"):
+    with caplog.at_level(logging.WARNING, logger="sharedbert.data.checks"):
         task = _load(tmp_path, "t.csv", "s,score\na,4.5\nb,4.50\nc,1e-3\n", "s", "score", regression=True)
     assert task.datasets["train"]["label"] == pytest.approx([4.5, 4.5, 0.001]) and "written" not in caplog.text
 
@@ -170,7 +170,7 @@ def test_a_glue_header_naming_a_column_twice_is_refused(tmp_path):
 
 
 def test_a_pairs_file_naming_a_column_twice_is_refused(tmp_path):
-    from sharedbert.training.data.pairs import read_pairs
+    from sharedbert.data.pairs import read_pairs
 
     path = tmp_path / "pairs.csv"
     path.write_text("source,target,source\na,b,c\n")
@@ -190,7 +190,7 @@ def test_a_pairs_file_naming_a_column_twice_is_refused(tmp_path):
 )
 def test_a_pairs_row_with_the_wrong_number_of_fields_is_refused(tmp_path, content, message):
     """A long row used to become the pair ('hello', ' world'), its real target dropped without a word."""
-    from sharedbert.training.data.pairs import read_pairs
+    from sharedbert.data.pairs import read_pairs
 
     path = tmp_path / "pairs.csv"
     path.write_text(content)
@@ -199,7 +199,7 @@ def test_a_pairs_row_with_the_wrong_number_of_fields_is_refused(tmp_path, conten
 
 
 def test_pairs_keep_their_quoted_commas_and_line_breaks(tmp_path):
-    from sharedbert.training.data.pairs import read_pairs
+    from sharedbert.data.pairs import read_pairs
 
     path = tmp_path / "pairs.csv"
     path.write_text('source,target\n"hello, world","bonjour,\nle monde"\n\ngood night,bonne nuit\n')

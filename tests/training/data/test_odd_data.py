@@ -17,9 +17,9 @@ import re
 
 import pytest
 
-from sharedbert.training import data
-from sharedbert.training.data import DataError
-from sharedbert.training.data.checks import FIELD_SIZE_LIMIT
+from sharedbert import data
+from sharedbert.data import DataError
+from sharedbert.data.checks import FIELD_SIZE_LIMIT
 
 
 def _load(tmp_path, name, content, text_columns="text", label_column="label", regression=False):
@@ -69,7 +69,7 @@ def test_an_error_in_a_file_with_bare_cr_line_ends_names_the_line_an_editor_show
 
 
 def test_pairs_and_generation_sources_keep_such_characters(tmp_path):
-    from sharedbert.training.data.pairs import read_pairs, read_sources
+    from sharedbert.data.pairs import read_pairs, read_sources
 
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"s": "a\u2028b", "t": "c\x85d"}\n{"s": "e", "t": "f"}\n', encoding="utf-8")

@@ -37,17 +37,17 @@ from transformers import (
 )
 
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE
-from ..convert import FIT_METHODS
+from ..conversion import FIT_METHODS
 from .. import hub
-from ..params import count_model_parameters
-from . import data as data_module
+from ..parameter_counts import count_model_parameters
+from .. import data as data_module
+from ..data import TextInMemory
+from ..training.finetuning import finetune
+from ..training.healing import HealConfig
+from ..training.models import HUB_BASE_MODEL, default_base_model, load_bert_encoder
+from ..training.trainer import atomic_write_json
 from .build_minilm import speed_ratio
-from .conversion import convert_checkpoint
-from .data import TextInMemory
-from .finetuning import finetune
-from .healing import HealConfig
-from .models import HUB_BASE_MODEL, default_base_model, load_bert_encoder
-from .trainer import atomic_write_json
+from .convert_and_heal import convert_checkpoint
 
 logger = logging.getLogger(__name__)
 

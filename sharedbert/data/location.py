@@ -27,7 +27,7 @@ def _candidates() -> list[Path]:
     named = os.environ.get(DATA_VARIABLE)
     if named:
         places.append(Path(named).expanduser())
-    package_parent = Path(__file__).resolve().parents[1]
+    package_parent = Path(__file__).resolve().parents[2]  # sharedbert/data/location.py -> the folder above sharedbert/
     if (package_parent / "pyproject.toml").is_file():  # a checkout (installed, the parent is site-packages)
         places.append(package_parent.parent / "shared" / "data")
     cwd = Path.cwd()

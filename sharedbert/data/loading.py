@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...shared_data import SHARED_DATA_PLACES, shared_data_dir
+from .location import SHARED_DATA_PLACES, shared_data_dir
 from .checks import CheckedFile, check_custom_task, check_glue_file, label_keys, label_string
 from .tasks import GLUE_SPLIT_FILES, GLUE_TASKS, DataError, TaskSpec, get_task
 

@@ -33,17 +33,17 @@ from transformers import AutoTokenizer
 
 from .. import sentence_embeddings
 from ..atomic import atomic_directory, atomic_write_text
-from ..folding import fold_for_inference
+from ..export.folding import fold_for_inference
 from ..hub import load_for_hub, stage_for_hub
 from ..hub.staging import check_staging_folder
 from ..modeling_sharedbert import SharedBertModel
-from ..params import count_model_parameters
-from ..shared_data import RAW_TEXT, not_found_message, raw_text_dir
-from .data import corpus_files, read_text, shared_data_dir
-from .conversion import convert_checkpoint
-from .distillation import Distiller
-from .healing import HealConfig, HealLossConfig
-from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
+from ..parameter_counts import count_model_parameters
+from ..data import corpus_files, read_text, shared_data_dir
+from ..data.location import RAW_TEXT, not_found_message, raw_text_dir
+from ..training.distillation import Distiller
+from ..training.healing import HealConfig, HealLossConfig
+from ..training.models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
+from .convert_and_heal import convert_checkpoint
 
 logger = logging.getLogger(__name__)
 

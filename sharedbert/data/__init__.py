@@ -15,7 +15,7 @@
   one example per line or packed into fixed-length blocks; a corpus held in memory (`TextInMemory`); healing's
   pieces of random word length (`TextPieces`).
 
-Every public name is importable from here (`from sharedbert.training.data import load_task`).
+Every public name is importable from here (`from sharedbert.data import load_task`).
 """
 
 from .checks import (

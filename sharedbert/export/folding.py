@@ -22,7 +22,7 @@ import copy
 import torch
 from torch import nn
 
-from .modeling_sharedbert import (
+from ..modeling_sharedbert import (
     SharedBertAttention,
     SharedHeadQueryAttention,
     SharedKeyValueAttention,

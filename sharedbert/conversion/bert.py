@@ -14,7 +14,7 @@ heads) and fills the attention projections of the chosen `attention_type` by a l
 These are the `fit_method="weights"` fits. `fit_method="invariant"` fits what each head computes instead (its score
 form QᵀK and value path O·V, which per-head transforms leave unchanged), refitting the output projection. The
 default, "auto", picks per attention type the fit that measured better (`fitting.AUTO_FIT_METHOD`). The fits
-themselves are `sharedbert.fitting`'s.
+themselves are `sharedbert.conversion.fitting`'s.
 
 With cross-layer sharing, each distinct parameter set starts from the mean of the BERT layers mapped onto it.
 A decoder's cross-attention (`BertLMHeadModel` with `add_cross_attention`) is fitted the same way as self-attention.
@@ -34,11 +34,11 @@ from huggingface_hub import snapshot_download
 from safetensors.torch import load_file
 from transformers import BertConfig, EncoderDecoderModel, PreTrainedModel
 
-from .checkpoint_checks import check_weights
-from .configuration_sharedbert import SharedBertConfig
+from ..weight_checks import check_weights
+from ..configuration_sharedbert import SharedBertConfig
 from .fitting import FIT_METHODS, fit_attention, resolve_fit_method
-from .loading import check_config_fields, from_pretrained
-from .modeling_sharedbert import (
+from ..loading import check_config_fields, from_pretrained
+from ..modeling_sharedbert import (
     SharedBertForMaskedLM,
     SharedBertForConditionalGeneration,
     SharedBertForMultipleChoice,
@@ -51,7 +51,7 @@ from .modeling_sharedbert import (
     SharedBertModel,
     SharedBertPreTrainedModel,
 )
-from .remote_code import check_remote_code
+from ..remote_code import check_remote_code
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import torch
 from . import modeling_sharedbert
 from .configuration_sharedbert import ATTENTION_TYPES, SharedBertConfig
 from .modeling_sharedbert import SharedBertModel
-from .presets import PRESETS, config_values
+from .model_sizes import PRESETS, config_values
 
 
 @dataclasses.dataclass

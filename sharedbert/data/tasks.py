@@ -125,7 +125,11 @@ def custom_task(
     )
 
 
-def tokenize(dataset, tokenizer, max_length: int = 128, desc: str = "Tokenising"):
+# Tokens an input is truncated to unless the user says otherwise: fine-tuning's, evaluation's and generation's.
+MAX_LENGTH = 128
+
+
+def tokenize(dataset, tokenizer, max_length: int = MAX_LENGTH, desc: str = "Tokenising"):
     """Batched tokenisation (truncation only; padding is per batch, by the collator). Adds `length` for
     length-grouped sampling."""
     pair = "text_pair" in dataset.column_names
@@ -172,5 +176,5 @@ def predictions_from_logits(spec: TaskSpec, logits):
     return logits.reshape(-1) if spec.is_regression else logits.argmax(-1)
 
 
-__all__ = ["DataError", "GLUE_SPLIT_FILES", "GLUE_TASKS", "TaskSpec", "compute_metrics", "custom_task", "get_task",
+__all__ = ["DataError", "GLUE_SPLIT_FILES", "GLUE_TASKS", "MAX_LENGTH", "TaskSpec", "compute_metrics", "custom_task", "get_task",
            "predictions_from_logits", "tokenize"]

@@ -16,13 +16,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from ..atomic import atomic_write_text
-from ..loading import from_pretrained
-from ..remote_code import trust_remote_code_option
-from .arguments import DataArguments
+from .atomic import atomic_write_text
 from .data.pairs import read_sources
-from .data.tasks import DataError
-from .seq2seq_finetuning import is_seq2seq_checkpoint
+from .data.tasks import MAX_LENGTH, DataError
+from .loading import from_pretrained
+from .model_files import is_seq2seq_checkpoint
+from .remote_code import trust_remote_code_option
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ class GenerateArguments:
     source_column: str | None = field(default=None, metadata={"help": "With a table: the column to generate from."})
     num_beams: int = field(default=1, metadata={"help": "Beam search width (1: greedy)."})
     max_new_tokens: int = field(default=64, metadata={"help": "The longest output, in tokens."})
-    max_length: int = field(default=DataArguments.max_length, metadata={
+    max_length: int = field(default=MAX_LENGTH, metadata={
         "help": "Truncate sources to this many tokens, as fine-tuning does."})
     batch_size: int = field(default=16, metadata={"help": "Sources per generation batch."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --output file."})

@@ -1,7 +1,7 @@
 """Converting a BERT checkpoint into a saved SharedBert folder, healed by distillation when asked
 (`sharedbert convert`).
 
-`convert_checkpoint` runs `sharedbert.convert.from_bert`; given a corpus, `sharedbert.calibrate.calibrate` (a
+`convert_checkpoint` runs `sharedbert.conversion.bert.from_bert`; given a corpus, `sharedbert.conversion.calibration.calibrate` (a
 closed-form fit on a few hundred sentences of it); then optionally `healing.heal` (resumable checkpoints in
 OUT-checkpoints/; Ctrl-C saves one and stops), and writes OUT atomically: the model, its tokenizer, a model card and
 conversion_report.json (the fit's retained energy and the healing run). A sentence-transformers source (modules.json,
@@ -21,20 +21,19 @@ import torch
 from transformers import AutoTokenizer
 
 from ..atomic import atomic_directory, atomic_write_text, check_output_folder
-from ..calibrate import calibrate, calibration_batches, unsupported
+from ..conversion.calibration import calibrate, calibration_batches, unsupported
 from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE, LAYER_SHARING_MODES, SHARING_ORDERS
-from ..convert import FIT_METHODS, from_bert, resolve_fit_method
-from ..hub.folder import holds_only_model_files
+from ..conversion import FIT_METHODS, from_bert, resolve_fit_method
 from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..loading import from_pretrained
+from ..model_files import holds_only_model_files
 from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, trust_remote_code_option
-from ..shared_data import raw_text_dir
-from .data import corpus_files
-from .data import TextInMemory, TextPieces
-from .healing import HealConfig, has_checkpoint, write_model_card
-from .healing import heal as heal_by_distillation
-from .models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
-from .trainer import input_paths
+from ..data import TextInMemory, TextPieces, corpus_files
+from ..data.location import raw_text_dir
+from ..training.healing import HealConfig, has_checkpoint, write_model_card
+from ..training.healing import heal as heal_by_distillation
+from ..training.models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
+from ..training.trainer import input_paths
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class ConvertModelArguments:
     fit_method: str = field(default="auto", metadata={
         "help": "invariant: fit what each attention layer computes, refitting the output projection; weights: fit "
         "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
-        "for the attention type (sharedbert.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
+        "for the attention type (sharedbert.conversion.fitting.AUTO_FIT_METHOD).", "choices": FIT_METHODS})
     trust_remote_code: bool = trust_remote_code_option()
     overwrite: bool = field(default=False, metadata={
         "help": "Replace OUT when it exists and is not empty (everything in it is deleted). Without it such an OUT "
