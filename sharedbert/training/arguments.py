@@ -7,7 +7,8 @@ TrainingArguments does not have.
 * `ModelArguments` and `DataArguments`: where fine-tuning starts and the files it reads; classifier fine-tuning
   (`finetuning.FinetuneArguments`) and seq2seq fine-tuning (`seq2seq_finetuning.Seq2SeqFinetuneArguments`) extend both.
 * `RENAMED_OPTIONS`: the names three TrainingArguments fields had when every option was a job's own (`epochs=` ...),
-  still taken by the jobs' functions and flags.
+  still the names of the jobs' flags (--epochs, --batch-size, --warmup) and keywords, and the names run signatures
+  store them under.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from .checkpointing import checkpoint_option
 from .trainer import DEFAULTS
 
 # The names three TrainingArguments fields had when every option was the job's own; the jobs' functions take them as
-# keywords and their commands as flags (--epochs, --batch-size, --warmup), and run signatures store them so.
+# keywords and their commands as flags (--epochs, --batch-size, --warmup), and run signatures store them so: the
+# committed checkpoints of a released version, tests/fixtures/finetune-checkpoint and pretrain-checkpoint, hold
+# epochs / batch_size / warmup in their signatures and must resume.
 RENAMED_OPTIONS = {"epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size", "warmup": "warmup_steps"}
 _FORMER_NAMES = {new: old for old, new in RENAMED_OPTIONS.items()}
 
@@ -103,7 +106,8 @@ class JobTrainingArguments(TrainingArguments):
     # The TrainingArguments fields that shape the trajectory, stored in a run's signature.
     signature_training_fields: ClassVar[tuple] = ("num_train_epochs", "max_steps", "per_device_train_batch_size",
                                                   "learning_rate", "warmup_steps", "weight_decay", "seed")
-    # Keys a signature written before the job had its own class holds, at the values they always had for this job.
+    # Keys a signature written before the job had its own class holds, at the values they always had for this job (only
+    # where a committed fixture of a released version needs them: finetuning.FinetuneArguments).
     former_signature: ClassVar[dict] = {}
 
     def __post_init__(self):

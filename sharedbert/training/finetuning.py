@@ -125,7 +125,8 @@ class FinetuneArguments(ClassifierModelArguments, ClassifierDataArguments, Recip
         "output_dir": {**JobTrainingArguments.training_flags["output_dir"],
                        "help": "Where the model, tokenizer and eval_results.json go (default: runs/finetune-TASK)."},
     }
-    # A classifier's signature written while one class held seq2seq's options too has them at these values.
+    # A classifier's signature written while one class held seq2seq's options too has them at these values: the
+    # committed checkpoint of a released version, tests/fixtures/finetune-checkpoint, stores them and must resume.
     former_signature: ClassVar[dict] = {"share_encoder_decoder_layers": False,
                                         "share_encoder_decoder_embeddings": False, "generation_num_beams": 1}
 

@@ -89,10 +89,6 @@ class Seq2SeqFinetuneArguments(Seq2SeqModelArguments, Seq2SeqDataArguments, JobT
     }
     signature_training_fields: ClassVar[tuple] = (*JobTrainingArguments.signature_training_fields,
                                                   "generation_max_length", "generation_num_beams")
-    # A seq2seq signature written while one class held the classifier's options too has them at these values.
-    former_signature: ClassVar[dict] = {"regression": False, "layerwise_lr_decay": 1.0,
-                                        "freeze_attention_fraction": 0.0, "pull_to_start": 0.0,
-                                        "distill_weight": 0.5, "distill_temperature": 2.0}
 
     def __post_init__(self):
         self.check_data()

@@ -17,7 +17,9 @@ from sharedbert.training.seq2seq_finetuning import Seq2SeqFinetuneArguments
 from sharedbert.training.trainer import DEFAULTS, training_arguments
 
 # Signatures as the arguments wrote them before they were built on TrainingArguments (one FinetuneArguments for
-# classifiers and seq2seq; epochs / batch_size / warmup as fields of its own), at the defaults.
+# classifiers and seq2seq; epochs / batch_size / warmup as fields of its own), at the defaults: the keys the committed
+# checkpoints of a released version store (tests/fixtures/finetune-checkpoint, pretrain-checkpoint). No seq2seq
+# checkpoint of that version is committed, so its former keys are no longer taken.
 CLASSIFIER_SIGNATURE = {
     "model": None, "tokenizer": None, "no_convert": False, "attention_type": None, "layer_sharing": None,
     "num_unique_layers": None, "sharing_order": None, "fit_method": None, "task": "sst2", "data_dir": None,
@@ -30,8 +32,6 @@ CLASSIFIER_SIGNATURE = {
     "layerwise_lr_decay": 1.0, "freeze_attention_fraction": 0.0, "pull_to_start": 0.0, "distill_from": None,
     "distill_weight": 0.5, "distill_temperature": 2.0,
 }
-SEQ2SEQ_SIGNATURE = {**CLASSIFIER_SIGNATURE, "task": None, "train_file": "t.jsonl", "validation_file": "v.jsonl",
-                     "source_column": "s", "target_column": "t"}
 PRETRAIN_SIGNATURE = {
     "corpus": ["x"], "dataset": None, "dataset_config": None, "dataset_split": "train", "text_column": "text",
     "block_size": 128, "line_by_line": False, "documents": "file", "mlm_probability": 0.15, "config": "bert-mini",
@@ -57,7 +57,6 @@ def parse(arguments_class, argv):
 
 @pytest.mark.parametrize("saved, build", [
     (CLASSIFIER_SIGNATURE, lambda **o: FinetuneArguments(task="sst2", **o)),
-    (SEQ2SEQ_SIGNATURE, lambda **o: Seq2SeqFinetuneArguments(**SEQ2SEQ_FILES, **o)),
     (PRETRAIN_SIGNATURE, lambda **o: PretrainArguments(corpus=["x"], **o)),
 ])
 def test_a_signature_written_before_the_arguments_were_built_on_training_arguments_still_matches(saved, build):
