@@ -118,7 +118,8 @@ def run_baseline(recipe: dict, sample: Path, tokenizer_dir: Path, steps: int, fo
         set_seed,
     )
 
-    from sharedbert.training import StepTimer, data
+    from sharedbert import data
+    from sharedbert.training import StepTimer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     blocks = data.mlm_dataset(data.corpus_units([sample]), tokenizer, block_size=recipe["block_size"])

@@ -11,11 +11,10 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
 
 import sharedbert
-from sharedbert import cli
+from sharedbert import cli, data
 from sharedbert.parameter_counts import count_model_parameters
 from sharedbert.training import (
     KeepBestCallback,
-    data,
     evaluate,
     finetune,
     pretrain,
