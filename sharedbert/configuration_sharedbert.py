@@ -129,7 +129,7 @@ class SharedBertConfig(PreTrainedConfig):
         decoder_start_token_id (`int`, *optional*):
             Seq2seq only: the first decoder input (BERT2BERT uses [CLS]); labels are shifted right behind it.
         converted_from (`str`, *optional*):
-            The BERT checkpoint this model was converted from (set by `sharedbert.convert.from_bert`; model cards
+            The BERT checkpoint this model was converted from (set by `sharedbert.conversion.from_bert`; model cards
             report it as the base model).
         layer_norm_position (`str`, defaults to `"post"`):
             `"post"`: each sublayer's LayerNorm follows its residual sum, as in BERT (what a converted BERT needs).

@@ -247,8 +247,8 @@ class SharedProjectionAttention(SharedBertAttentionBase):
     serves both sides: Q from the decoder's S_X, K and V from the encoder's S_H.
 
     Computed as Q = S⊙(dq⊙dk), K = V = S and the output times dv: (S⊙dq)(S⊙dk)ᵀ = (S⊙dq⊙dk)Sᵀ gives the same scores
-    with one elementwise pass, and the key and value are S itself. `sharedbert.folding.fold_for_inference` moves the
-    vectors into the neighbouring weights for inference."""
+    with one elementwise pass, and the key and value are S itself. `sharedbert.export.folding.fold_for_inference`
+    moves the vectors into the neighbouring weights for inference."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -730,7 +730,7 @@ def check_config_runs_bert(path, config: SharedBertConfig) -> None:
         raise IncompatibleCheckpointError(
             f"The checkpoint at {path} is a BERT (its weights have BERT's names), which loads as it is only with "
             f"attention_type='standard' and no layer sharing, but the config asks for {', '.join(differences)}. "
-            f"Convert it instead: sharedbert.convert.from_bert({str(path)!r}, attention_type=...) fits the other "
+            f"Convert it instead: sharedbert.conversion.from_bert({str(path)!r}, attention_type=...) fits the other "
             "attention types and shared layers to BERT's weights (`sharedbert convert` from the shell)."
         )
 
@@ -766,7 +766,7 @@ def checkpoint_mismatch_lines(path, config, checkpoint_keys, missing, unexpected
         if found and found != wanted:
             lines.append(
                 f"It holds {field}={found!r} weights but the config asks for {wanted!r}: load it with "
-                f"{field}={found!r} (or convert it with sharedbert.convert)."
+                f"{field}={found!r} (or convert it with sharedbert.conversion.from_bert)."
             )
     if missing:
         lines.append(f"Weights missing from the checkpoint ({len(missing)}): {missing[:5]}")
@@ -1288,7 +1288,7 @@ class SharedBertForNextSentencePrediction(SharedBertPreTrainedModel):
     * `share_encoder_decoder_embeddings`: the decoder reads the encoder's embedding module (`decoder_embeddings` is
       None); with `tie_word_embeddings` the LM head's weight is that matrix too: three-way tying (Vaswani et al.
       §3.4). `scale_embedding` multiplies looked-up word embeddings by √hidden_size.
-    * Warm start from one BERT or SharedBert checkpoint on both sides (Rothe et al. 2020): `sharedbert.convert.
+    * Warm start from one BERT or SharedBert checkpoint on both sides (Rothe et al. 2020): `sharedbert.conversion.
       warm_start_seq2seq`; cross-attention starts untrained, as in their BERT2BERT.
     """
 )

@@ -79,7 +79,7 @@ def describe_batches(config: HealConfig) -> str:
 
 def healing_corpus(corpus=None) -> tuple[list[Path], Path]:
     """(the files healing reads, the held-out file): every text file of `corpus` (default: the shared raw text,
-    `shared_data.raw_text_dir`, as for `sharedbert convert --heal`) except `HELD_OUT`."""
+    `sharedbert.data.raw_text_dir`, as for `sharedbert convert --heal`) except `HELD_OUT`."""
     if corpus is None:
         corpus = raw_text_dir("--corpus FOLDER")
     files = corpus_files(corpus)

@@ -121,12 +121,12 @@ def test_other_configs_given_a_bert_are_refused_naming_the_conversion(tmp_path, 
     with pytest.raises(IncompatibleCheckpointError) as error:
         SharedBertModel.from_pretrained(tmp_path, **overrides)
     message = str(error.value)
-    assert "sharedbert.convert.from_bert" in message and str(tmp_path) in message and named in message
+    assert "sharedbert.conversion.from_bert" in message and str(tmp_path) in message and named in message
 
 
 def test_the_refusal_holds_when_the_caller_asks_for_the_loading_info(tmp_path):
     saved_bert(tmp_path)
-    with pytest.raises(IncompatibleCheckpointError, match="sharedbert.convert.from_bert"):
+    with pytest.raises(IncompatibleCheckpointError, match="sharedbert.conversion.from_bert"):
         SharedBertModel.from_pretrained(tmp_path, attention_type="shared", output_loading_info=True)
 
 
