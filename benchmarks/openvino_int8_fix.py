@@ -5,6 +5,12 @@ all-MiniLM-L6-v2 in PyTorch fp32, measured side by side in alternating rounds.
 
     python benchmarks/openvino_int8_fix.py --model shared=runs/minilm-shared --model standard=runs/minilm-standard
     python benchmarks/openvino_int8_fix.py --model build=runs/build-minilm/healed --out-dir out/fix --stem build
+    python benchmarks/openvino_int8_fix.py --model shared=runs/minilm-shared --split train --rounds 0 \
+        --other-alphas 0.8 0.6 --variants 5 --out-dir out/alpha --stem alpha_train   # selection data, no speed
+
+`--split dev` (the default) measures every distinct STS-B dev sentence; `--split train` every distinct STS-B train
+sentence that is not also a dev sentence, the held-out data a setting such as SmoothQuant's alpha is chosen on
+(experiments/held-out-selection). `--rounds 0` leaves out the speed measurement.
 
 Each model is a SharedBert folder (a conversion of all-MiniLM-L6-v2: the tokenizer is its). Per model the results
 hold: the two files' cosines (mean, worst, 1st percentile, the worst sentences); the same with the first feed-forward
@@ -34,9 +40,36 @@ sys.path.insert(0, str(REPO))
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def sts_sentences(glue: Path) -> list[str]:
-    rows = [line.split("\t") for line in (glue / "STS-B" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    return list(dict.fromkeys([row[7] for row in rows] + [row[8] for row in rows]))
+SPLITS = ("dev", "train")
+
+
+def sts_sentences(glue: Path, split: str = "dev") -> list[str]:
+    """The distinct sentences of STS-B `split` (sentence1 then sentence2, first occurrence order); for "train" those
+    that are not also dev sentences, so that data chosen on never overlaps the data reported on."""
+    def read(name: str) -> list[str]:
+        lines = (glue / "STS-B" / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]
+        rows = [line.split("\t") for line in lines]
+        return list(dict.fromkeys([row[7] for row in rows] + [row[8] for row in rows]))
+
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split == "dev":
+        return read("dev")
+    dev = set(read("dev"))
+    return [sentence for sentence in read("train") if sentence not in dev]
+
+
+SPLIT_TEXT = {"dev": "STS-B dev sentences", "train": "STS-B train sentences that are not STS-B dev sentences"}
+
+
+def git_commit() -> str:
+    """The commit the script ran at, with "+ uncommitted changes to this script" when it differs from it."""
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--", str(Path(__file__).resolve())], cwd=REPO,
+                             capture_output=True, text=True).stdout.strip()
+    return (commit or "unknown") + (" + uncommitted changes to this script" if changed else "")
 
 
 def feeds(tokenizer, sentences, batch_size=32, max_length=256):
@@ -98,7 +131,7 @@ def quantize(onnx_path: Path, xml: Path, calibration: list[dict], kept: list[str
 def channel_spread(model, tokenizer, sentences) -> list[dict]:
     """Per layer: largest/median per-channel |max| of what attention's products quantize per tensor, the channels
     under a twentieth of the largest, and the first feed-forward GELU's largest channel against the median."""
-    from sharedbert.folding import fold_for_inference
+    from sharedbert.export.folding import fold_for_inference
 
     folded = fold_for_inference(model)
     maxima, hooks = {}, []
@@ -153,7 +186,7 @@ def measure(label, folder, args, work, sentences, calibration_text):
     from sharedbert import SharedBertModel
     from sharedbert.export import EncoderOutput, calibration_feeds, float_matmuls, trace_to_onnx
     from sharedbert.export.quantization import SMOOTH_QUANT_ALPHA
-    from sharedbert.folding import fold_for_inference
+    from sharedbert.export.folding import fold_for_inference
     import openvino
 
     model, tokenizer = SharedBertModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
@@ -193,7 +226,12 @@ def main(argv=None) -> int:
     parser.add_argument("--model", action="append", required=True, metavar="LABEL=FOLDER")
     parser.add_argument("--glue-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--split", choices=SPLITS, default="dev",
+                        help="the STS-B sentences the cosines are measured on: dev (all distinct), or train minus "
+                             "dev's sentences (held-out selection data)")
+    parser.add_argument("--note", default="",
+                        help="what this run is for (which data chooses, which reports), recorded in the results")
+    parser.add_argument("--rounds", type=int, default=7, help="speed rounds (0: no speed measurement)")
     parser.add_argument("--made-with", action="append", default=[], metavar="LABEL=COMMAND",
                         help="how a --model folder was made, recorded in the results")
     parser.add_argument("--other-alphas", type=float, nargs="*", default=[],
@@ -215,28 +253,32 @@ def main(argv=None) -> int:
     from sharedbert.training import resolve_source
 
     glue = Path(args.glue_dir)
-    sentences = sts_sentences(glue)
+    sentences = sts_sentences(glue, args.split)
     calibration_text = read_sentences(glue / "SST-2" / "train.tsv", 300)  # sentence-transformers' calibration
     work = Path(tempfile.mkdtemp(prefix="openvino-int8-fix-"))
     models, tokenizer = {}, None
     for item in args.model:
         label, _, folder = item.partition("=")
         models[label], tokenizer = measure(label, Path(folder), args, work, sentences, calibration_text)
-    bert = BertModel.from_pretrained(resolve_source("all-MiniLM-L6-v2"), add_pooling_layer=False).eval()
-    runners = {"all-MiniLM-L6-v2 pytorch-fp32": torch_runner(bert)}
-    for label, result in models.items():
-        for name in list(result["files"])[:2]:
-            runners[f"{label}: {name}"] = openvino_runner(result["files"][name], args.threads)
+    speeds = {}
+    if args.rounds > 0:
+        bert = BertModel.from_pretrained(resolve_source("all-MiniLM-L6-v2"), add_pooling_layer=False).eval()
+        runners = {"all-MiniLM-L6-v2 pytorch-fp32": torch_runner(bert)}
+        for label, result in models.items():
+            for name in list(result["files"])[:2]:
+                runners[f"{label}: {name}"] = openvino_runner(result["files"][name], args.threads)
+        speeds = speed(runners, list(feeds(tokenizer, sentences[:32 * args.batches])), args.rounds)
+    for result in models.values():
         result["files"] = {name: path.name for name, path in result["files"].items()}
-    speeds = speed(runners, list(feeds(tokenizer, sentences[:32 * args.batches])), args.rounds)
     cpu = cpu_name() or platform.processor() or "unknown"
     import nncf
     import openvino
 
     report = {"command": "python benchmarks/openvino_int8_fix.py " + " ".join(
         shlex.quote(os.path.relpath(a, REPO) if os.path.isabs(a) else a) for a in (argv or sys.argv[1:])),
-              "date": time.strftime("%Y-%m-%d"), "cpu": cpu, "threads": args.threads, "rounds": args.rounds,
-              "batch_size": 32, "speed_sentences": 32 * args.batches, "sts_dev_sentences": len(sentences),
+              "date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "cpu": cpu, "threads": args.threads,
+              "rounds": args.rounds, "batch_size": 32, "speed_sentences": 32 * args.batches if speeds else 0,
+              "split": args.split, "sentences_measured": len(sentences), "note": args.note,
               "load_average_at_end": os.getloadavg()[0], "openvino": openvino.__version__,
               "nncf": nncf.__version__, "models": models, "speed": speeds,
               "models_made_with": dict(item.partition("=")[::2] for item in args.made_with)}
@@ -249,12 +291,17 @@ def main(argv=None) -> int:
 
 
 def markdown(report: dict) -> str:
+    split = report.get("split", "dev")
+    count = report.get("sentences_measured", report.get("sts_dev_sentences"))
+    commit = f", commit {report['commit']}" if report.get("commit") else ""
     lines = ["# Static OpenVINO int8 of SharedBert: what breaks it and the export's fix", "",
-             f"Command: `{report['command']}` ({report['date']}, {report['cpu']}, {report['threads']} thread(s), "
-             f"OpenVINO {report['openvino']}, NNCF {report['nncf']}; 1-minute load average "
-             f"{report['load_average_at_end']:.1f} at the end).", "",
-             f"Cosine of each file's sentence embeddings (mean pooling, unit length) to the same model's fp32 PyTorch "
-             f"ones over all {report['sts_dev_sentences']} STS-B dev sentences. NNCF static int8 with "
+             f"Command: `{report['command']}` ({report['date']}{commit}, {report['cpu']}, {report['threads']} "
+             f"thread(s), OpenVINO {report['openvino']}, NNCF {report['nncf']}; 1-minute load average "
+             f"{report['load_average_at_end']:.1f} at the end).", ""]
+    if report.get("note"):
+        lines += [report["note"], ""]
+    lines += [f"Cosine of each file's sentence embeddings (mean pooling, unit length) to the same model's fp32 PyTorch "
+             f"ones over all {count} {SPLIT_TEXT[split]}. NNCF static int8 with "
              "sentence-transformers' settings (preset MIXED, model type TRANSFORMER with its SmoothQuant, fast bias "
              "correction, no overflow fix), calibrated on the first 300 sentences of GLUE SST-2 train; the variants "
              "differ only in the MatMuls left in float.", "",
@@ -264,15 +311,18 @@ def markdown(report: dict) -> str:
         for name, row in result["cosine"].items():
             lines.append(f"| {label} | {name} | {row['mean']:.4f} | {row['worst']:.4f} | {row['p1']:.4f} | "
                          f"{row['worst_sentences'][0][1]} |")
-    lines += ["", "## Speed at batch 32", "",
-              f"Sentences/s over {report['speed_sentences']} STS-B dev sentences in batches of 32, "
-              f"{report['threads']} thread(s), median of {report['rounds']} alternating rounds; ratio to "
-              "all-MiniLM-L6-v2 in PyTorch fp32 in the same run (and its range over the rounds).", "",
-              "| file | sent/s | ×MiniLM PyTorch fp32 | per-round range |", "|---|---:|---:|---:|"]
-    for name, row in report["speed"].items():
-        low, high = row["per_round_ratio_range"]
-        lines.append(f"| {name} | {row['sentences_per_second']:.0f} | {row['ratio_to_minilm_pytorch_fp32']:.2f} | "
-                     f"{low:.2f}-{high:.2f} |")
+    if report["speed"]:
+        lines += ["", "## Speed at batch 32", "",
+                  f"Sentences/s over {report['speed_sentences']} {SPLIT_TEXT[split]} in batches of 32, "
+                  f"{report['threads']} thread(s), median of {report['rounds']} alternating rounds; ratio to "
+                  "all-MiniLM-L6-v2 in PyTorch fp32 in the same run (and its range over the rounds).", "",
+                  "| file | sent/s | ×MiniLM PyTorch fp32 | per-round range |", "|---|---:|---:|---:|"]
+        for name, row in report["speed"].items():
+            low, high = row["per_round_ratio_range"]
+            lines.append(f"| {name} | {row['sentences_per_second']:.0f} | {row['ratio_to_minilm_pytorch_fp32']:.2f} "
+                         f"| {low:.2f}-{high:.2f} |")
+    else:
+        lines += ["", "No speed measurement in this run (`--rounds 0`)."]
     lines += ["", "## Channel spread (calibration sentences, fp32 PyTorch, folded model)", "",
               "What attention's products quantize per tensor: S for shared attention (query, key and value all come "
               "from it), Q, K and V for standard; and the GELU input of the first feed-forward output.", "",
