@@ -58,6 +58,7 @@ DEMO = "experiments/demo/results/demo.json"
 SST2_FULL = "experiments/finetuning/results/sst2_full.json"
 TRANSFER = "experiments/transfer/results.json"
 BENCH = "benchmarks/results/bench.json"
+ARM_SPEED = "benchmarks/results/arm_speed.json"  # every attention type side by side, CPU-time ratios
 PRETRAIN_NATIVE = "benchmarks/results/pretrain_bench_native_bf16.json"
 PRETRAIN_AVX2 = "benchmarks/results/pretrain_bench.json"
 BF16 = "experiments/bf16/results/bf16_check.json"
@@ -760,6 +761,27 @@ FIGURES = [
     Figure("experiments/charlm/README.md", phrase("the closest, `pairwise`, ends {} below"), CHARLM,
            lambda: [results(CHARLM)["mlm-cpu"]["unigram_validation_loss"]
                     - charlm("pairwise", "mlm-cpu")["mean"]]),
+    # docs/model.md: the speed table, benchmarks/arm_speed.py's CPU-time ratios
+    Figure("docs/model.md", phrase("builds every type (and GQA, MQA) with {} layers at bert-base width ({}, {} heads), "
+                                   "vocabulary {}, and times training steps and inference forwards at sequence {}, "
+                                   "batch {}, one thread, bf16, in {} rounds"), ARM_SPEED,
+           lambda: [results(ARM_SPEED)["meta"]["sizes"]["num_hidden_layers"],
+                    results(ARM_SPEED)["meta"]["sizes"]["hidden_size"],
+                    results(ARM_SPEED)["meta"]["sizes"]["num_attention_heads"],
+                    results(ARM_SPEED)["meta"]["sizes"]["vocab_size"], results(ARM_SPEED)["meta"]["sequence"],
+                    results(ARM_SPEED)["meta"]["batch"], results(ARM_SPEED)["meta"]["rounds"]]),
+    Figure("docs/model.md", phrase("other jobs on the machine's other core, load {} to {}, which"), ARM_SPEED,
+           lambda: [results(ARM_SPEED)["meta"]["load_average_before"][0],
+                    results(ARM_SPEED)["meta"]["load_average_after"][0]]),
+    *[Figure("docs/model.md", phrase(f"| {label} | ×{{}} | ×{{}} |"), ARM_SPEED,
+             lambda arm=arm: [results(ARM_SPEED)["rows"][arm]["train_cpu_speedup"],
+                              results(ARM_SPEED)["rows"][arm]["infer_cpu_speedup"]])
+      for arm, label in [("standard", "`standard`"), ("shared", "`shared` (the paper's)"),
+                         ("symmetric", "`symmetric`"), ("pairwise", "`pairwise`"), ("shared_kv", "`shared_kv`"),
+                         ("shared_head_query", "`shared_head_query`"),
+                         ("shared_lowrank_query", "`shared_lowrank_query`"),
+                         ("gqa-4", "`standard`, `num_key_value_heads=4` (GQA)"),
+                         ("mqa", "`standard`, `num_key_value_heads=1` (MQA)")]],
     # docs/model.md: the parameter table is `sharedbert params bert-base`'s output
     Figure("docs/model.md", phrase("shared     none           592,896   {}%    95,335,680   {}%"), "",
            lambda: list(bert_base_reductions())),
