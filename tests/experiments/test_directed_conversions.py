@@ -144,3 +144,23 @@ def test_a_pair_healed_differently_is_left_out_and_named(tmp_path):
     row = conversions.aggregate(conversions.load_records(tmp_path))["comparisons"]["shared_kv"]
     assert row["seeds"] == [1, 3] and list(row["left_out"]) == ["2"] and row["verdict"] == "pending"
     assert "seed 2 left out" in conversions.report_markdown(conversions.aggregate(conversions.load_records(tmp_path)))
+
+
+def test_a_landed_file_is_committed_alone_whatever_else_the_shared_index_holds(tmp_path):
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "theirs.txt").write_text("someone else's work\n")
+    git("add", "theirs.txt")  # staged by another engineer in the shared index
+    landed = tmp_path / "results" / "shared-seed1.json"
+    landed.parent.mkdir()
+    landed.write_text("{}\n")
+    assert conversions.commit([landed], "shared seed 1 landed", attempts=1)
+    assert git("show", "--name-only", "--format=%s", "HEAD").split() == ["shared", "seed", "1", "landed",
+                                                                         "results/shared-seed1.json"]
+    assert "A  theirs.txt" in git("status", "--porcelain")  # still staged, not committed
