@@ -10,7 +10,8 @@ all-MiniLM-L6-v2 in PyTorch fp32, measured side by side in alternating rounds.
 
 `--split dev` (the default) measures every distinct STS-B dev sentence; `--split train` every distinct STS-B train
 sentence that is not also a dev sentence, the held-out data a setting such as SmoothQuant's alpha is chosen on
-(experiments/held-out-selection). `--rounds 0` leaves out the speed measurement.
+(experiments/held-out-selection). `--split train dev` measures the same int8 files on both and writes one results file
+per split, STEM_train and STEM_dev. `--rounds 0` leaves out the speed measurement.
 
 Each model is a SharedBert folder (a conversion of all-MiniLM-L6-v2: the tokenizer is its). Per model the results
 hold: the two files' cosines (mean, worst, 1st percentile, the worst sentences); the same with the first feed-forward
@@ -60,6 +61,19 @@ def sts_sentences(glue: Path, split: str = "dev") -> list[str]:
 
 
 SPLIT_TEXT = {"dev": "STS-B dev sentences", "train": "STS-B train sentences that are not STS-B dev sentences"}
+
+
+def notes_for(split: str, notes: list[str]) -> str:
+    """The --note texts for one split's results file: "SPLIT=TEXT" for that split only, any other text for all."""
+    kept = []
+    for text in notes:
+        prefix, separator, rest = text.partition("=")
+        if separator and prefix in SPLITS:
+            if prefix == split:
+                kept.append(rest)
+        else:
+            kept.append(text)
+    return " ".join(kept)
 
 
 def git_commit() -> str:
@@ -180,7 +194,8 @@ def speed(runners: dict, batches: list[dict], rounds: int) -> dict:
             for name, values in times.items()}
 
 
-def measure(label, folder, args, work, sentences, calibration_text):
+def measure(label, folder, args, work, splits: dict[str, list[str]], calibration_text):
+    """{split: this model's results on that split's sentences}, every split measuring the same int8 files."""
     from transformers import AutoTokenizer
 
     from sharedbert import SharedBertModel
@@ -190,7 +205,7 @@ def measure(label, folder, args, work, sentences, calibration_text):
     import openvino
 
     model, tokenizer = SharedBertModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
-    reference = embed(torch_runner(model), tokenizer, sentences)
+    references = {split: embed(torch_runner(model), tokenizer, sentences) for split, sentences in splits.items()}
     onnx_path = work / f"{label}.onnx"
     sample = tokenizer(calibration_text[:8], padding=True, truncation=True, max_length=64, return_tensors="pt")
     trace_to_onnx(EncoderOutput(fold_for_inference(model), "last_hidden_state").eval(),
@@ -207,18 +222,23 @@ def measure(label, folder, args, work, sentences, calibration_text):
                 "float_matmuls in float, NNCF's SmoothQuant alpha (0.95)": (kept, None),
                 "first FFN output in float only": (first_output, None),
                 "attention products in float only": (attention, None)}
-    result = {"folder": os.path.relpath(folder, REPO) if Path(folder).is_absolute() else str(folder),
-              "attention_type": model.config.attention_type, "float_matmuls": kept, "cosine": {}, "files": {}}
+    files = {}
+    results = {split: {"folder": os.path.relpath(folder, REPO) if Path(folder).is_absolute() else str(folder),
+                       "attention_type": model.config.attention_type, "float_matmuls": kept, "cosine": {},
+                       "files": files} for split in splits}
     for name, (scope, smoothing) in list(variants.items())[:args.variants]:
-        xml = work / f"{label}-{len(result['files'])}.xml"
+        xml = work / f"{label}-{len(files)}.xml"
         quantize(onnx_path, xml, calibration, scope, smoothing)
-        result["files"][name] = xml
-        result["cosine"][name] = cosine_summary(embed(openvino_runner(xml, args.threads), tokenizer, sentences),
-                                                reference, sentences)
-        print(f"  {label} {name}: {result['cosine'][name]['mean']:.4f} mean, {result['cosine'][name]['worst']:.4f} "
-              "worst", flush=True)
-    result["channel_spread"] = channel_spread(model, tokenizer, calibration_text)
-    return result, tokenizer
+        files[name] = xml
+        run = openvino_runner(xml, args.threads)
+        for split, sentences in splits.items():
+            row = cosine_summary(embed(run, tokenizer, sentences), references[split], sentences)
+            results[split]["cosine"][name] = row
+            print(f"  {label} {name} ({split}): {row['mean']:.4f} mean, {row['worst']:.4f} worst", flush=True)
+    spread = channel_spread(model, tokenizer, calibration_text)
+    for result in results.values():
+        result["channel_spread"] = spread
+    return results, tokenizer
 
 
 def main(argv=None) -> int:
@@ -226,12 +246,15 @@ def main(argv=None) -> int:
     parser.add_argument("--model", action="append", required=True, metavar="LABEL=FOLDER")
     parser.add_argument("--glue-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--split", choices=SPLITS, default="dev",
+    parser.add_argument("--split", choices=SPLITS, nargs="+", default=["dev"],
                         help="the STS-B sentences the cosines are measured on: dev (all distinct), or train minus "
-                             "dev's sentences (held-out selection data)")
-    parser.add_argument("--note", default="",
-                        help="what this run is for (which data chooses, which reports), recorded in the results")
+                             "dev's sentences (held-out selection data); both: one results file each")
+    parser.add_argument("--note", action="append", default=[], metavar="[SPLIT=]TEXT",
+                        help="what this run is for (which data chooses, which reports), recorded in the results; "
+                             "with SPLIT= for one split's file only")
     parser.add_argument("--rounds", type=int, default=7, help="speed rounds (0: no speed measurement)")
+    parser.add_argument("--max-sentences", type=int, default=None,
+                        help="only the first N sentences of each split (a smoke run; default: all)")
     parser.add_argument("--made-with", action="append", default=[], metavar="LABEL=COMMAND",
                         help="how a --model folder was made, recorded in the results")
     parser.add_argument("--other-alphas", type=float, nargs="*", default=[],
@@ -253,13 +276,17 @@ def main(argv=None) -> int:
     from sharedbert.training import resolve_source
 
     glue = Path(args.glue_dir)
-    sentences = sts_sentences(glue, args.split)
+    splits = {split: sts_sentences(glue, split)[:args.max_sentences] for split in dict.fromkeys(args.split)}
+    sentences = next(iter(splits.values()))  # the speed measurement's
     calibration_text = read_sentences(glue / "SST-2" / "train.tsv", 300)  # sentence-transformers' calibration
     work = Path(tempfile.mkdtemp(prefix="openvino-int8-fix-"))
-    models, tokenizer = {}, None
+    by_split, tokenizer = {split: {} for split in splits}, None
     for item in args.model:
         label, _, folder = item.partition("=")
-        models[label], tokenizer = measure(label, Path(folder), args, work, sentences, calibration_text)
+        measured, tokenizer = measure(label, Path(folder), args, work, splits, calibration_text)
+        for split, result in measured.items():
+            by_split[split][label] = result
+    models = next(iter(by_split.values()))
     speeds = {}
     if args.rounds > 0:
         bert = BertModel.from_pretrained(resolve_source("all-MiniLM-L6-v2"), add_pooling_layer=False).eval()
@@ -268,25 +295,28 @@ def main(argv=None) -> int:
             for name in list(result["files"])[:2]:
                 runners[f"{label}: {name}"] = openvino_runner(result["files"][name], args.threads)
         speeds = speed(runners, list(feeds(tokenizer, sentences[:32 * args.batches])), args.rounds)
-    for result in models.values():
-        result["files"] = {name: path.name for name, path in result["files"].items()}
+    for split_models in by_split.values():
+        for result in split_models.values():
+            result["files"] = {name: Path(path).name for name, path in result["files"].items()}
     cpu = cpu_name() or platform.processor() or "unknown"
     import nncf
     import openvino
 
-    report = {"command": "python benchmarks/openvino_int8_fix.py " + " ".join(
-        shlex.quote(os.path.relpath(a, REPO) if os.path.isabs(a) else a) for a in (argv or sys.argv[1:])),
-              "date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "cpu": cpu, "threads": args.threads,
-              "rounds": args.rounds, "batch_size": 32, "speed_sentences": 32 * args.batches if speeds else 0,
-              "split": args.split, "sentences_measured": len(sentences), "note": args.note,
-              "load_average_at_end": os.getloadavg()[0], "openvino": openvino.__version__,
-              "nncf": nncf.__version__, "models": models, "speed": speeds,
-              "models_made_with": dict(item.partition("=")[::2] for item in args.made_with)}
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / f"{args.stem}.json", json.dumps(report, indent=1) + "\n")
-    atomic_write_text(out / f"{args.stem}.md", markdown(report))
-    print(markdown(report))
+    for split, split_models in by_split.items():
+        report = {"command": "python benchmarks/openvino_int8_fix.py " + " ".join(
+            shlex.quote(os.path.relpath(a, REPO) if os.path.isabs(a) else a) for a in (argv or sys.argv[1:])),
+                  "date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "cpu": cpu, "threads": args.threads,
+                  "rounds": args.rounds, "batch_size": 32, "speed_sentences": 32 * args.batches if speeds else 0,
+                  "split": split, "sentences_measured": len(splits[split]), "note": notes_for(split, args.note),
+                  "load_average_at_end": os.getloadavg()[0], "openvino": openvino.__version__,
+                  "nncf": nncf.__version__, "models": split_models, "speed": speeds,
+                  "models_made_with": dict(item.partition("=")[::2] for item in args.made_with)}
+        stem = args.stem if len(by_split) == 1 else f"{args.stem}_{split}"
+        atomic_write_text(out / f"{stem}.json", json.dumps(report, indent=1) + "\n")
+        atomic_write_text(out / f"{stem}.md", markdown(report))
+        print(markdown(report))
     return 0
 
 

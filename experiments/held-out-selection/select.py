@@ -8,8 +8,9 @@ The measurements it reads (each run with one torch thread, niced, on this study'
     python benchmarks/openvino_int8_fix.py --split train --rounds 0 --other-alphas 0.8 0.6 --variants 5 \
         --model standard=runs/hos/standard --model invariant=runs/hos/invariant --model heal300=runs/hos/heal300 \
         --model heal1200=runs/hos/heal1200 --out-dir experiments/held-out-selection/results --stem alpha_train
-    (the same with --split dev --stem alpha_dev; heal1200, made later, in runs of its own: alpha_train_heal1200 and
-    alpha_dev_heal1200. Every results/alpha_train*.json is read as one measurement, as is every alpha_dev*.json.)
+    (the same with --split dev --stem alpha_dev; heal1200, made later, in a run of its own measuring both splits on
+    the same int8 files: --model heal1200=runs/hos/heal1200 --split train dev --stem alpha_heal1200. Every
+    results/alpha*_train.json is read as one measurement, as is every alpha*_dev.json.)
     python experiments/healing/calibration.py --types shared symmetric pairwise shared_kv shared_head_query \
         shared_lowrank_query --sentences --split train --output-dir experiments/held-out-selection/results/fits_train
     (the same with --split dev --output-dir .../fits_dev)
@@ -131,6 +132,8 @@ def select(alpha_train: dict, alpha_dev: dict, fits_train: dict, fits_dev: dict)
                   "dev": {str(a): {"scores": dev_scores[a], "models": dev_table[a]} for a in sorted(dev_table)},
                   "dev_alone_would_choose": dev_alpha},
         "fits": fits,
+        "original_spearman": {split: next(r["spearman"] for r in report["rows"] if r["attention_type"] == "original")
+                              for split, report in (("train", fits_train), ("dev", fits_dev))},
         "sources": {name: {"command": report["command"], "commit": report.get("commit"), "cpu": report.get("cpu"),
                            "date": report.get("date")}
                     for name, report in (("alpha_train", alpha_train), ("alpha_dev", alpha_dev),
@@ -162,7 +165,9 @@ def markdown(selection: dict) -> str:
                   f"{'a change' if alpha['changes_default'] else 'no change'}). Dev alone would have chosen "
                   f"{alpha['dev_alone_would_choose']}.", "",
               "## `auto`'s fit per attention type (unhealed, uncalibrated)", "",
-              "STS-B Spearman; train pairs choose, dev pairs report.", "",
+              f"STS-B Spearman; train pairs choose, dev pairs report. all-MiniLM-L6-v2 itself: "
+              f"{selection['original_spearman']['train']:.4f} train, {selection['original_spearman']['dev']:.4f} dev.",
+              "",
               "| attention type | weights, train | invariant, train | chosen on train | current | weights, dev | "
               "invariant, dev | dev of the chosen fit | dev alone would choose |",
               "|---|---:|---:|---|---|---:|---:|---:|---|"]
@@ -180,8 +185,8 @@ def read_results(results: Path) -> tuple[dict, dict, dict, dict]:
     def read(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
 
-    return (merge([read(p) for p in sorted(results.glob("alpha_train*.json"))]),
-            merge([read(p) for p in sorted(results.glob("alpha_dev*.json"))]),
+    return (merge([read(p) for p in sorted(results.glob("alpha*_train.json"))]),
+            merge([read(p) for p in sorted(results.glob("alpha*_dev.json"))]),
             read(results / "fits_train" / "calibration.json"), read(results / "fits_dev" / "calibration.json"))
 
 

@@ -132,3 +132,46 @@ def test_the_calibration_script_scores_the_split_it_is_given():
     with pytest.raises(SystemExit) as exit_info:
         experiment_script("healing/calibration.py").main(["--split", "test"])
     assert exit_info.value.code == 2  # argparse refuses a split it does not know
+
+
+def test_the_package_defaults_are_the_choices_made_on_held_out_data():
+    """SMOOTH_QUANT_ALPHA and auto's fit per attention type are what the study chose on STS-B train: a selection that
+    moves a choice fails here until the default follows it."""
+    path = STUDY / "results" / "selection.json"
+    if not path.is_file():
+        pytest.skip("the study's results are not committed yet")
+    from sharedbert.conversion.fitting import AUTO_FIT_METHOD
+    from sharedbert.export.quantization import SMOOTH_QUANT_ALPHA
+
+    selection = json.loads(path.read_text(encoding="utf-8"))
+    assert SMOOTH_QUANT_ALPHA == selection["alpha"]["chosen"], "set SMOOTH_QUANT_ALPHA to the held-out choice"
+    assert {kind: AUTO_FIT_METHOD[kind] for kind in selection["fits"]} == {
+        kind: row["chosen"] for kind, row in selection["fits"].items()}, "set AUTO_FIT_METHOD to the held-out choices"
+
+
+@pytest.mark.slow
+def test_both_splits_are_measured_on_the_same_int8_files(tmp_path, glue_dir, minilm_path):
+    """`--split train dev` writes one results file per split from one quantization of each variant (a tiny random
+    SharedBert with all-MiniLM-L6-v2's tokenizer, a few sentences, no speed)."""
+    pytest.importorskip("openvino", reason='the openvino extra is not installed (pip install "sharedbert[openvino]")')
+    pytest.importorskip("nncf", reason='the openvino extra is not installed (pip install "sharedbert[openvino]")')
+    if not (glue_dir / "STS-B" / "train.tsv").is_file() or not (glue_dir / "SST-2" / "train.tsv").is_file():
+        pytest.skip("STS-B train and SST-2 train are needed (the shared data folder's glue/)")
+    from conftest import tiny_config
+    from transformers import AutoTokenizer
+
+    from sharedbert import SharedBertModel
+
+    folder = tmp_path / "tiny"
+    SharedBertModel(tiny_config(vocab_size=30522, max_position_embeddings=512)).eval().save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm_path).save_pretrained(folder)
+    fix = benchmark_script("openvino_int8_fix")
+    assert fix.main(["--model", f"tiny={folder}", "--split", "train", "dev", "--rounds", "0", "--variants", "2",
+                     "--max-sentences", "12", "--out-dir", str(tmp_path / "out"), "--stem", "s",
+                     "--note", "train=chooses", "--note", "dev=reports", "--note", "both"]) == 0
+    train, dev = (json.loads((tmp_path / "out" / f"s_{split}.json").read_text()) for split in ("train", "dev"))
+    assert (train["split"], train["note"], dev["split"], dev["note"]) == ("train", "chooses both", "dev", "reports both")
+    assert train["sentences_measured"] == dev["sentences_measured"] == 12 and train["speed"] == {}
+    assert train["models"]["tiny"]["files"] == dev["models"]["tiny"]["files"]  # the same int8 files
+    assert len(train["models"]["tiny"]["cosine"]) == 2 and train["commit"]
+    assert (tmp_path / "out" / "s_train.md").read_text() == fix.markdown(train)
