@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 # The fit `fit_method="auto"` uses per attention type: the one whose unhealed conversion of all-MiniLM-L6-v2 scored
-# higher on STS-B dev (experiments/healing/README.md, section 1; for the directed types and shared_kv,
-# experiments/directed-attention/results/calibration.md). Standard conversion is exact either way.
+# higher on the STS-B train pairs (experiments/held-out-selection/results/selection.md; STS-B dev, which the guides
+# quote, only reports). Standard conversion is exact either way.
 AUTO_FIT_METHOD = {
     "shared": "weights",
     "standard": "weights",

@@ -134,8 +134,6 @@ def test_the_calibration_script_scores_the_split_it_is_given():
     assert exit_info.value.code == 2  # argparse refuses a split it does not know
 
 
-@pytest.mark.xfail(strict=True, reason="SMOOTH_QUANT_ALPHA is still 0.7; the held-out selection chose 0.6 "
-                   "(sharedbert/export/quantization.py is moved by another change: set it there, then drop this mark)")
 def test_the_package_defaults_are_the_choices_made_on_held_out_data():
     """SMOOTH_QUANT_ALPHA and auto's fit per attention type are what the study chose on STS-B train: a selection that
     moves a choice fails here until the default follows it."""
