@@ -182,7 +182,7 @@ class Vocabulary:
 def read_corpus(folder: Path) -> dict[str, str]:
     """Every text file of the corpus folder (the package's reader: strict UTF-8, or the encoding ENCODINGS names),
     whitespace normalised, by name. The held-out book is one of them; the caller keeps it out of pretraining."""
-    from sharedbert.training.data.text import corpus_files, read_corpus_text
+    from sharedbert.data.text import corpus_files, read_corpus_text
 
     texts = {}
     for path in corpus_files(folder):
@@ -491,7 +491,7 @@ class Rows:
 
 def read_glue(glue_dir: Path, task: str, split: str) -> Rows:
     """A GLUE TSV (the package's TaskSpec names its columns and labels), unquoted as GLUE writes it."""
-    from sharedbert.training.data.tasks import get_task
+    from sharedbert.data.tasks import get_task
 
     spec = get_task(task)
     path = Path(glue_dir) / spec.folder / {"train": "train.tsv", "dev": "dev.tsv"}[split]
@@ -566,7 +566,7 @@ def glue_score(task: str, metrics: dict) -> float:
 def task_metrics(task: str, predictions, labels) -> dict:
     import warnings
 
-    from sharedbert.training.data.tasks import compute_metrics, get_task
+    from sharedbert.data.tasks import compute_metrics, get_task
 
     with warnings.catch_warnings():  # a constant prediction has no correlation: scored 0, not NaN
         warnings.simplefilter("ignore")
@@ -671,7 +671,7 @@ def condition_name(kind: str, intensity: float) -> str:
 
 def ood_sentences(corpus_dir: Path, count: int) -> list[str]:
     """Sentences of the held-out book (20-200 characters), evenly spaced, lowercased as SST-2's text is."""
-    from sharedbert.training.data.text import read_corpus_text
+    from sharedbert.data.text import read_corpus_text
 
     path = next(p for p in Path(corpus_dir).rglob(HELD_OUT_FILE))
     text = normalise(read_corpus_text(path, ENCODINGS.get(HELD_OUT_FILE)))
@@ -1129,7 +1129,7 @@ def write_report(results_dir: Path, recipe: str, out_dir: Path) -> dict:
 # --------------------------------------------------------------------------------------------------------------------
 
 def default_data(sub: str) -> Path:
-    from sharedbert.shared_data import SHARED_DATA_PLACES, shared_data_dir
+    from sharedbert.data.location import SHARED_DATA_PLACES, shared_data_dir
 
     found = shared_data_dir(sub)
     if found is None:
