@@ -192,7 +192,10 @@ def run_builds(seeds, types=TYPES, *, runs_dir: Path = REPEATED_RUNS, results_di
         build = measure_build(folder)
         if build["attention_type"] != kind:
             raise SystemExit(f"{folder} holds attention_type={build['attention_type']}, not {kind}.")
-        record = {"type": kind, "seed": seed, "command": "sharedbert " + " ".join(arguments),
+        # The build folder as the user would type it: a path under the runs folder, never this machine's absolute one.
+        shown = [f"runs/{Path(runs_dir).name}/{Path(a).relative_to(runs_dir).as_posix()}"
+                 if Path(a).is_absolute() and Path(a).is_relative_to(runs_dir) else a for a in arguments]
+        record = {"type": kind, "seed": seed, "command": "sharedbert " + " ".join(shown),
                   "recorded_heal_seed": recorded, "started": started,
                   "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   **version, **build}
