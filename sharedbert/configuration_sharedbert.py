@@ -88,6 +88,12 @@ class SharedBertConfig(PreTrainedConfig):
             attention. A decoder's cache holds keys and values at this many heads. None (the default): one per query
             head. Applies to every standard attention sublayer of the model (self-attention, and cross-attention when
             its type is standard); refused for the other types, whose keys and values are not separate projections.
+        query_rank (`int`, *optional*):
+            A rank-r query for `"standard"` attention: Q = (X·A + a)·B with A hidden × r (`query_down`, with a bias)
+            and B r × hidden (`query_up`), in place of the hidden × hidden Wq, as DeepSeek-V2's multi-head latent
+            attention compresses its queries (without its normalisation of the rank-r code). Below hidden_size / 2
+            it stores fewer query parameters than Wq. None (the default): the full Wq. Applies to every standard
+            attention sublayer, like `num_key_value_heads`; refused for the other types.
         layer_sharing (`str`, defaults to `"none"`):
             Which sublayers are shared across depth: `"none"`, `"all"` (attention and feed-forward), `"attention"`
             (attention blocks only) or `"ffn"` (feed-forward blocks only).
@@ -179,6 +185,7 @@ class SharedBertConfig(PreTrainedConfig):
     attention_type: Literal[ATTENTION_TYPES] = DEFAULT_ATTENTION_TYPE
     attention_rank: int | None = positive_int_field(default=None)
     num_key_value_heads: int | None = positive_int_field(default=None)
+    query_rank: int | None = positive_int_field(default=None)
     layer_sharing: Literal[LAYER_SHARING_MODES] = "none"
     num_unique_layers: int | None = positive_int_field(default=None)
     sharing_order: Literal[SHARING_ORDERS] = "sequence"
@@ -256,6 +263,21 @@ class SharedBertConfig(PreTrainedConfig):
             raise ValueError(
                 f"`num_key_value_heads` ({self.num_key_value_heads}) must divide `num_attention_heads` "
                 f"({self.num_attention_heads}) so that each key/value head serves a whole group: one of {divisors}."
+            )
+
+    def validate_query_rank(self):
+        if self.query_rank is None:
+            return
+        if self.attention_type != "standard":
+            raise ValueError(
+                f"`query_rank` ({self.query_rank}) factors the query projection of standard attention, but "
+                f"`attention_type` is {self.attention_type!r}: set attention_type='standard' or leave query_rank None "
+                "(`attention_rank` sets the rank of shared_lowrank_query's query term)."
+            )
+        if self.query_rank > self.hidden_size:
+            raise ValueError(
+                f"`query_rank` ({self.query_rank}) cannot exceed `hidden_size` ({self.hidden_size}): a rank above "
+                "it adds parameters and no expressiveness; leave it None for the full query projection."
             )
 
     def validate_layer_sharing(self):

@@ -281,18 +281,28 @@ class StandardAttention(SharedBertAttentionBase):
     """BERT's separate query, key and value projections (the baseline). With `config.num_key_value_heads` below the
     number of heads it is grouped-query attention (Ainslie et al. 2023; multi-query with 1, Shazeer 2019): the key
     and value projections have `num_key_value_heads` heads, each serving a group of query heads, and a decoder's cache
-    holds keys and values at that many heads."""
+    holds keys and values at that many heads. With `config.query_rank` = r the query is rank r: Q = (X·A + a)·B,
+    A and its bias a in `query_down` (hidden → r), B in `query_up` (r → hidden), as multi-head latent attention
+    compresses queries (DeepSeek-V2, 2024)."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
         num_key_value_heads = config.num_key_value_heads or self.num_heads
         self.num_key_value_groups = self.num_heads // num_key_value_heads
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        if config.query_rank is None:
+            self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        else:
+            # The bias sits on the layer that reads the input, as in "shared_lowrank_query": the fits treat a linear
+            # layer with a bias as one that reads the hidden states.
+            self.query_down = nn.Linear(config.hidden_size, config.query_rank)
+            self.query_up = nn.Linear(config.query_rank, config.hidden_size, bias=False)
         self.key = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
         self.value = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
 
     def project_query(self, hidden_states):
-        return self.split_heads(self.query(hidden_states))
+        if self.config.query_rank is None:
+            return self.split_heads(self.query(hidden_states))
+        return self.split_heads(self.query_up(self.query_down(hidden_states)))
 
     def project_key_value(self, hidden_states):
         return self.split_heads(self.key(hidden_states)), self.split_heads(self.value(hidden_states))
@@ -724,6 +734,7 @@ def check_config_runs_bert(path, config: SharedBertConfig) -> None:
         ("cross_attention_type", cross, "standard"),
         ("layer_sharing", config.layer_sharing, "none"),
         ("num_key_value_heads", config.num_key_value_heads, None),
+        ("query_rank", config.query_rank, None),
         ("layer_norm_position", config.layer_norm_position, "post"),
     ) if value != bert]
     if differences:
@@ -739,13 +750,14 @@ def attention_type_of(keys) -> str | None:
     """The attention type whose weights `keys` (checkpoint keys of one kind of attention) hold, or None."""
     if any(".shared_proj." in key for key in keys) and any(".self.query." in key for key in keys):
         return "shared_kv"
-    # Each type's distinctive weight, most specific first; symmetric has only query and value: what remains.
+    # Each type's distinctive weight, most specific first; symmetric has only query and value: what remains. A key
+    # projection is standard attention's alone (its rank-r query has `query_down`, as shared_lowrank_query does).
     for attention_type, marker in (
+        ("standard", ".self.key."),
         ("shared_head_query", ".query_head_matrix"),
         ("shared_lowrank_query", ".query_down."),
         ("shared", ".shared_proj."),
         ("pairwise", ".head_bilinear"),
-        ("standard", ".self.key."),
         ("symmetric", ".self.query."),
     ):
         if any(marker in key for key in keys):

@@ -4,7 +4,8 @@
 heads) and fills the attention projections of the chosen `attention_type` by a least-squares fit to BERT's Wq, Wk, Wv:
 
 * ``standard``: copied; the converted model computes exactly what BERT computes. With `num_key_value_heads` (grouped-
-  query attention) each key and value head is the mean of the heads of its group (GQA's uptraining recipe).
+  query attention) each key and value head is the mean of the heads of its group (GQA's uptraining recipe); with
+  `query_rank` the query is the best rank-r approximation of [Wq | bq] (SVD).
 * ``shared``: per output channel c, the rows [Wq_c | bq_c], [Wk_c | bk_c], [Wv_c | bv_c] form a 3×(d+1) matrix; its best
   rank-1 approximation σ·u·vᵀ (SVD, Eckart–Young) gives the shared row [Ws_c | b_c] ∝ v and the three scales ∝ σ·u.
 * ``symmetric``: the single query/key projection closest to both: (Wq + Wk) / 2 (bias likewise); V copied.
@@ -286,7 +287,8 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         o = target[f"{att}.output.dense.weight"] if invariant else None
         fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o,
                                          rank=config.effective_attention_rank,
-                                         num_key_value_heads=config.num_key_value_heads)
+                                         num_key_value_heads=config.num_key_value_heads,
+                                         query_rank=config.query_rank)
         if "output.dense.weight" in fitted:  # the value channels changed basis: the output projection follows
             target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})

@@ -168,7 +168,8 @@ def _refit_attention(attention, teacher_attention, config, moment, ridge) -> Non
 
     fitted, _ = fit_attention(config.attention_type, rows("query") @ root, rows("key") @ root, rows("value") @ root,
                               config.num_attention_heads, o=teacher_attention.output.dense.weight.float(),
-                              rank=config.effective_attention_rank)
+                              rank=config.effective_attention_rank, num_key_value_heads=config.num_key_value_heads,
+                              query_rank=config.query_rank)
     # Linear layers that read the (whitened) input, those fitted with a bias, map back by Σ^-½. The output projection
     # reads the context instead, and `shared_lowrank_query`'s `query_up` (no bias) the rank-r code of `query_down`.
     reading_input = [key.removesuffix(".weight") for key in fitted

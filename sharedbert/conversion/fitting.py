@@ -43,6 +43,7 @@ def fit_attention(
     o: torch.Tensor | None = None,
     rank: int | None = None,
     num_key_value_heads: int | None = None,
+    query_rank: int | None = None,
 ):
     """Fit the attention parameters of `attention_type` to BERT's projections.
 
@@ -62,7 +63,8 @@ def fit_attention(
 
     Standard attention with `num_key_value_heads` below `num_heads` (grouped-query attention) keeps the query and
     takes each key and value head as the mean of the heads of its group, as GQA's uptraining does (Ainslie et al.
-    2023); the other types ignore it.
+    2023); the other types ignore it. With `query_rank` r its query is the best rank-r approximation of [Wq | bq]
+    (`_low_rank_rows`: SVD, Eckart–Young; exact when r reaches its rank).
 
     "shared_head_query" and "shared_lowrank_query" (of rank `rank`) take shared's fit by either method, then fit their
     query's extra parameters to BERT's per-head score forms against K = S (`_fit_query_direction`); "energy kept" is
@@ -81,7 +83,8 @@ def fit_attention(
 
     if attention_type == "standard":
         k, v, lost = _group_key_value_heads(k, v, num_heads, num_key_value_heads or num_heads)
-        return {**linear("query", q), **linear("key", k), **linear("value", v)}, 1 - lost / total
+        query, query_lost = _query_rows(q, query_rank)
+        return {**query, **linear("key", k), **linear("value", v)}, 1 - (lost + query_lost) / total
     if attention_type == "shared_kv":
         # The query is copied; keys and values are the per-channel rank-1 fit of [Wk_c | bk_c], [Wv_c | bv_c].
         row, (key_scale, value_scale) = _rank_one_rows([k, v])
@@ -123,6 +126,30 @@ def _group_key_value_heads(k: torch.Tensor, v: torch.Tensor, num_heads: int, num
     lost = sum(float((m - _repeat_heads(p, num_key_value_heads, groups)).double().pow(2).sum())
                for m, p in zip((k, v), pooled))
     return pooled[0], pooled[1], lost
+
+
+def _query_rows(q: torch.Tensor, query_rank: int | None):
+    """Standard attention's query tensors from BERT's rows: copied, or with `query_rank` their best rank-r
+    approximation (`_low_rank_rows`); and the squared Frobenius norm that loses."""
+    if query_rank is None:
+        return {"query.weight": q[:, :-1].contiguous(), "query.bias": q[:, -1].contiguous()}, 0.0
+    up, down, lost = _low_rank_rows(q, query_rank)
+    query = {"query_down.weight": down[:, :-1].contiguous(), "query_down.bias": down[:, -1].contiguous()}
+    return {**query, "query_up.weight": up}, lost
+
+
+def _low_rank_rows(rows: torch.Tensor, rank: int):
+    """The best rank-`rank` approximation of (out, d + 1) rows as up (out, rank) @ down (rank, d + 1), the singular
+    values split evenly between the factors, and the squared Frobenius norm it loses. Directions beyond the rows'
+    own rank start at zero."""
+    u, singular, vh = torch.linalg.svd(rows.double(), full_matrices=False)
+    kept = min(rank, len(singular))
+    root = singular[:kept].sqrt()
+    up = rows.new_zeros(rows.shape[0], rank, dtype=torch.float64)
+    down = rows.new_zeros(rank, rows.shape[1], dtype=torch.float64)
+    up[:, :kept], down[:kept] = u[:, :kept] * root, root[:, None] * vh[:kept]
+    lost = float(singular[kept:].pow(2).sum())
+    return up.to(rows.dtype).contiguous(), down.to(rows.dtype).contiguous(), lost
 
 
 def _mean_pool_heads(rows: torch.Tensor, num_heads: int, num_key_value_heads: int) -> torch.Tensor:

@@ -75,10 +75,11 @@ def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_t
         assert not [name for name in names if name.endswith("_scale")]
 
 
-@pytest.mark.parametrize("num_key_value_heads", [1, 2])
+@pytest.mark.parametrize("num_key_value_heads, query_rank", [(1, None), (2, None), (1, 8)])
 @pytest.mark.slow
-def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_value_heads):
-    config = tiny_config(vocab_size=len(VOCAB), attention_type="standard", num_key_value_heads=num_key_value_heads)
+def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_value_heads, query_rank):
+    config = tiny_config(vocab_size=len(VOCAB), attention_type="standard", num_key_value_heads=num_key_value_heads,
+                         query_rank=query_rank)
     model = SharedBertModel(config).eval()
     report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
     assert report.max_abs_difference <= 1e-4 and not report.folded

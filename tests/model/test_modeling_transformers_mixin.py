@@ -240,6 +240,12 @@ class MultiQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.Te
                         "num_unique_layers": 1}
 
 
+class LowRankQueryMultiQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
+    # The frontier's composition: a rank-r query, one key/value head, one attention layer stored for every depth.
+    config_overrides = {"attention_type": "standard", "query_rank": 8, "num_key_value_heads": 1,
+                        "layer_sharing": "attention", "num_unique_layers": 1}
+
+
 class SharedHeadQueryDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
     config_overrides = {"attention_type": "shared_head_query"}
 
