@@ -126,8 +126,27 @@ FRONTIER_ARMS = {
                            "match_parameters_of": "standard", "match_by": "width"},
 }
 ARMS.update(FRONTIER_ARMS)
+# The frontier's follow-up (experiments/frontier-query-rank): multi-query attention with a rank-r query
+# (`query_rank`), r = width / `query_rank_divisor` ("quarter": 4, "eighth": 8) so that its share holds at every width.
+MQA = {"attention_type": "standard", "num_key_value_heads": 1}
+QUERY_RANK_ARMS = {
+    "mqa-query-quarter": {**MQA, "query_rank_divisor": 4},
+    "mqa-query-quarter-att1": {**MQA, "query_rank_divisor": 4, **ATT, "num_unique_layers": 1},
+    "mqa-query-eighth-att1": {**MQA, "query_rank_divisor": 8, **ATT, "num_unique_layers": 1},
+    "mqa-query-quarter-att1-ffn": {**MQA, "query_rank_divisor": 4, **ATT, "num_unique_layers": 1,
+                                   "match_parameters_of": "standard"},
+}
+ARMS.update(QUERY_RANK_ARMS)
 # Keys of an arm that are not SharedBertConfig fields.
-ARM_KEYS = ("match_parameters_of", "match_by")
+ARM_KEYS = ("match_parameters_of", "match_by", "query_rank_divisor")
+
+
+def config_fields(settings: dict, width: int) -> dict:
+    """An arm's SharedBertConfig keyword arguments beyond the recipe's sizes, at the model width `width`."""
+    fields = {key: value for key, value in settings.items() if key not in ARM_KEYS}
+    if "query_rank_divisor" in settings:
+        fields["query_rank"] = width // settings["query_rank_divisor"]
+    return fields
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -346,7 +365,7 @@ def sharedbert_model(settings: dict, objective: str, recipe: Recipe, vocab_size:
     from sharedbert import SharedBertConfig, SharedBertForMaskedLM, SharedBertLMHeadModel
     from sharedbert.configuration_sharedbert import ATTENTION_TYPES
 
-    fields = {key: value for key, value in settings.items() if key not in ARM_KEYS}
+    fields = config_fields(settings, recipe.width)
     try:
         config = SharedBertConfig(
             is_decoder=objective == "clm", vocab_size=vocab_size, hidden_size=recipe.width,
@@ -451,7 +470,7 @@ def describe(arm: str, objective: str, recipe: Recipe, vocab_size: int) -> dict:
             model(input_ids=torch.zeros(1, recipe.context, dtype=torch.long)).logits.float().sum().backward()
     settings = ARMS[arm]
     config = {} if "reference" in settings else {
-        **{key: value for key, value in settings.items() if key not in ARM_KEYS},
+        **config_fields(settings, details["width"]),
         **({"hidden_size": details["width"]} if details["width"] != recipe.width else {}),
         **({"intermediate_size": details["intermediate_size"]} if details["intermediate_size"] != recipe.ffn else {})}
     return {"parameters": sum(p.numel() for p in model.parameters()), "model": details,

@@ -78,13 +78,15 @@ def main(argv=None) -> int:
     grid.add_argument("--threads", type=int, default=1)
     grid.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     grid.add_argument("--dry-run", action="store_true", help="print the harness commands, run nothing")
-    commands.add_parser("describe", help=f"write {ARMS_FILE.relative_to(REPO)}: every arm's parameters, stored "
-                                         "attention projections and training FLOPs per token, at both widths")
+    describe = commands.add_parser("describe", help=f"write {ARMS_FILE.relative_to(REPO)}: every arm's parameters, "
+                                   "stored attention projections and training FLOPs per token, at both widths")
+    describe.add_argument("--arms", nargs="+", default=list(ARMS))
+    describe.add_argument("--out", type=Path, default=ARMS_FILE, help="the JSON file to write (a follow-up's own)")
     args = parser.parse_args(argv)
     if args.command == "describe":
-        ARMS_FILE.parent.mkdir(parents=True, exist_ok=True)
-        ARMS_FILE.write_text(json.dumps(describe_arms(ARMS), indent=1) + "\n")
-        print(f"wrote {ARMS_FILE.relative_to(REPO)}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(describe_arms(args.arms), indent=1) + "\n")
+        print(f"wrote {args.out}")
         return 0
     for command in harness_commands(args.arms, args.seeds, args.objectives, args.width, args.results_dir,
                                     args.threads):

@@ -10,6 +10,7 @@ has not landed is reported as missing, and a goal needs every declared seed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -34,6 +35,30 @@ EQUAL_PARAMETERS = ("standard-att1-ffn", "shared-lowrank-query-att1-ffn", "stand
 ORDERS = ("standard-att2-cycle", "standard-att2-cycle-rev")
 SETTINGS = {width: {objective: frontier.setting_name(objective, width) for objective in frontier.OBJECTIVES}
             for width in (128, 256)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a study of this design declares: its arms (in the report's order, `standard` first), seeds, results
+    folder, the arms compared with `standard` at equal parameters, the sharing orders compared with `orders_reference`,
+    and the earlier cells its drift check reads (None: the charlm study's). A follow-up study of the frontier (a new
+    design, declared at its own commit) reuses this report with a plan of its own."""
+
+    arms: tuple
+    seeds: tuple
+    results: Path
+    equal_parameters: tuple = ()
+    orders: tuple = ()
+    orders_reference: str | None = None
+    earlier_cells: Path | None = None
+
+    @property
+    def arms_file(self) -> Path:
+        return self.results / "arms.json"
+
+
+FRONTIER = Plan(arms=frontier.ARMS, seeds=frontier.SEEDS, results=RESULTS, equal_parameters=EQUAL_PARAMETERS,
+                orders=ORDERS, orders_reference="standard-att2")
 
 
 def load_cells(folder: Path) -> dict:
@@ -82,11 +107,11 @@ def arm_row(setting: str, arm: str, seeds: dict, described: dict, reference: dic
     return row
 
 
-def judge_setting(setting: str, arms: dict, described: dict) -> dict:
+def judge_setting(setting: str, arms: dict, described: dict, plan: Plan = FRONTIER) -> dict:
     """Every arm's row and its paired comparison with standard (and, in MLM, on the [MASK] positions alone)."""
     standard = arms.get("standard", {})
     rows = {}
-    for arm in frontier.ARMS:
+    for arm in plan.arms:
         if arm not in arms:
             continue
         row = arm_row(setting, arm, arms[arm], described[setting], described[setting]["standard"])
@@ -107,26 +132,26 @@ def nulls(arms: dict) -> dict | None:
     return None
 
 
-def complete(rows: dict, arm: str) -> bool:
-    return arm in rows and len(rows[arm]["seeds"]) == len(frontier.SEEDS)
+def complete(rows: dict, arm: str, plan: Plan = FRONTIER) -> bool:
+    return arm in rows and len(rows[arm]["seeds"]) == len(plan.seeds)
 
 
-def width_256_arms(judged: dict) -> dict:
+def width_256_arms(judged: dict, plan: Plan = FRONTIER) -> dict:
     """The declared rule: standard, shared, and every arm within 0.05 nats of standard (mean over the 5 seeds) in
     both objectives at width 128. {"arms": [...], "pending": [arms without all seeds in both]}."""
-    chosen, pending = ["standard", "shared"], []
-    for arm in frontier.ARMS:
+    chosen, pending = [arm for arm in ("standard", "shared") if arm in plan.arms], []
+    for arm in plan.arms:
         if arm in chosen:
             continue
         rows = [judged.get(SETTINGS[128][objective], {}) for objective in frontier.OBJECTIVES]
-        if not all(complete(r, arm) and complete(r, "standard") for r in rows):
+        if not all(complete(r, arm, plan) and complete(r, "standard", plan) for r in rows):
             pending.append(arm)
         elif all(r[arm]["against_standard"]["mean"] <= WIDTH_256_RULE for r in rows):
             chosen.append(arm)
     return {"arms": chosen, "pending": pending}
 
 
-def best_within(budget: float, judged: dict, wide: list[str], described: dict) -> dict | None:
+def best_within(budget: float, judged: dict, wide: list[str], described: dict, plan: Plan = FRONTIER) -> dict | None:
     """The declared choice: among arms within `budget` at both widths (and running at width 256 by the rule), the
     smallest mean of the two width-128 mean differences; if none runs at width 256, the best at width 128 alone."""
     def fits(arm):
@@ -138,8 +163,8 @@ def best_within(budget: float, judged: dict, wide: list[str], described: dict) -
         rows = [judged.get(SETTINGS[128][o], {}).get(arm, {}) for o in frontier.OBJECTIVES]
         return statistics.fmean(r["against_standard"]["mean"] for r in rows)
 
-    scored = [arm for arm in frontier.ARMS if arm != "standard" and fits(arm)
-              and all(complete(judged.get(SETTINGS[128][o], {}), arm) for o in frontier.OBJECTIVES)]
+    scored = [arm for arm in plan.arms if arm != "standard" and fits(arm)
+              and all(complete(judged.get(SETTINGS[128][o], {}), arm, plan) for o in frontier.OBJECTIVES)]
     if not scored:
         return None
     carried = [arm for arm in scored if arm in wide]
@@ -162,13 +187,15 @@ def comparisons_between(judged: dict, arms: tuple, reference: str, cells: dict) 
     return out
 
 
-def drift(cells: dict) -> dict:
-    """Per cell that the charlm study also ran (same name): new − old, with both cells' CPU, precision and commit."""
+def drift(cells: dict, earlier_cells: Path | None = None) -> dict:
+    """Per cell that an earlier study also ran (same name; by default the charlm study): new − old, with both cells'
+    CPU, precision and commit."""
+    earlier_cells = CHARLM_CELLS if earlier_cells is None else earlier_cells
     rows = []
     for arms in cells.values():
         for seeds in arms.values():
             for cell in seeds.values():
-                old_path = CHARLM_CELLS / f"{cell['name']}.json"
+                old_path = earlier_cells / f"{cell['name']}.json"
                 if old_path.exists():
                     old = json.loads(old_path.read_text())
                     rows.append({"cell": cell["name"], "new": cell["final_validation_loss"],
@@ -181,18 +208,19 @@ def drift(cells: dict) -> dict:
             "max_abs_difference": max((abs(r["difference"]) for r in rows), default=None)}
 
 
-def summarise(cells: dict, described: dict) -> dict:
-    judged = {setting: judge_setting(setting, arms, described) for setting, arms in sorted(cells.items())}
-    wide = width_256_arms(judged)
+def summarise(cells: dict, described: dict, plan: Plan = FRONTIER) -> dict:
+    judged = {setting: judge_setting(setting, arms, described, plan) for setting, arms in sorted(cells.items())}
+    wide = width_256_arms(judged, plan)
     return {
         "provenance": provenance(cells), "margin": MARGIN, "settings": judged,
         "nulls": {setting: nulls(arms) for setting, arms in cells.items() if setting.startswith("mlm")},
         "width_256_rule": {"threshold": WIDTH_256_RULE, **wide},
-        "best": best_within(BUDGETS["best"], judged, wide["arms"], described),
-        "best_at_10": best_within(BUDGETS["best_at_10"], judged, wide["arms"], described),
-        "equal_parameters": comparisons_between(judged, EQUAL_PARAMETERS, "standard", cells),
-        "sharing_orders": comparisons_between(judged, ORDERS, "standard-att2", cells),
-        "drift": drift(cells),
+        "best": best_within(BUDGETS["best"], judged, wide["arms"], described, plan),
+        "best_at_10": best_within(BUDGETS["best_at_10"], judged, wide["arms"], described, plan),
+        "equal_parameters": comparisons_between(judged, plan.equal_parameters, "standard", cells),
+        "sharing_orders": (comparisons_between(judged, plan.orders, plan.orders_reference, cells)
+                           if plan.orders else {}),
+        "drift": drift(cells, plan.earlier_cells),
     }
 
 
@@ -232,7 +260,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return front
 
 
-def plot(summary: dict, path: Path) -> None:
+def plot(summary: dict, path: Path, title: str = "The frontier") -> None:
     """Validation loss against budget, total parameters and training FLOPs per token; one row per objective."""
     import matplotlib
     import matplotlib.ticker
@@ -259,21 +287,21 @@ def plot(summary: dict, path: Path) -> None:
                                            else matplotlib.ticker.PercentFormatter(1.0))
             axis.set_xlabel(label)
             axis.set_ylabel(f"{objective.upper()} validation loss (mean over seeds)")
-    figure.suptitle("The frontier: circles width 128, squares width 256; red: standard; grey: the lower envelope")
+    figure.suptitle(f"{title}: circles width 128, squares width 256; red: standard; grey: the lower envelope")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
-def main() -> int:
-    cells = load_cells(RESULTS / "cells")
+def main(plan: Plan = FRONTIER, title: str = "The frontier", plot_name: str = "frontier.png") -> int:
+    cells = load_cells(plan.results / "cells")
     if not cells:
-        raise SystemExit(f"No cells in {RESULTS / 'cells'}: run frontier.py grid first.")
-    described = json.loads(frontier.ARMS_FILE.read_text())
-    summary = summarise(cells, described)
-    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (RESULTS / "summary.md").write_text(table(summary) + "\n")
-    plot(summary, RESULTS / "frontier.png")
+        raise SystemExit(f"No cells in {plan.results / 'cells'}: run the study's grid first.")
+    described = json.loads(plan.arms_file.read_text())
+    summary = summarise(cells, described, plan)
+    (plan.results / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (plan.results / "summary.md").write_text(table(summary) + "\n")
+    plot(summary, plan.results / plot_name, title)
     print(table(summary))
     print(f"width 256 by the rule: {summary['width_256_rule']['arms']} (pending: "
           f"{len(summary['width_256_rule']['pending'])} arms)")

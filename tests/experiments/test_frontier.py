@@ -1,6 +1,7 @@
 """experiments/frontier: the harness's additions it relies on (frontier arms, matching by width, budgets, FLOPs, MLM
 views and context-free nulls) and its report's declared rules, on tiny models and made-up cells."""
 
+import dataclasses
 import json
 import math
 
@@ -195,3 +196,52 @@ def test_the_drift_check_pairs_each_cell_with_the_charlm_cell_of_the_same_name(t
 def test_the_plotted_envelope_keeps_the_points_no_other_point_beats_on_both_axes():
     points = [(0.25, 1.90), (0.5, 1.87), (0.34, 2.06), (0.67, 1.88), (1.0, 1.85), (0.5, 1.86)]
     assert report.pareto_front(points) == [(0.25, 1.90), (0.5, 1.86), (1.0, 1.85)]
+
+
+query_rank = experiment_script("frontier/query_rank.py")
+
+
+def test_the_query_rank_follow_up_arms_build_with_the_rank_at_a_quarter_and_an_eighth_of_the_width():
+    assert set(query_rank.ARMS) <= set(study.ARMS) and query_rank.ARMS[0] == "standard"
+    for width, heads in ((128, 4), (256, 8)):
+        recipe = study.make_cell("clm", "standard", 1, "cpu", {"width": width, "heads": heads}, "auto").recipe
+        with torch.device("meta"):
+            for arm, divisor in (("mqa-query-quarter-att1", 4), ("mqa-query-eighth-att1", 8)):
+                model, _ = study.build_model(arm, "clm", recipe, 65)
+                attention = model.base_model.encoder.attention
+                assert len(attention) == 1 and model.config.num_key_value_heads == 1
+                assert model.config.query_rank == width // divisor
+                # Stored: the rank-r query (A with its bias, B) and one key and one value head with biases.
+                head_dim = width // heads
+                expected = (width * width // divisor + width // divisor + width // divisor * width
+                            + 2 * (width * head_dim + head_dim))
+                assert study.attention_projection_parameters(model) == expected
+        described = study.describe("mqa-query-quarter", "clm", recipe, 65)
+        assert described["config"]["query_rank"] == width // 4 and "query_rank_divisor" not in described["config"]
+
+
+def test_the_query_rank_follow_up_is_judged_by_the_frontiers_rule_with_its_own_arms(tmp_path):
+    if not query_rank.PLAN.arms_file.exists():
+        pytest.skip("experiments/frontier/query-rank/results/arms.json is not there: run query_rank.py describe")
+    described = json.loads(query_rank.PLAN.arms_file.read_text())
+    cells = fake_grid({"mqa-att1": 0.01, "mqa-query-quarter": 0.004, "mqa-query-quarter-att1": 0.005,
+                       "mqa-query-eighth-att1": 0.08, "mqa-query-quarter-att1-ffn": 0.012})
+    plan = dataclasses.replace(query_rank.PLAN, earlier_cells=tmp_path)
+    summary = report.summarise(cells, described, plan)
+    assert set(summary["settings"]["clm-cpu"]) == set(query_rank.ARMS)
+    # No `shared` arm here: the width-256 rule carries standard and the arms within 0.05 nats.
+    assert summary["width_256_rule"]["arms"] == ["standard", "mqa-att1", "mqa-query-quarter",
+                                                 "mqa-query-quarter-att1", "mqa-query-quarter-att1-ffn"]
+    # mqa-att1 stores 12.5% / 10.4%: over 10% at both widths, so never best_at_10.
+    assert summary["best_at_10"]["arm"] == "mqa-query-quarter-att1" and summary["best_at_10"]["met"]
+    assert summary["best_at_10"]["config"]["w256"]["query_rank"] == 64
+    assert summary["equal_parameters"]["clm-cpu"]["mqa-query-quarter-att1-ffn"]["verdict"] == "on par"
+    assert summary["sharing_orders"] == {} and summary["drift"]["cells"] == []
+
+
+def test_the_query_rank_follow_up_runs_the_frontiers_grid_with_its_arms_into_its_own_folder(capsys):
+    assert query_rank.main(["grid", "--seeds", "1", "--objectives", "clm", "--dry-run"]) == 0
+    command = capsys.readouterr().out.split()
+    assert command[command.index("--arms") + 1:command.index("--arms") + 1 + len(query_rank.ARMS)] == list(
+        query_rank.ARMS)
+    assert command[command.index("--results-dir") + 1].endswith("query-rank/results/cells")
