@@ -16,7 +16,7 @@ Names are imported on first use, as `sharedbert.training`'s are.
 
 from __future__ import annotations
 
-import importlib
+from ..lazy_exports import lazy_exports
 
 # public name -> the module of this package that defines it
 _EXPORTS = {
@@ -30,14 +30,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -41,7 +41,7 @@ use, so `import sharedbert.training` does not load `transformers.Trainer` and it
 
 from __future__ import annotations
 
-import importlib
+from ..lazy_exports import lazy_exports
 
 # public name -> the module of this package that defines it
 _EXPORTS = {
@@ -92,15 +92,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = _EXPORTS[name]
-    value = getattr(importlib.import_module(module if module.startswith("..") else f".{module}", __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
