@@ -57,6 +57,11 @@ class ConvertModelArguments:
         "help": "shared_lowrank_query: the rank of the query's low-rank term (default: the config's, hidden // 12)."})
     sharing_order: str | None = field(default=None, metadata={"help": "How layers map onto the sets.",
                                                                "choices": SHARING_ORDERS})
+    num_key_value_heads: int | None = field(default=None, metadata={
+        "help": "standard: grouped-query attention with this many key/value heads (1: multi-query), each the mean "
+        "of its group's heads."})
+    query_rank: int | None = field(default=None, metadata={
+        "help": "standard: a rank-r query, the best rank-r approximation of the BERT's."})
     fit_method: str = field(default="auto", metadata={
         "help": "invariant: fit what each attention layer computes, refitting the output projection; weights: fit "
         "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
@@ -178,12 +183,9 @@ def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -
 def _convert(args: ConvertArguments, source: str):
     """`from_bert` with the arguments' attention and sharing; returns (model, per-layer fit report)."""
     overrides = dict(attention_type=args.attention_type, layer_sharing=args.layer_sharing)
-    if args.num_unique_layers is not None:
-        overrides["num_unique_layers"] = args.num_unique_layers
-    if args.attention_rank is not None:
-        overrides["attention_rank"] = args.attention_rank
-    if args.sharing_order is not None:
-        overrides["sharing_order"] = args.sharing_order
+    for key in ("num_unique_layers", "attention_rank", "sharing_order", "num_key_value_heads", "query_rank"):
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
     if source != args.src:
         overrides["converted_from"] = HUB_BASE_MODEL
     fit_method = args.resolved_fit_method()

@@ -95,6 +95,11 @@ class PretrainModelArguments:
     num_unique_layers: int | None = _option(None, "Distinct layer sets with layer sharing (default 1).")
     sharing_order: str | None = _option(None, "How layers map onto the sets (default sequence).",
                                         choices=SHARING_ORDERS)
+    num_key_value_heads: int | None = _option(None, "standard attention: grouped-query attention with this many "
+                                              "key/value heads (1: multi-query; default: the config's, else one per "
+                                              "head).")
+    query_rank: int | None = _option(None, "standard attention: a rank-r query (default: the config's, else the full "
+                                     "query projection).")
     no_tie_embeddings: bool = _option(False, "Give the MLM decoder its own matrix.")
     dense_prediction: bool = _option(False, "Compute vocabulary logits at every position while training (default: "
                                      "only at the masked positions, the same loss for a fraction of the cost; "
@@ -205,7 +210,8 @@ def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
 def _model_values(args: PretrainArguments) -> dict:
     """The SharedBertConfig fields of the model to build (its vocabulary aside), checked."""
     values = config_values(args.config)
-    for key in ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order"):
+    for key in ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order", "num_key_value_heads",
+                "query_rank"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     if args.layer_sharing is not None and args.num_unique_layers is None and "num_unique_layers" in values:

@@ -189,3 +189,14 @@ def test_the_command_line_is_transformers_hf_argument_parser_with_switches_and_p
     assert (convert.trust_remote_code, convert.src, convert.out) == (True, "bert", "out")
     with pytest.raises(SystemExit):
         JobArgumentParser([ConvertArguments]).parse_args(["--trust-remote-code", "yes", "bert", "out"])
+
+
+def test_pretraining_builds_grouped_query_attention_with_a_rank_r_query_and_refuses_it_for_other_types():
+    from sharedbert.training.pretraining import _model_values
+
+    argv = ["--corpus", "x", "--attention-type", "standard", "--num-key-value-heads", "2", "--query-rank", "16"]
+    values = _model_values(parse(PretrainArguments, argv))
+    assert values["num_key_value_heads"] == 2 and values["query_rank"] == 16
+    assert "num_key_value_heads" not in _model_values(PretrainArguments(corpus=["x"]))  # unset: the config's
+    with pytest.raises(Exception, match="query_rank.*attention_type='standard'"):
+        _model_values(PretrainArguments(corpus=["x"], attention_type="shared", query_rank=16))

@@ -679,6 +679,20 @@ def test_convert_command_sets_the_low_rank_querys_rank(tmp_path, capsys):
     assert model.encoder.attention[0].self.query_down.out_features == 3
 
 
+def test_convert_command_converts_to_multi_query_attention_with_a_rank_r_query(tmp_path, capsys):
+    from sharedbert.cli import main
+
+    make_teacher().save_pretrained(tmp_path / "bert")
+    make_tokenizer().save_pretrained(tmp_path / "bert")
+    code = main(["convert", str(tmp_path / "bert"), str(tmp_path / "out"), "--attention-type", "standard",
+                 "--num-key-value-heads", "1", "--query-rank", "4"])
+    assert code == 0, capsys.readouterr().err
+    model = AutoModel.from_pretrained(tmp_path / "out")
+    assert model.config.num_key_value_heads == 1 and model.config.query_rank == 4
+    attention = model.encoder.attention[0].self
+    assert attention.query_down.out_features == 4 and attention.key.out_features == attention.head_dim
+
+
 def test_heal_config_is_training_arguments_keeping_healings_own_defaults_settings_and_optimizer(tmp_path):
     """HealConfig composes with TrainingArguments as the other jobs' arguments do: the Trainer takes it (a field of
     TrainingArguments set from Python reaches it), the five shared fields keep healing's defaults and meanings, what
