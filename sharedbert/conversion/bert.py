@@ -17,7 +17,9 @@ form QᵀK and value path O·V, which per-head transforms leave unchanged), refi
 default, "auto", picks per attention type the fit that measured better (`fitting.AUTO_FIT_METHOD`). The fits
 themselves are `sharedbert.conversion.fitting`'s.
 
-With cross-layer sharing, each distinct parameter set starts from the mean of the BERT layers mapped onto it.
+With cross-layer sharing, each distinct parameter set starts from the mean of the BERT layers mapped onto it; with
+`fit_method="invariant"`, its attention starts from the layers' averaged per-head score forms and value paths instead
+(`fitting.representative_layer`), then is fitted to its type as one layer would be.
 A decoder's cross-attention (`BertLMHeadModel` with `add_cross_attention`) is fitted the same way as self-attention.
 An `EncoderDecoderModel` of two BERTs becomes an `EncoderDecoderModel` of two SharedBerts (`from_bert` converts
 each side).
@@ -37,7 +39,7 @@ from transformers import BertConfig, EncoderDecoderModel, PreTrainedModel
 
 from ..weight_checks import check_weights
 from ..configuration_sharedbert import SharedBertConfig
-from .fitting import FIT_METHODS, fit_attention, resolve_fit_method
+from .fitting import FIT_METHODS, fit_attention, representative_layer, resolve_fit_method
 from ..loading import check_config_fields, from_pretrained
 from ..modeling_sharedbert import (
     SharedBertForMaskedLM,
@@ -278,12 +280,20 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
         for p in ("weight", "bias"):
             target[f"{att}.output.dense.{p}"] = mean_over(layers, src + f"output.dense.{p}")
             target[f"{att}.output.LayerNorm.{p}"] = mean_over(layers, src + f"output.LayerNorm.{p}")
+        invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
         q, k, v = (
             torch.cat([mean_over(layers, src + f"self.{n}.weight"),
                        mean_over(layers, src + f"self.{n}.bias")[:, None]], 1)
             for n in ("query", "key", "value")
         )
-        invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
+        if invariant and len(layers) > 1:  # one layer for several: fitted to what they compute, not their mean
+            rows = {n: [torch.cat([take(src.format(i) + f"self.{n}.weight"), take(src.format(i) + f"self.{n}.bias")[
+                :, None]], 1) for i in layers] for n in ("query", "key", "value")}
+            outputs = [take(src.format(i) + "output.dense.weight") for i in layers]
+            (q, k, v, target[f"{att}.output.dense.weight"]), merged = representative_layer(
+                rows["query"], rows["key"], rows["value"], outputs, config.num_attention_heads)
+        else:
+            merged = 1.0
         o = target[f"{att}.output.dense.weight"] if invariant else None
         fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o,
                                          rank=config.effective_attention_rank,
@@ -293,7 +303,8 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
             target[f"{att}.output.dense.weight"] = fitted.pop("output.dense.weight")
         target.update({f"{att}.self.{name}": tensor for name, tensor in fitted.items()})
         if ours == "attention":  # the report covers the self-attention sets, one entry each
-            report.append(LayerFit(layer=unique, retained_energy=retained))
+            # With several layers merged: the share the merge keeps of their forms times the share the fit keeps.
+            report.append(LayerFit(layer=unique, retained_energy=merged * retained))
 
     for unique, layers in _groups(config.ffn_layer_map).items():
         ffn = f"{prefix}encoder.feed_forward.{unique}"

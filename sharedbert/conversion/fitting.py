@@ -128,6 +128,36 @@ def _group_key_value_heads(k: torch.Tensor, v: torch.Tensor, num_heads: int, num
     return pooled[0], pooled[1], lost
 
 
+def representative_layer(qs: list, ks: list, vs: list, os: list, num_heads: int):
+    """One standard attention layer to stand for several (cross-layer sharing), fitted to what they compute: per head,
+    the score form B_h = Q_hᵀK_h and the value path M_h = O_h·V_h of each layer (augmented rows [W | b], as in
+    `fit_attention`), averaged over the layers (the least-squares centre) and cut to the head's rank (SVD, split as
+    Σ^½ on each side). Averaging the weights instead multiplies one layer's queries with another's keys: the mean of
+    Q_l and the mean of K_m give a form of L² products, L of which any layer computes.
+
+    Returns (q, k, v, o) as `fit_attention` takes them (o without its bias, which is the layers' mean) and the share of
+    the layers' form and path energy the fit keeps, 1 − Σ_l‖fit − B_l‖² / Σ_l‖B_l‖² (forms and paths alike)."""
+    head_dim = qs[0].shape[0] // num_heads
+    q, k, v, o = (torch.zeros_like(m[0], dtype=torch.float64) for m in (qs, ks, vs, os))
+    lost = total = 0.0
+
+    def centre(originals):
+        """The mean of `originals` cut to rank head_dim, as (left, right) factors with Σ^½ each."""
+        nonlocal lost, total
+        u, singular, vh = torch.linalg.svd(torch.stack(originals).mean(0), full_matrices=False)
+        left, right = u[:, :head_dim] * singular[:head_dim].sqrt(), singular[:head_dim, None].sqrt() * vh[:head_dim]
+        lost += sum(float((left @ right - m).pow(2).sum()) for m in originals)
+        total += sum(float(m.pow(2).sum()) for m in originals)
+        return left, right
+
+    for h in range(num_heads):
+        block = slice(h * head_dim, (h + 1) * head_dim)
+        query_t, k[block] = centre([ql[block].double().T @ kl[block].double() for ql, kl in zip(qs, ks)])
+        q[block] = query_t.T
+        o[:, block], v[block] = centre([ol[:, block].double() @ vl[block].double() for ol, vl in zip(os, vs)])
+    return tuple(m.to(qs[0].dtype) for m in (q, k, v, o)), 1 - lost / total
+
+
 def _query_rows(q: torch.Tensor, query_rank: int | None):
     """Standard attention's query tensors from BERT's rows: copied, or with `query_rank` their best rank-r
     approximation (`_low_rank_rows`); and the squared Frobenius norm that loses."""
