@@ -84,6 +84,13 @@ DIRECTED_TRANSFER_VERDICTS = "experiments/directed-attention/results/transfer-ve
 TRANSFER_VERDICTS = "experiments/transfer/verdicts.json"
 COPY = "experiments/cross-attention-copy/results.json"
 SELECTION = "experiments/held-out-selection/results/selection.json"  # alpha and fits chosen on STS-B train, dev reports
+SHARED_LAYER_FIT = "experiments/shared-layer-fit/results/measure.json"  # shared layers: averaged forms or weights
+
+
+def shared_layer_fit_gain(stored: int, split: str = "train") -> float:
+    """invariant − weights, unhealed STS-B Spearman, `stored` attention layers for six."""
+    scores = results(SHARED_LAYER_FIT)["scores"][str(stored)]
+    return scores["invariant"][split] - scores["weights"][split]
 
 
 def calibrated(attention_type: str, sentences: int = 512) -> float:
@@ -784,6 +791,8 @@ FIGURES = [
                                "after 5,000 on a GPU), shared {}."), CHARLM,
            lambda: [results(GPU_SHARED_CELL)["hyperparameters"]["iters"], charlm("standard", "clm-gpu-i850")["mean"],
                     NANOGPT_GPU_LOSS, charlm("shared", "clm-gpu-i850")["mean"]]),
+    Figure("experiments/README.md", phrase("yes (unhealed STS-B train {} and {}), with 1 no ({})"), SHARED_LAYER_FIT,
+           lambda: [shared_layer_fit_gain(3), shared_layer_fit_gain(2), shared_layer_fit_gain(1)]),
     Figure("experiments/README.md", phrase("850 iterations on one CPU core, one seed: `shared` {} nats behind"), CHARLM,
            lambda: [charlm("shared", "clm-gpu-i850")["paired"]["mean"]]),
     Figure("experiments/charlm/README.md", phrase("the closest, `pairwise`, ends {} below"), CHARLM,

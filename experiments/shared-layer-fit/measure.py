@@ -31,6 +31,16 @@ def choose(scores: dict) -> dict:
     return {"winner_per_count": winners, "auto_takes_invariant": all(w == "invariant" for w in winners.values())}
 
 
+def table(record: dict) -> str:
+    """The README's results table from a results/measure.json record."""
+    lines = ["| stored attention layers (of 6) | fit | STS-B train (chooses) | STS-B dev (reports) |", "|---|---|---|---|",
+             f"| 6 (the original) | — | {record['original']['train']:.4f} | {record['original']['dev']:.4f} |"]
+    for sets, fits in record["scores"].items():
+        for fit, score in fits.items():
+            lines.append(f"| {sets} | `{fit}` | {score['train']:.4f} | {score['dev']:.4f} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     import torch
 
@@ -41,6 +51,8 @@ def main() -> int:
     from transformers import AutoModel
 
     torch.set_num_threads(1)
+    # The commit the run starts at: the code it imported (a commit made while it runs must not be recorded instead).
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     source = resolve_source("all-MiniLM-L6-v2")
     tokenizer = load_tokenizer(source)
     glue = find_glue_dir()
@@ -59,12 +71,12 @@ def main() -> int:
                               fit_method=fit)
             scores.setdefault(sets, {})[fit] = score(model)
             print(f"{sets} stored, {fit}: {scores[sets][fit]}", flush=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     record = {"cpu": cpu_name(), "torch": torch.__version__, "threads": 1, "precision": "fp32", "git_commit": commit,
               "model": "all-MiniLM-L6-v2", "original": results["original"],
               "scores": {str(k): v for k, v in scores.items()}, "choice": choose(scores)}
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "measure.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(table(record))
     print(json.dumps(record["choice"]))
     return 0
 
