@@ -289,6 +289,7 @@ class StandardAttention(SharedBertAttentionBase):
         super().__init__(config)
         num_key_value_heads = config.num_key_value_heads or self.num_heads
         self.num_key_value_groups = self.num_heads // num_key_value_heads
+        self.query_rank = config.query_rank  # as built: a config changed later must not change what forward reads
         if config.query_rank is None:
             self.query = nn.Linear(config.hidden_size, config.hidden_size)
         else:
@@ -300,7 +301,7 @@ class StandardAttention(SharedBertAttentionBase):
         self.value = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
 
     def project_query(self, hidden_states):
-        if self.config.query_rank is None:
+        if self.query_rank is None:
             return self.split_heads(self.query(hidden_states))
         return self.split_heads(self.query_up(self.query_down(hidden_states)))
 
