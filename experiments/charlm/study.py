@@ -126,7 +126,7 @@ FRONTIER_ARMS = {
                            "match_parameters_of": "standard", "match_by": "width"},
 }
 ARMS.update(FRONTIER_ARMS)
-# The frontier's follow-up (experiments/frontier-query-rank): multi-query attention with a rank-r query
+# The frontier's follow-up (experiments/frontier/query-rank): multi-query attention with a rank-r query
 # (`query_rank`), r = width / `query_rank_divisor` ("quarter": 4, "eighth": 8) so that its share holds at every width.
 MQA = {"attention_type": "standard", "num_key_value_heads": 1}
 QUERY_RANK_ARMS = {

@@ -7,7 +7,6 @@ attention layers by each fit, scored unhealed on STS-B train (chooses) and dev (
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +14,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SETS = (1, 2, 3)
 FITS = ("weights", "invariant")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def choose(scores: dict) -> dict:
@@ -46,6 +38,7 @@ def main() -> int:
 
     from sharedbert.conversion.bert import from_bert
     from sharedbert.data import find_glue_dir
+    from sharedbert.precision import cpu_name
     from sharedbert.sentence_embeddings import sts_spearman
     from sharedbert.training.models import load_tokenizer, resolve_source
     from transformers import AutoModel

@@ -281,11 +281,6 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
             target[f"{att}.output.dense.{p}"] = mean_over(layers, src + f"output.dense.{p}")
             target[f"{att}.output.LayerNorm.{p}"] = mean_over(layers, src + f"output.LayerNorm.{p}")
         invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
-        q, k, v = (
-            torch.cat([mean_over(layers, src + f"self.{n}.weight"),
-                       mean_over(layers, src + f"self.{n}.bias")[:, None]], 1)
-            for n in ("query", "key", "value")
-        )
         if invariant and len(layers) > 1:  # one layer for several: fitted to what they compute, not their mean
             rows = {n: [torch.cat([take(src.format(i) + f"self.{n}.weight"), take(src.format(i) + f"self.{n}.bias")[
                 :, None]], 1) for i in layers] for n in ("query", "key", "value")}
@@ -293,6 +288,11 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
             (q, k, v, target[f"{att}.output.dense.weight"]), merged = representative_layer(
                 rows["query"], rows["key"], rows["value"], outputs, config.num_attention_heads)
         else:
+            q, k, v = (
+                torch.cat([mean_over(layers, src + f"self.{n}.weight"),
+                           mean_over(layers, src + f"self.{n}.bias")[:, None]], 1)
+                for n in ("query", "key", "value")
+            )
             merged = 1.0
         o = target[f"{att}.output.dense.weight"] if invariant else None
         fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o,

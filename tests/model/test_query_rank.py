@@ -4,7 +4,7 @@ cache beside grouped-query attention, saving and loading, and conversion from a 
 import pytest
 import torch
 from conftest import tiny_config
-from transformers import BertConfig, BertModel
+from test_grouped_query_attention import bert  # the same tiny BERT (2 layers, tiny_config's sizes)
 
 from sharedbert import SharedBertConfig, SharedBertLMHeadModel, SharedBertModel
 from sharedbert.configuration_sharedbert import ATTENTION_TYPES
@@ -124,12 +124,6 @@ def test_a_low_rank_checkpoint_loaded_with_a_full_query_config_is_refused_as_sta
         SharedBertModel.from_pretrained(tmp_path, query_rank=None)
     # The weights are standard attention's: the message must not send the user to another attention type.
     assert "attention_type=" not in str(error.value).split("\n")[1]
-
-
-def bert() -> BertModel:
-    torch.manual_seed(0)
-    return BertModel(BertConfig(vocab_size=99, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=HEADS,
-                                intermediate_size=37)).eval()
 
 
 def test_conversion_takes_the_best_rank_r_query_and_reports_the_energy_it_loses():
