@@ -26,6 +26,7 @@ from .modeling_sharedbert import (
     SharedBertModel,
     SharedBertPreTrainedModel,
 )
+from .sharing_presets import SHARING_PRESETS, sharing_preset
 from .tokenization_sharedbert import SharedBertTokenizer
 
 
@@ -48,6 +49,7 @@ __all__ = [
     "ATTENTION_TYPES",
     "LAYER_SHARING_MODES",
     "SHARING_ORDERS",
+    "SHARING_PRESETS",
     "SharedBertConfig",
     "SharedBertForConditionalGeneration",
     "SharedBertForMaskedLM",
@@ -61,4 +63,5 @@ __all__ = [
     "SharedBertModel",
     "SharedBertPreTrainedModel",
     "SharedBertTokenizer",
+    "sharing_preset",
 ]

@@ -28,6 +28,7 @@ from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling
 from ..loading import from_pretrained
 from ..model_files import holds_only_model_files
 from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, trust_remote_code_option
+from ..sharing_presets import SHARING_PRESETS, apply_sharing_preset
 from ..data import TextInMemory, TextPieces, corpus_files
 from ..data.location import raw_text_dir
 from ..training.healing import HealConfig, has_checkpoint, write_model_card
@@ -62,6 +63,10 @@ class ConvertModelArguments:
         "of its group's heads."})
     query_rank: int | None = field(default=None, metadata={
         "help": "standard: a rank-r query, the best rank-r approximation of the BERT's."})
+    sharing_preset: str | None = field(default=None, metadata={
+        "help": "A named way to share (sharedbert.sharing_presets; docs/model.md): sets the attention type and "
+        "every sharing option above, which may then only repeat the preset's values.",
+        "choices": tuple(SHARING_PRESETS)})
     fit_method: str = field(default="auto", metadata={
         "help": "invariant: fit what each attention layer computes, refitting the output projection; weights: fit "
         "the Q/K/V weights themselves; auto: invariant when healing follows, else the one measured better unhealed "
@@ -104,6 +109,7 @@ class ConvertArguments(ConvertHealingArguments, ConvertModelArguments):
                                                                 "choice)."})
 
     def __post_init__(self):
+        apply_sharing_preset(self)
         if isinstance(self.heal, dict):
             self.heal = HealConfig(**self.heal)
         if self.heal is not None and self.corpus is None:  # the same default as build-minilm's (one owner)

@@ -44,6 +44,7 @@ from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .models import default_base_model, load_tokenizer
 from ..precision import describe_precision, resolve_precision
 from ..remote_code import trust_remote_code_option
+from ..sharing_presets import SHARING_FIELDS, SHARING_PRESETS, apply_sharing_preset
 from .trainer import (
     BatchSeededCollator,
     ResumableTrainer,
@@ -100,6 +101,10 @@ class PretrainModelArguments:
                                               "head).")
     query_rank: int | None = _option(None, "standard attention: a rank-r query (default: the config's, else the full "
                                      "query projection).")
+    sharing_preset: str | None = _option(None, "A named way to share (sharedbert.sharing_presets; docs/model.md): "
+                                         "sets the attention type and every sharing option above, over the config's; "
+                                         "those options may then only repeat the preset's values.",
+                                         choices=tuple(SHARING_PRESETS))
     no_tie_embeddings: bool = _option(False, "Give the MLM decoder its own matrix.")
     dense_prediction: bool = _option(False, "Compute vocabulary logits at every position while training (default: "
                                      "only at the masked positions, the same loss for a fraction of the cost; "
@@ -133,6 +138,7 @@ class PretrainArguments(PretrainModelArguments, PretrainDataArguments, JobTraini
         name for name in JobTrainingArguments.signature_training_fields if name != "num_train_epochs")
 
     def __post_init__(self):
+        apply_sharing_preset(self)
         if (self.corpus is None) == (self.dataset is None):
             raise ValueError("Give exactly one corpus: --corpus FILES/FOLDERS or --dataset NAME.")
         if self.train_vocab is not None and self.tokenizer is not None:
@@ -216,6 +222,8 @@ def _model_values(args: PretrainArguments) -> dict:
             values[key] = getattr(args, key)
     if args.layer_sharing is not None and args.num_unique_layers is None and "num_unique_layers" in values:
         values.pop("num_unique_layers")  # let the config derive it from the new sharing mode
+    if args.sharing_preset is not None:  # the whole description: its None values replace the config's too
+        values.update({key: getattr(args, key) for key in SHARING_FIELDS})
     if args.no_tie_embeddings:
         values["tie_word_embeddings"] = False
     # Logits (and the loss) only where tokens are masked while training: the same loss, a fraction of the head's cost.
