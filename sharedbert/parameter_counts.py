@@ -23,6 +23,7 @@ from . import modeling_sharedbert
 from .configuration_sharedbert import ATTENTION_TYPES, SharedBertConfig
 from .modeling_sharedbert import SharedBertModel
 from .model_sizes import PRESETS, config_values
+from .sharing_presets import SHARING_FIELDS, SHARING_PRESETS, sharing_preset
 
 
 @dataclasses.dataclass
@@ -33,6 +34,7 @@ class ParameterCount:
     qkv_per_layer: int
     qkv_total: int
     model: int
+    sharing_preset: str | None = None
 
 
 def count_model_parameters(model: torch.nn.Module) -> int:
@@ -68,6 +70,13 @@ def parameter_table(base_values: dict, sharing_modes=("none", "all", "attention"
                 values.pop("num_unique_layers")
             rows.append(count_parameters(SharedBertConfig(**values)))
     return rows
+
+
+def sharing_preset_table(base_values: dict) -> list[ParameterCount]:
+    """Counts for every sharing preset (`sharedbert.sharing_presets`) at the dims in `base_values`."""
+    sizes = {key: value for key, value in base_values.items() if key not in SHARING_FIELDS}
+    return [dataclasses.replace(count_parameters(SharedBertConfig(**sizes, **sharing_preset(name))),
+                                sharing_preset=name) for name in SHARING_PRESETS]
 
 
 def reduction(new: int, reference: int) -> float:
@@ -158,6 +167,9 @@ class ParamsArguments:
         "positional": True, "help": f"A preset ({', '.join(PRESETS)}) or a config JSON file; its attention and "
         "sharing settings are ignored (every combination is counted)."})
     num_unique_layers: int = dataclasses.field(default=1, metadata={"help": "Distinct layer sets when sharing."})
+    sharing_presets: bool = dataclasses.field(default=False, metadata={
+        "help": "Count each sharing preset (sharedbert.sharing_presets) instead: its stored self-attention "
+        "projections, summed over the stored layers, as a share of standard attention's."})
 
 
 def parameter_counts(arguments: ParamsArguments | None = None, /, **fields) -> list[ParameterCount]:
@@ -165,6 +177,8 @@ def parameter_counts(arguments: ParamsArguments | None = None, /, **fields) -> l
     (shared sublayers in `num_unique_layers` sets). Takes a `ParamsArguments`, or its fields as keywords, or both."""
     args = dataclasses.replace(arguments, **fields) if arguments is not None else ParamsArguments(**fields)
     values = config_values(args.config)
+    if args.sharing_presets:
+        return sharing_preset_table(values)
     for key in ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order"):
         values.pop(key, None)
     values["num_unique_layers"] = args.num_unique_layers

@@ -113,3 +113,21 @@ def test_sharedbert_convert_builds_the_preset_from_a_bert(tmp_path):
             saved["num_unique_layers"]) == ("standard", 1, "attention", 1)
     with pytest.raises(SystemExit):
         cli(["convert", str(tmp_path / "bert"), str(tmp_path / "out2"), "--sharing-preset", "nope"])
+
+
+def test_sharedbert_params_counts_every_preset_at_a_size(capsys):
+    from sharedbert.cli import main as cli
+    from sharedbert.model_sizes import PRESETS
+    from sharedbert.parameter_counts import parameter_counts
+
+    rows = {row.sharing_preset: row for row in parameter_counts(config="bert-mini", sharing_presets=True)}
+    assert list(rows) == list(SHARING_PRESETS)
+    size = PRESETS["bert-mini"]
+    for name, row in rows.items():
+        share = budget(name, size["num_hidden_layers"], size["hidden_size"], size["num_attention_heads"])
+        assert row.qkv_total / rows["standard"].qkv_total == pytest.approx(share)
+    assert rows["albert"].model < rows["albert-attention"].model < rows["standard"].model
+    assert cli(["params", "bert-mini", "--sharing-presets"]) == 0
+    printed = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[4:]}
+    assert printed["mqa"][1:3] == [f"{rows['mqa'].qkv_total:,}", "50.0%"]  # 4 heads: (1 + 2/4)/3
+    assert printed["mqa-albert-attention"][2] == "12.5%"

@@ -33,9 +33,23 @@ def run(args) -> int:
         return code
     if args.json:
         print(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
+    elif arguments.sharing_presets:
+        print(preset_table(rows, arguments))
     else:
         print(table(rows, arguments))
     return 0
+
+
+def preset_table(rows, arguments) -> str:
+    """Each sharing preset's stored self-attention projections and model size, against standard attention's."""
+    baseline = next(r for r in rows if r.sharing_preset == "standard")
+    width = max(len("preset"), *(len(row.sharing_preset) for row in rows))
+    header = f"{'preset':<{width}} {'stored QKV':>11} {'of std':>7} {'model':>13} {'of BERT':>8}"
+    lines = [f"Sharing presets at the sizes of {arguments.config} (stored QKV = the self-attention projections of "
+             "every stored layer; model = encoder + pooler)", "", header, "-" * len(header)]
+    lines += [f"{row.sharing_preset:<{width}} {row.qkv_total:>11,} {row.qkv_total / baseline.qkv_total:>7.1%} "
+              f"{row.model:>13,} {row.model / baseline.model:>8.1%}" for row in rows]
+    return "\n".join(lines)
 
 
 def table(rows, arguments) -> str:
