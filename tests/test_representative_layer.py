@@ -78,3 +78,22 @@ def test_the_invariant_conversion_writes_the_fitted_output_projection_and_report
                         fit_method="weights")
     mean = torch.stack([bert.encoder.layer[i].attention.output.dense.weight for i in range(4)]).mean(0)
     torch.testing.assert_close(weights.encoder.attention[0].output.dense.weight, mean)  # the weights fit: unchanged
+
+
+def test_the_weights_fit_reports_what_averaging_the_layers_loses():
+    """Averaging several layers' weights into one stored layer loses energy; the report used to say 1.0 for a
+    standard conversion whatever the merge lost."""
+    bert = tiny_bert(num_hidden_layers=4)
+    _, report = from_bert(bert, attention_type="standard", layer_sharing="attention", num_unique_layers=1,
+                          fit_method="weights", return_report=True)
+    rows = [torch.stack([layer_rows(bert, i)[j].double() for i in range(4)]) for j in range(3)]
+    lost = sum(float((stacked - stacked.mean(0)).pow(2).sum()) for stacked in rows)
+    total = sum(float(stacked.pow(2).sum()) for stacked in rows)
+    assert 0 < report[0].retained_energy < 0.9  # four random layers: their mean keeps little
+    assert report[0].retained_energy == pytest.approx(1 - lost / total, rel=1e-5)  # standard's fit itself is exact
+    with torch.no_grad():  # identical layers lose nothing
+        for layer in bert.encoder.layer[1:]:
+            layer.load_state_dict(bert.encoder.layer[0].state_dict())
+    _, report = from_bert(bert, attention_type="standard", layer_sharing="attention", num_unique_layers=1,
+                          fit_method="weights", return_report=True)
+    assert report[0].retained_energy == pytest.approx(1.0, abs=1e-6)

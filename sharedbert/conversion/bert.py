@@ -83,7 +83,9 @@ BERT_FIELDS = (
 
 @dataclass
 class LayerFit:
-    """How much of the attention projections' weight energy (squared Frobenius norm, biases included) the fit keeps."""
+    """How much of the attention projections' weight energy (squared Frobenius norm, biases included) the fit keeps;
+    for a stored layer that serves several, times the share of the layers' energy their merge keeps (their mean
+    weights, or `fitting.representative_layer`'s forms with the invariant fit)."""
 
     layer: int
     retained_energy: float
@@ -281,19 +283,12 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
             target[f"{att}.output.dense.{p}"] = mean_over(layers, src + f"output.dense.{p}")
             target[f"{att}.output.LayerNorm.{p}"] = mean_over(layers, src + f"output.LayerNorm.{p}")
         invariant = resolve_fit_method(fit_method, attention_type) == "invariant"
-        if invariant and len(layers) > 1:  # one layer for several: fitted to what they compute, not their mean
-            rows = {n: [torch.cat([take(src.format(i) + f"self.{n}.weight"), take(src.format(i) + f"self.{n}.bias")[
-                :, None]], 1) for i in layers] for n in ("query", "key", "value")}
-            outputs = [take(src.format(i) + "output.dense.weight") for i in layers]
-            (q, k, v, target[f"{att}.output.dense.weight"]), merged = representative_layer(
-                rows["query"], rows["key"], rows["value"], outputs, config.num_attention_heads)
-        else:
-            q, k, v = (
-                torch.cat([mean_over(layers, src + f"self.{n}.weight"),
-                           mean_over(layers, src + f"self.{n}.bias")[:, None]], 1)
-                for n in ("query", "key", "value")
-            )
-            merged = 1.0
+        rows = {n: [torch.cat([take(src.format(i) + f"self.{n}.weight"), take(src.format(i) + f"self.{n}.bias")[
+            :, None]], 1) for i in layers] for n in ("query", "key", "value")}
+        outputs = [take(src.format(i) + "output.dense.weight") for i in layers]
+        q, k, v, merged_output, merged = _merge_layers(rows, outputs, invariant, config.num_attention_heads)
+        if merged_output is not None:
+            target[f"{att}.output.dense.weight"] = merged_output
         o = target[f"{att}.output.dense.weight"] if invariant else None
         fitted, retained = fit_attention(attention_type, q, k, v, config.num_attention_heads, o=o,
                                          rank=config.effective_attention_rank,
@@ -329,6 +324,20 @@ def _convert_state_dict(bert: dict, config: SharedBertConfig, prefix: str, fit_m
             if key.startswith(old):
                 target[new + key[len(old):]] = value.float()
     return target, report
+
+
+def _merge_layers(rows: dict, outputs: list, invariant: bool, num_heads: int):
+    """One stored attention layer for the BERT layers it serves: ([Wq | bq], [Wk | bk], [Wv | bv], the output
+    projection or None to keep the layers' mean, the share of the layers' energy the merge keeps). `rows` holds each
+    projection's [W | b] per layer, `outputs` each layer's output projection."""
+    if invariant and len(outputs) > 1:  # fitted to what the layers compute, not their mean
+        (q, k, v, o), kept = representative_layer(rows["query"], rows["key"], rows["value"], outputs, num_heads)
+        return q, k, v, o, kept
+    stacked = [torch.stack(rows[n]) for n in ("query", "key", "value")]
+    # Σ‖Wᵢ‖² = n‖W̄‖² + Σ‖Wᵢ − W̄‖²: the mean keeps n‖W̄‖² of the layers' energy (all of it for one layer).
+    kept = 1.0 if len(outputs) == 1 else float(sum(len(outputs) * each.mean(0).pow(2).sum() for each in stacked)
+                                               / sum(each.pow(2).sum() for each in stacked))
+    return (*(each.mean(0) for each in stacked), None, kept)
 
 
 def _groups(layer_map):
