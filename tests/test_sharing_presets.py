@@ -111,6 +111,13 @@ def test_sharedbert_convert_builds_the_preset_from_a_bert(tmp_path):
     saved = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (saved["attention_type"], saved["num_key_value_heads"], saved["layer_sharing"],
             saved["num_unique_layers"]) == ("standard", 1, "attention", 1)
+    # The card and the report say how the model shares, not only its attention type.
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert ("sharing preset `mqa-albert-attention`: attention_type `standard`, layer_sharing `attention`, "
+            "num_unique_layers `1`, sharing_order `sequence`, num_key_value_heads `1`") in card
+    assert "query_rank" not in card and "attention_rank" not in card  # unset fields are not named
+    assert json.loads((tmp_path / "out" / "conversion_report.json").read_text())["sharing_preset"] == (
+        "mqa-albert-attention")
     with pytest.raises(SystemExit):
         cli(["convert", str(tmp_path / "bert"), str(tmp_path / "out2"), "--sharing-preset", "nope"])
 
@@ -131,3 +138,12 @@ def test_sharedbert_params_counts_every_preset_at_a_size(capsys):
     printed = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[4:]}
     assert printed["mqa"][1:3] == [f"{rows['mqa'].qkv_total:,}", "50.0%"]  # 4 heads: (1 + 2/4)/3
     assert printed["mqa-albert-attention"][2] == "12.5%"
+
+
+def test_the_card_of_a_conversion_without_a_preset_names_its_rank():
+    from sharedbert.conversion import conversion_card
+
+    card = conversion_card("bert", "shared_lowrank_query", "none", sharing={"attention_rank": 32, "query_rank": None})
+    assert "(attention_type `shared_lowrank_query`, layer_sharing `none`, attention_rank `32`)" in card
+    assert "sharing preset" not in card
+    assert "(attention_type `shared`, layer_sharing `none`)" in conversion_card("bert", "shared", "none")

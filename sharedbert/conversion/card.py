@@ -31,10 +31,17 @@ def conversion_card(
     retained_energy: list[float] | tuple[float, ...] = (),
     healing: HealingSummary | None = None,
     calibration_sentences: int | None = None,
+    sharing: dict | None = None,
 ) -> str:
     """A short README.md noting the base model, the conversion and the healing run. `retained_energy` is the share of
     the attention weight energy the initial fit kept, per attention set; `calibration_sentences`, how many pieces of
-    text `sharedbert.conversion.calibration` fitted it to (None: not calibrated)."""
+    text `sharedbert.conversion.calibration` fitted it to (None: not calibrated); `sharing`, the config's other sharing
+    fields worth naming (`num_key_value_heads`, `query_rank`, ...; None values left out) and `sharing_preset`, the
+    preset that set them."""
+    sharing = dict(sharing or {})
+    preset = sharing.pop("sharing_preset", None)
+    described = ", ".join([f"attention_type `{attention_type}`", f"layer_sharing `{layer_sharing}`"]
+                          + [f"{key} `{value}`" for key, value in sharing.items() if value is not None])
     lines = [
         "---",
         "library_name: transformers",
@@ -44,13 +51,13 @@ def conversion_card(
         "",
         f"# SharedBert converted from `{base_model}`",
         "",
-        f"Converted with `sharedbert convert` (attention_type `{attention_type}`, layer_sharing `{layer_sharing}`): "
+        f"Converted with `sharedbert convert` ({f'sharing preset `{preset}`: ' if preset else ''}{described}): "
         "every weight without a counterpart change is copied from the base model; the attention projections are a "
         "least-squares fit to the base model's.",
     ]
     if retained_energy:
         kept = ", ".join(f"{energy:.3f}" for energy in retained_energy)
-        lines += ["", f"Share of the attention weight energy kept by the initial fit, per layer: {kept}."]
+        lines += ["", f"Share of the attention weight energy kept by the initial fit, per stored attention layer: {kept}."]
     if calibration_sentences:
         lines += ["", f"Calibrated in closed form on {calibration_sentences} pieces of text (attention fit weighted by "
                       "the layer inputs' second moment, output projections refitted by least squares, layer by layer; "
@@ -82,11 +89,12 @@ def write_conversion_card(
     retained_energy: list[float] | tuple[float, ...] = (),
     healing: HealingSummary | None = None,
     calibration_sentences: int | None = None,
+    sharing: dict | None = None,
 ) -> Path:
     """Write the `conversion_card` to `folder/README.md` (atomically); return its path."""
     path = Path(folder) / CARD_FILE
     text = conversion_card(base_model, attention_type, layer_sharing, retained_energy=retained_energy, healing=healing,
-                           calibration_sentences=calibration_sentences)
+                           calibration_sentences=calibration_sentences, sharing=sharing)
     atomic_write_text(path, text)
     return path
 

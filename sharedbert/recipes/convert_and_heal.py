@@ -22,7 +22,8 @@ from transformers import AutoTokenizer
 
 from ..atomic import atomic_directory, atomic_write_text, check_output_folder
 from ..conversion.calibration import calibrate, calibration_batches, unsupported
-from ..configuration_sharedbert import ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE, LAYER_SHARING_MODES, SHARING_ORDERS
+from ..configuration_sharedbert import (ATTENTION_TYPES, DEFAULT_ATTENTION_TYPE, LAYER_SHARING_MODES,
+                                        RANKED_ATTENTION_TYPES, SHARING_ORDERS)
 from ..conversion import FIT_METHODS, from_bert, resolve_fit_method
 from ..sentence_embeddings import copy_modules, is_sentence_transformer, pooling_of
 from ..loading import from_pretrained
@@ -174,6 +175,7 @@ def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -
         result = _heal(args, model, teacher, tokenizer, source, checkpoint_dir)
     summary = {
         "source": args.src,
+        "sharing_preset": args.sharing_preset,
         "fit_method": args.resolved_fit_method(),
         "retained_energy": [fit.retained_energy for fit in report],
         "calibration": calibration,
@@ -233,6 +235,18 @@ def _heal(args: ConvertArguments, model, teacher, tokenizer, source: str, checkp
     return result
 
 
+def _sharing(args: ConvertArguments, model) -> dict:
+    """What the card names beside the attention type and layer sharing: the preset, and the fields set away from
+    plain per-layer attention."""
+    config = model.config
+    shared_layers = config.layer_sharing != "none"
+    return {"sharing_preset": args.sharing_preset,
+            "num_unique_layers": config.num_unique_layers if shared_layers else None,
+            "sharing_order": config.sharing_order if shared_layers else None,
+            "num_key_value_heads": config.num_key_value_heads, "query_rank": config.query_rank,
+            "attention_rank": config.effective_attention_rank if config.attention_type in RANKED_ATTENTION_TYPES else None}
+
+
 def _save(args: ConvertArguments, source: str, model, tokenizer, report, result, summary: dict) -> None:
     """OUT, atomically: the model, its tokenizer, the card, the sentence-transformers modules and the report."""
     calibration = summary["calibration"]
@@ -242,7 +256,7 @@ def _save(args: ConvertArguments, source: str, model, tokenizer, report, result,
         tokenizer.save_pretrained(tmp)
         write_model_card(tmp, model.config.converted_from or args.src, args.attention_type, args.layer_sharing,
                          result, args.heal, args.corpus, report,
-                         calibration_sentences=calibration and calibration["sentences"])
+                         calibration_sentences=calibration and calibration["sentences"], sharing=_sharing(args, model))
         if _is_local_sentence_transformer(source):
             sentence_files = copy_modules(source, tmp)
             summary["sentence_transformers_files"] = sentence_files

@@ -586,7 +586,7 @@ def _trained_parameters(student, config: HealConfig) -> list:
 
 
 def write_model_card(folder, source: str, attention_type: str, layer_sharing: str, result: HealResult | None,
-                     config: HealConfig | None, corpus=None, fit_report=None, calibration_sentences=None):
+                     config: HealConfig | None, corpus=None, fit_report=None, calibration_sentences=None, sharing=None):
     """A short README.md noting the base model, the conversion and the healing run (written by sharedbert.conversion.card)."""
     healing = None
     if result is not None and config is not None:
@@ -597,4 +597,4 @@ def write_model_card(folder, source: str, attention_type: str, layer_sharing: st
         )
     retained_energy = [fit.retained_energy for fit in fit_report or []]
     write_conversion_card(folder, source, attention_type, layer_sharing, retained_energy=retained_energy,
-                          healing=healing, calibration_sentences=calibration_sentences)
+                          healing=healing, calibration_sentences=calibration_sentences, sharing=sharing)
