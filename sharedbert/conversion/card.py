@@ -57,7 +57,8 @@ def conversion_card(
     ]
     if retained_energy:
         kept = ", ".join(f"{energy:.3f}" for energy in retained_energy)
-        lines += ["", f"Share of the attention weight energy kept by the initial fit, per stored attention layer: {kept}."]
+        lines += ["", "Share of the attention weight energy kept by the initial fit, per stored attention layer: "
+                      f"{kept}."]
     if calibration_sentences:
         lines += ["", f"Calibrated in closed form on {calibration_sentences} pieces of text (attention fit weighted by "
                       "the layer inputs' second moment, output projections refitted by least squares, layer by layer; "

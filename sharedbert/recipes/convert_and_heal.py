@@ -244,7 +244,8 @@ def _sharing(args: ConvertArguments, model) -> dict:
             "num_unique_layers": config.num_unique_layers if shared_layers else None,
             "sharing_order": config.sharing_order if shared_layers else None,
             "num_key_value_heads": config.num_key_value_heads, "query_rank": config.query_rank,
-            "attention_rank": config.effective_attention_rank if config.attention_type in RANKED_ATTENTION_TYPES else None}
+            "attention_rank": (config.effective_attention_rank if config.attention_type in RANKED_ATTENTION_TYPES
+                               else None)}
 
 
 def _save(args: ConvertArguments, source: str, model, tokenizer, report, result, summary: dict) -> None:
