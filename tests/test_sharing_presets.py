@@ -147,3 +147,12 @@ def test_the_card_of_a_conversion_without_a_preset_names_its_rank():
     assert "(attention_type `shared_lowrank_query`, layer_sharing `none`, attention_rank `32`)" in card
     assert "sharing preset" not in card
     assert "(attention_type `shared`, layer_sharing `none`)" in conversion_card("bert", "shared", "none")
+
+
+def test_the_guide_lists_every_preset_and_no_other():
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "model.md").read_text(encoding="utf-8")
+    section = guide.split("### Sharing presets", 1)[1].split("\n#", 1)[0]
+    rows = [line.split("|")[1].strip().strip("`") for line in section.splitlines() if line.startswith("| `")]
+    assert rows == list(SHARING_PRESETS)
