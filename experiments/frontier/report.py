@@ -224,7 +224,14 @@ def summarise(cells: dict, described: dict, plan: Plan = FRONTIER) -> dict:
     }
 
 
-def table(summary: dict) -> str:
+def table(summary: dict, declared_seeds: int = len(FRONTIER.seeds)) -> str:
+    """summary.md: every arm per setting; a verdict is interim (and says so, with its seeds) until the arm has every
+    declared seed, as the README's rule draws none before then."""
+    def verdict(row, key):
+        word = row.get(key, {}).get("verdict", "—")
+        return word if word == "—" or len(row["seeds"]) >= declared_seeds else (
+            f"interim: {word} ({len(row['seeds'])} of {declared_seeds} seeds)")
+
     lines = []
     for setting, rows in summary["settings"].items():
         lines += [f"### {setting}", "", "| arm | budget | parameters | seeds | mean loss | − standard (95% t) | "
@@ -233,9 +240,9 @@ def table(summary: dict) -> str:
         for arm, row in sorted(rows.items(), key=lambda item: -item[1]["budget"]):
             lines.append(f"| `{arm}` | {row['budget']:.1%} | {row['parameters']:,} | {len(row['seeds'])} | "
                          f"{row['mean']:.4f} | {interval(row.get('against_standard'))} | "
-                         f"{row.get('against_standard', {}).get('verdict', '—')} |"
+                         f"{verdict(row, 'against_standard')} |"
                          + (f" {interval(row.get('against_standard_mask'))} | "
-                            f"{row.get('against_standard_mask', {}).get('verdict', '—')} | "
+                            f"{verdict(row, 'against_standard_mask')} | "
                             f"{'yes' if row['learns'] else 'no'} |" if setting.startswith("mlm") else ""))
         lines.append("")
     return "\n".join(lines)
@@ -300,9 +307,9 @@ def main(plan: Plan = FRONTIER, title: str = "The frontier", plot_name: str = "f
     described = json.loads(plan.arms_file.read_text())
     summary = summarise(cells, described, plan)
     (plan.results / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (plan.results / "summary.md").write_text(table(summary) + "\n")
+    (plan.results / "summary.md").write_text(table(summary, len(plan.seeds)) + "\n")
     plot(summary, plan.results / plot_name, title)
-    print(table(summary))
+    print(table(summary, len(plan.seeds)))
     print(f"width 256 by the rule: {summary['width_256_rule']['arms']} (pending: "
           f"{len(summary['width_256_rule']['pending'])} arms)")
     print(f"best (<= 35%): {summary['best']}\nbest_at_10: {summary['best_at_10']}")

@@ -164,6 +164,14 @@ def test_the_report_judges_by_the_t_interval_and_applies_the_width_256_rule(desc
     assert not summary["best_at_10"]["carried_to_width_256"] and not summary["best_at_10"]["met"]
 
 
+def test_summary_md_marks_a_verdict_interim_until_the_arm_has_every_declared_seed(described):
+    cells = fake_grid({"shared": 0.2}, seeds=(1, 2, 3))
+    text = report.table(report.summarise(cells, described))
+    assert "| interim: trails (3 of 5 seeds) |" in text
+    complete = report.table(report.summarise(fake_grid({"shared": 0.2}), described))
+    assert "| trails |" in complete and "interim" not in complete
+
+
 def test_a_best_that_is_on_par_at_width_128_but_trails_at_256_is_not_met(described):
     cells = fake_grid({"standard-att1": 0.005})
     for seeds in (cells["clm-cpu-w256-h8"]["standard-att1"], ):
