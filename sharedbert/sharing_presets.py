@@ -1,6 +1,6 @@
 """Named ways to share weights: `SharedBertConfig` keyword sets that apply at any model size.
 
-    config = SharedBertConfig(**SHARING_PRESETS["albert-attention"], hidden_size=384, num_attention_heads=12)
+    config = SharedBertConfig(**sharing_preset("albert-attention"), hidden_size=384, num_attention_heads=12)
     sharedbert convert all-MiniLM-L6-v2 out --sharing-preset albert-attention --heal
     sharedbert pretrain --corpus text/ --sharing-preset mqa
 

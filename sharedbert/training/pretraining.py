@@ -216,8 +216,7 @@ def pretrain(arguments: PretrainArguments | None = None, /, **fields) -> dict:
 def _model_values(args: PretrainArguments) -> dict:
     """The SharedBertConfig fields of the model to build (its vocabulary aside), checked."""
     values = config_values(args.config)
-    for key in ("attention_type", "layer_sharing", "num_unique_layers", "sharing_order", "num_key_value_heads",
-                "query_rank"):
+    for key in SHARING_FIELDS:
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     if args.layer_sharing is not None and args.num_unique_layers is None and "num_unique_layers" in values:
