@@ -88,21 +88,6 @@ def test_a_healed_variant_without_its_checkpoint_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_study_trains_scores_reports_and_resumes(tmp_path, mlm_text_dir, minilm_path, capsys):
-    arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
-                 "--work-dir", str(tmp_path / "work")]
-    assert study.main(arguments) == 0
-    cells = json.loads((tmp_path / "results" / "recipe-quick.json").read_text())["cells"]
-    cell = cells["shared-all/seed1"]
-    assert 0.0 <= cell["chrf"] <= 100.0 and 0.0 <= cell["exact_match"] <= 100.0
-    assert cell["parameters"] > 0 and cell["examples"] and cell["precision"] in ("bf16", "fp32")
-    assert "| shared-all |" in (tmp_path / "results" / "recipe-quick.md").read_text()
-    capsys.readouterr()
-    assert study.main(arguments) == 0  # a second run skips the finished cell
-    assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
-
-
-@pytest.mark.slow
 def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_process_ends(tmp_path):
     import subprocess
     import sys
@@ -127,8 +112,9 @@ def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_proce
 
 
 @pytest.mark.slow
-def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_text_dir, minilm_path):
-    """Ctrl-C (as at the end of a sitting) saves a checkpoint and stops; the next run continues the cell from it."""
+def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_text_dir, minilm_path, capsys):
+    """Ctrl-C (as at the end of a sitting) saves a checkpoint and stops; the next run continues the cell from it, and
+    ends where an uninterrupted run (the quick study end to end, which a second run then skips) ends."""
     import signal
     import subprocess
     import sys
@@ -162,6 +148,14 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
     assert reference["resumed"] is False
     assert cell["final_train_loss"] == pytest.approx(reference["final_train_loss"], rel=1e-5)
     assert cell["examples"] == reference["examples"] and cell["chrf"] == pytest.approx(reference["chrf"])
+
+    # The uninterrupted run is the quick study end to end: trained, scored, reported; a second run skips the cell.
+    assert 0.0 <= reference["chrf"] <= 100.0 and 0.0 <= reference["exact_match"] <= 100.0
+    assert reference["parameters"] > 0 and reference["examples"] and reference["precision"] in ("bf16", "fp32")
+    assert "| shared-all |" in (tmp_path / "results-uninterrupted" / "recipe-quick.md").read_text()
+    capsys.readouterr()
+    assert study.main(uninterrupted) == 0
+    assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
 
 
 def test_results_of_another_recipe_are_refused_before_any_training(tmp_path, monkeypatch):
