@@ -333,3 +333,31 @@ def test_the_pilot_never_reads_a_dev_set_and_names_its_overrides(tmp_path):
     assert study.dataclasses.replace(short, context=128, pretrain_batch=8) == cpu
     assert study.dataclasses.replace(long, pretrain_iters=6000) == cpu
     assert study.make_cell("standard", 2, "cpu-c64").name == "cpu-c64-standard-seed2"
+
+
+def report_table(heading: str) -> list[list[str]]:
+    """The body rows of the first table under `heading` in the study's README, cells stripped of backticks."""
+    text = (study.HERE / "README.md").read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return [[cell.strip().strip("`") for cell in row.strip("|").split("|")] for row in rows]
+
+
+@pytest.mark.parametrize("heading, folder", [("### Recipe gate: what ran", "pilot"),
+                                             ("### After the gate: the same pipeline on tiny Shakespeare",
+                                              "diagnostic-text")])
+def test_the_reports_pilot_tables_are_their_results_files(heading, folder):
+    """Each row of the report's gate and diagnostic tables (recipe, arm, validation loss, context-free null, below it,
+    learns, SST-2 on the training split, CPU seconds of pretraining) reads as its committed pilot cell says."""
+    rows = report_table(heading)
+    assert rows, f"no table under {heading!r}"
+    for recipe, arm, loss, null, below, learns, sst2, cpu_seconds in rows:
+        cell = json.loads((study.HERE / "results" / folder / f"{recipe}-{arm}-seed1.json").read_text())
+        pretraining = cell["pretraining"]
+        assert cell["pilot"] and cell["scored_on"] == "train split" and cell["recipe"] == recipe
+        assert loss == f"{pretraining['validation_loss']:.3f}"
+        assert null == f"{pretraining['nulls']['validation']['context_free']:.3f}"
+        assert below == f"{pretraining['below_context_free_null']:.3f}"
+        assert learns == ("yes" if pretraining["learns"] else "no")
+        assert sst2 == f"{cell['tasks']['sst2']['dev']['clean']['score']:.1f}"
+        assert cpu_seconds == f"{pretraining['cpu_seconds_this_process']:,.0f}"
