@@ -361,3 +361,7 @@ def test_the_reports_pilot_tables_are_their_results_files(heading, folder):
         assert learns == ("yes" if pretraining["learns"] else "no")
         assert sst2 == f"{cell['tasks']['sst2']['dev']['clean']['score']:.1f}"
         assert cpu_seconds == f"{pretraining['cpu_seconds_this_process']:,.0f}"
+        if folder != "pilot":  # the diagnostic: the gate's cell changed in nothing but the corpus
+            gate = json.loads((study.HERE / "results" / "pilot" / f"{recipe}-{arm}-seed1.json").read_text())
+            assert cell["hyperparameters"] == gate["hyperparameters"] and cell["seed"] == gate["seed"]
+            assert set(cell["corpus_files"]) == {"input.txt", study.HELD_OUT_FILE} != set(gate["corpus_files"])
