@@ -307,9 +307,10 @@ def main(plan: Plan = FRONTIER, title: str = "The frontier", plot_name: str = "f
     described = json.loads(plan.arms_file.read_text())
     summary = summarise(cells, described, plan)
     (plan.results / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (plan.results / "summary.md").write_text(table(summary, len(plan.seeds)) + "\n")
+    text = table(summary, len(plan.seeds))
+    (plan.results / "summary.md").write_text(text + "\n")
     plot(summary, plan.results / plot_name, title)
-    print(table(summary, len(plan.seeds)))
+    print(text)
     print(f"width 256 by the rule: {summary['width_256_rule']['arms']} (pending: "
           f"{len(summary['width_256_rule']['pending'])} arms)")
     print(f"best (<= 35%): {summary['best']}\nbest_at_10: {summary['best_at_10']}")
