@@ -228,8 +228,11 @@ class SharedBertAttentionBase(nn.Module):
             is_causal=is_causal,
             **kwargs,
         )
-        # Without its output scale (dv): the output projection applies it, see `SharedBertSelfOutput`.
-        return attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim), attn_weights
+        attn_output = attn_output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim)
+        # dv, where the value is the key: P·(S⊙dv) = (P·S)⊙dv. Applied here, in this module's own forward, where
+        # offloading hooks (accelerate's device_map with "cpu" or "disk") have brought its weights onto the device.
+        scale = self.output_scale()
+        return (attn_output if scale is None else attn_output * scale), attn_weights
 
 
 def cache_update(cache: Cache, key: torch.Tensor, value: torch.Tensor | None, layer_idx: int):
@@ -436,14 +439,8 @@ class SharedBertSelfOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.pre_norm = config.layer_norm_position == "pre"
 
-    def forward(
-        self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, input_scale: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """`input_scale`: the attention's per-channel output scale (dv), applied here; None when there is none."""
-        # The projection is always called as a module, scale or not: per-module hooks (ZeRO-3 parameter gathering,
-        # calibration, adapters, interpretability tools) see it run. Scaling its weight's columns instead would keep
-        # one activation less in training (benchmarks/activation_memory.py) but bypass them.
-        output = self.dense(hidden_states if input_scale is None else hidden_states * input_scale)
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        output = self.dense(hidden_states)
         if self.pre_norm:
             return input_tensor + self.dropout(output)
         return self.LayerNorm(self.dropout(output) + input_tensor)
@@ -479,7 +476,7 @@ class SharedBertAttention(nn.Module):
             is_causal=is_causal,
             **kwargs,
         )
-        return self.output(attention_output, hidden_states, self.self.output_scale()), attention_weights
+        return self.output(attention_output, hidden_states), attention_weights
 
 
 class SharedBertFeedForward(nn.Module):

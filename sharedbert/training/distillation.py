@@ -48,6 +48,16 @@ def _without_labels(inputs: dict) -> dict:
     return {k: v for k, v in inputs.items() if k != "labels"}
 
 
+def _device_of(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _follow(teacher, device: torch.device) -> None:
+    """Puts the teacher where the student runs: Trainer places the model it trains (on a GPU, say), not the teacher."""
+    if _device_of(teacher) != device:
+        teacher.to(device)
+
+
 class LogitDistillation:
     """T²·KL(teacher ‖ student) of the logits at temperature T, batch mean (the student's logits from the task loss's
     outputs when given)."""
@@ -61,6 +71,7 @@ class LogitDistillation:
     def __call__(self, model, inputs, outputs=None):
         if outputs is None:
             outputs = model(**_without_labels(inputs))
+        _follow(self.teacher, outputs.logits.device)
         with torch.no_grad():
             teacher_logits = self.teacher(**_without_labels(inputs)).logits
         t = self.temperature
@@ -123,6 +134,9 @@ class Distiller:
 
     def loss(self, batch) -> tuple[torch.Tensor, dict]:
         """(weighted total, {part name: float}) on `batch` (input_ids, attention_mask, token_type_ids)."""
+        device = _device_of(self.student)
+        _follow(self.teacher, device)
+        batch = {name: tensor.to(device) for name, tensor in batch.items()}
         mask = batch["attention_mask"]
         with torch.no_grad():
             teacher_out = self.teacher(**batch, output_hidden_states=True)

@@ -65,7 +65,7 @@ def test_a_tiny_cell_writes_a_complete_result(finished):
     assert (cell["arm"], cell["seed"], cell["recipe"], cell["pilot"]) == ("shared", 1, "test", False)
     for key in ("git_commit", "device", "precision", "cpu", "torch", "transformers", "corpus_sha256"):
         assert key in cell
-    assert cell["precision"] in ("bf16", "fp32") and cell["device"] == "cpu"
+    assert cell["precision"] in ("bf16", "fp32") and cell["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     pretraining = cell["pretraining"]
     assert [p["iteration"] for p in pretraining["curve"]] == [0, 3, 6]
     assert pretraining["nulls"]["validation"]["context_free"] < pretraining["nulls"]["validation"]["unigram"]

@@ -23,6 +23,7 @@ from sharedbert import (
     SharedBertModel,
 )
 from transformers.models.auto import configuration_auto, modeling_auto
+from transformers.testing_utils import torch_device
 
 from transformers_test_suite import import_test_modules_or_skip
 
@@ -105,22 +106,34 @@ class SharedBertModelTester:
             SharedBertForTokenClassification: ("logits", (self.batch_size, self.seq_length, self.num_labels)),
         }
         for model_class, (field, shape) in expected.items():
-            model = model_class(config).eval()
+            model = model_class(config).to(torch_device).eval()
             with torch.no_grad():
                 output = model(**inputs)
             self.parent.assertEqual(tuple(getattr(output, field).shape), shape, model_class.__name__)
         config.num_labels = 2
         with torch.no_grad():
-            output = SharedBertForQuestionAnswering(config).eval()(**inputs)
+            output = SharedBertForQuestionAnswering(config).to(torch_device).eval()(**inputs)
         self.parent.assertEqual(tuple(output.end_logits.shape), (self.batch_size, self.seq_length))
-        model = SharedBertForMultipleChoice(config).eval()
+        model = SharedBertForMultipleChoice(config).to(torch_device).eval()
         choices = {k: v.unsqueeze(1).expand(-1, self.num_choices, -1).contiguous() for k, v in inputs.items()}
         with torch.no_grad():
             logits = model(**choices).logits
         self.parent.assertEqual(tuple(logits.shape), (self.batch_size, self.num_choices))
 
 
-class _SharedBertMixinTest(ModelTesterMixin):
+class _OffloadMixinTest(ModelTesterMixin):
+    """transformers' offload tests (they run only on an accelerator), fitted to SharedBert."""
+
+    # The tiny test models are mostly embeddings: with less than 90% of one on the GPU, accelerate's map (which keeps
+    # room for the largest layer there) puts all of it on the CPU and the CPU-offload test would test nothing. Model
+    # test classes in transformers set their own split for the same reason.
+    model_split_percents = [0.5, 0.9, 0.95]
+
+    def test_disk_offload_bin(self):
+        self.skipTest("SharedBert loads safetensors only: use_safetensors=False is refused (unpickling can run code)")
+
+
+class _SharedBertMixinTest(_OffloadMixinTest):
     # The decoder and seq2seq classes need their own configs: classes of their own below.
     all_model_classes = tuple(
         head for head in HEADS.values() if head not in (SharedBertLMHeadModel, SharedBertForConditionalGeneration)
@@ -136,8 +149,8 @@ class _SharedBertMixinTest(ModelTesterMixin):
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
         if return_labels and model_class is SharedBertForPreTraining:
             batch, seq = self.model_tester.batch_size, self.model_tester.seq_length
-            inputs_dict["labels"] = torch.zeros((batch, seq), dtype=torch.long)
-            inputs_dict["next_sentence_label"] = torch.zeros(batch, dtype=torch.long)
+            inputs_dict["labels"] = torch.zeros((batch, seq), dtype=torch.long, device=torch_device)
+            inputs_dict["next_sentence_label"] = torch.zeros(batch, dtype=torch.long, device=torch_device)
         return inputs_dict
 
     def test_config(self):
@@ -203,7 +216,7 @@ class SharedAttentionOnlyUntiedModelTest(_EncoderVariantMixinTest, unittest.Test
     }
 
 
-class _SharedBertDecoderMixinTest(ModelTesterMixin):
+class _SharedBertDecoderMixinTest(_OffloadMixinTest):
     """The causal LM head on a decoder config (is_decoder=True), through the same common tests."""
 
     all_model_classes = (SharedBertLMHeadModel,)
@@ -273,7 +286,7 @@ class Seq2SeqModelTester(SharedBertModelTester):
         return config, inputs
 
 
-class _SharedBertSeq2SeqMixinTest(ModelTesterMixin):
+class _SharedBertSeq2SeqMixinTest(_OffloadMixinTest):
     all_model_classes = (SharedBertForConditionalGeneration,)
     # As for the decoder classes: transformers' GenerationTesterMixin is not in the sdist; generation is tested in
     # tests/model/test_seq2seq.py.
@@ -291,6 +304,20 @@ class _SharedBertSeq2SeqMixinTest(ModelTesterMixin):
 
     def test_config(self):
         self.config_tester.run_common_tests()
+
+    # device_map="auto" on a seq2seq model: transformers' infer_auto_device_map counts the LM head's weight
+    # `cls.predictions.decoder.weight` as inside the top-level `decoder` stack (a substring test, "decoder." in the
+    # name) and fails with an IndexError. An explicit device_map works: tests/model/test_offload.py.
+    AUTO_DEVICE_MAP = "transformers' infer_auto_device_map fails on this seq2seq's module names; see test_offload.py"
+
+    def test_cpu_offload(self):
+        self.skipTest(self.AUTO_DEVICE_MAP)
+
+    def test_disk_offload_safetensors(self):
+        self.skipTest(self.AUTO_DEVICE_MAP)
+
+    def test_model_parallelism(self):
+        self.skipTest(self.AUTO_DEVICE_MAP)
 
 
 class Seq2SeqSharingNothingTest(_SharedBertSeq2SeqMixinTest, unittest.TestCase):

