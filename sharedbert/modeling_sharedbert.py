@@ -152,8 +152,8 @@ class SharedBertAttentionBase(nn.Module):
     `project_key_value(states)`, the per-head (key, value) of the states attended to (the encoder's), with the weights
     the type ties; `project` does both from one input. Types whose value is their key scaled per channel (K = S,
     V = S⊙dv: "shared", "shared_kv", "shared_head_query", "shared_lowrank_query") return the value None and
-    `output_scale()` dv: attention runs with V = K, and since P·(S⊙dv) = (P·S)⊙dv the output projection applies dv to
-    its input channels. No value tensor is made, and a cache holds S alone (`cache_update`)."""
+    `output_scale()` dv: attention runs with V = K, and since P·(S⊙dv) = (P·S)⊙dv, dv scales the attention's output
+    channels. No value tensor is made, and a cache holds S alone (`cache_update`)."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__()
