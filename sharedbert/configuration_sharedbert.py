@@ -9,7 +9,15 @@ defining classes and constants.
 # `Literal` is typing's, as transformers' own configs use it (this file imports only transformers and torch).
 from transformers.configuration_utils import Literal, PreTrainedConfig, strict
 from transformers.utils import auto_docstring
-from transformers.utils.type_validators import activation_fn_key, interval, positive_int_field
+from transformers.utils.type_validators import activation_fn_key, as_validated_field, interval
+
+
+@as_validated_field
+def positive_int_field(value: int | None = None):
+    """A field that holds None or an int > 0: transformers' own `positive_int_field` (5.17+), defined here so that
+    older 5.x releases load this file."""
+    if value is not None and (not isinstance(value, int) or not value > 0):
+        raise ValueError(f"Value must be a positive integer, got {value}")
 
 
 ATTENTION_TYPES = (

@@ -51,7 +51,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel, slice_logits_to_keep
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.models.encoder_decoder.modeling_encoder_decoder import shift_tokens_right
 from transformers.processing_utils import Unpack
@@ -60,6 +60,20 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_sharedbert import SharedBertConfig
+
+
+def slice_logits_to_keep(hidden_states: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:
+    """The positions of `hidden_states` whose logits are wanted, as transformers' `slice_logits_to_keep` (5.21+,
+    defined here so that older 5.x releases load this file): an int keeps the last `logits_to_keep` positions (0:
+    all), a 1D tensor these positions, a 2D integer tensor these positions per sample, a 2D bool mask the True ones
+    (flattened to `(num_true, hidden_size)`)."""
+    if isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.ndim == 2:
+        if logits_to_keep.dtype == torch.bool:
+            return hidden_states[logits_to_keep]
+        return torch.take_along_dim(hidden_states, logits_to_keep[..., None], dim=1)
+    if isinstance(logits_to_keep, int):
+        logits_to_keep = slice(-logits_to_keep, None)
+    return hidden_states[:, logits_to_keep, :]
 
 
 class SharedBertEmbeddings(nn.Module):
