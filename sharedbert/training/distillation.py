@@ -116,11 +116,13 @@ class Distiller:
     """Healing's distillation term: the loss of a student encoder against the teacher encoder it was converted from
     on one tokenised batch. `weights` is any object with `hidden_weight`, `attention_weight`, `embedding_weight` and
     `similarity_weight` (a `healing.HealConfig`); `pooling` the sentence-transformers Pooling the model is used with
-    (mean pooling by default). Call `close` to remove its hooks."""
+    (mean pooling by default). Call `close` to remove its hooks and put the teacher back on its own device (the term
+    moves it to the student's)."""
 
     def __init__(self, student, teacher, weights, pooling=None):
         self.student = getattr(student, "base_model", student)
         self.teacher = getattr(teacher, "base_model", teacher)
+        self.teacher_device = _device_of(self.teacher)
         self.weights = weights
         self.pooling = pooling if pooling is not None else pooling_of(hidden_size=self.teacher.config.hidden_size)
         self.student_attention = _Recorder(self.student.encoder.attention)
@@ -170,6 +172,7 @@ class Distiller:
     def close(self):
         self.student_attention.remove()
         self.teacher_attention.remove()
+        _follow(self.teacher, self.teacher_device)
 
 
 __all__ = ["DistillationTrainer", "Distiller", "LogitDistillation"]
