@@ -55,6 +55,12 @@ def _script_module(module_name: str, path: Path):
     return sys.modules[module_name]
 
 
+def child_pythonpath() -> str:
+    """PYTHONPATH for a child Python that runs this checkout: the repository first, then the parent's own PYTHONPATH,
+    where a machine may supply the packages (the GPU machine's carried wheels: .ci/device-check)."""
+    return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+
+
 def start_child(command, **popen_options) -> subprocess.Popen:
     """`subprocess.Popen(command, ...)` for a child process a test will stop with SIGINT (Ctrl-C), started with
     SIGINT at its default action, as a process started from a terminal has it. A suite started in the background by a

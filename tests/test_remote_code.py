@@ -17,7 +17,7 @@ import torch
 
 import sharedbert
 from sharedbert.remote_code import RemoteCodeRefused, check_remote_code, remote_code_of
-from conftest import REPO_ROOT, tiny_config
+from conftest import REPO_ROOT, child_pythonpath, tiny_config
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a", "it", "was", "."]
 
@@ -264,7 +264,7 @@ def test_a_decoder_sub_config_asking_for_code_is_refused_before_transformers_ask
     """Each route as a user runs it, in a process of its own whose stdin answers "y" to any prompt: the gate refuses
     first, naming the decoder's entry and the flag, transformers' prompt never appears, and the module never runs."""
     folder = planted_encoder_decoder(tmp_path / "encoder-decoder", marker)
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+    env = dict(os.environ, PYTHONPATH=child_pythonpath(), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                OMP_NUM_THREADS="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
     done = subprocess.run([str(part) for part in _routes(folder, tmp_path)[route]], input="y\n" * 5, env=env,
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -355,7 +355,7 @@ def test_with_the_gate_switched_off_transformers_still_never_asks(tmp_path, mark
               "loader.check_remote_code = lambda *args, **kwargs: None\n"
               "from transformers import AutoModelForSeq2SeqLM\n"
               f"loader.from_pretrained(AutoModelForSeq2SeqLM, {str(folder)!r})\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+    env = dict(os.environ, PYTHONPATH=child_pythonpath(), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                HF_MODULES_CACHE=str(tmp_path / "modules"))
     done = subprocess.run([sys.executable, "-c", script], input="y\n" * 5, env=env, capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, tiny_config
+from conftest import REPO_ROOT, child_pythonpath, tiny_config
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
@@ -235,7 +235,7 @@ def test_a_weights_file_without_read_permission_is_refused_as_such(classifier, t
     weights.chmod(0)
     command = [sys.executable, "-m", "sharedbert", "evaluate", "--model", str(classifier), "--file",
                str(task["validation"]), "--task", "mine", "--text-columns", "text", "--label-column", "label"]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=child_pythonpath(), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
                               preexec_fn=_without_file_permission_override if os.geteuid() == 0 else None)

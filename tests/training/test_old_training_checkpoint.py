@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, child_pythonpath
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -51,7 +51,7 @@ def _resume(fixture: Path, tmp_path: Path, previous_format: bool = False) -> tup
     shutil.copytree(fixture / reference["checkpoint"], run / "model-checkpoints" / reference["checkpoint"])
     if previous_format:
         _as_trainer_files_with_run_state(run / "model-checkpoints" / reference["checkpoint"])
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+    env = dict(os.environ, PYTHONPATH=child_pythonpath(), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
     done = subprocess.run([sys.executable, "-m", "sharedbert", *reference["arguments"]], cwd=run, env=env,
                           capture_output=True, text=True, timeout=600)

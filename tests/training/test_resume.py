@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import Trainer
 
-from conftest import REPO_ROOT, start_child
+from conftest import REPO_ROOT, child_pythonpath, start_child
 
 WORDS = ("the a film story actor plot scene music light dark slow quick long short night day city river song "
          "friend house road window garden paper stone").split()
@@ -33,7 +33,7 @@ KILL_SEED = int(os.environ.get("SHAREDBERT_KILL_SEED", random.randrange(10**6)))
 
 
 def _env():
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+    env = dict(os.environ, PYTHONPATH=child_pythonpath(), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
     env.pop("SHAREDBERT_KILL_SEED", None)
     return env
