@@ -131,8 +131,9 @@ def _augmented(x: torch.Tensor) -> torch.Tensor:
 
 
 def _run(model, batch) -> None:
+    device = next(model.parameters()).device  # the batch where the model is (the tokenizer makes it on the CPU)
     try:
-        model(**batch)
+        model(**{name: tensor.to(device) for name, tensor in batch.items()})
     except _Stop:
         pass
 
@@ -144,7 +145,7 @@ def _input_moment(student, layer, batches) -> torch.Tensor:
     try:
         for batch in batches:
             _run(student, batch)
-            x = _augmented(capture.tensor[batch["attention_mask"].bool()])
+            x = _augmented(capture.tensor[batch["attention_mask"].to(capture.tensor.device).bool()])
             total, count = total + x.T @ x, count + len(x)
     finally:
         hook.remove()
@@ -152,7 +153,8 @@ def _input_moment(student, layer, batches) -> torch.Tensor:
 
 
 def _sqrt_and_inverse(moment: torch.Tensor, ridge: float) -> tuple[torch.Tensor, torch.Tensor]:
-    moment = moment + ridge * moment.diagonal().mean() * torch.eye(len(moment), dtype=moment.dtype)
+    identity = torch.eye(len(moment), dtype=moment.dtype, device=moment.device)
+    moment = moment + ridge * moment.diagonal().mean() * identity
     values, vectors = torch.linalg.eigh(moment)
     values = values.clamp_min(1e-12 * float(values.max()))
     return (vectors * values.sqrt()) @ vectors.T, (vectors / values.sqrt()) @ vectors.T
@@ -188,8 +190,8 @@ def _refit_output(student, teacher, dense: nn.Linear, teacher_dense: nn.Linear, 
     (the output of `teacher_dense`); `dense` is replaced by the solution. Returns the mean squared error before and
     after."""
     hidden = dense.weight.shape[0]
-    gram = torch.zeros(hidden + 1, hidden + 1, dtype=torch.float64)
-    cross = torch.zeros(hidden + 1, hidden, dtype=torch.float64)
+    gram = torch.zeros(hidden + 1, hidden + 1, dtype=torch.float64, device=dense.weight.device)
+    cross = torch.zeros(hidden + 1, hidden, dtype=torch.float64, device=dense.weight.device)
     target_energy, error_before, count = 0.0, 0.0, 0
     weights_before = torch.cat([dense.weight.double().T, dense.bias.double()[None]])
     context, target = _Capture(), _Capture()
@@ -198,8 +200,8 @@ def _refit_output(student, teacher, dense: nn.Linear, teacher_dense: nn.Linear, 
         for batch in batches:
             _run(student, batch)
             _run(teacher, batch)
-            mask = batch["attention_mask"].bool()
-            x, y = _augmented(context.tensor[mask]), target.tensor[mask].double()
+            mask = batch["attention_mask"].to(gram.device).bool()
+            x, y = _augmented(context.tensor[mask]), target.tensor.to(gram.device)[mask].double()
             gram += x.T @ x
             cross += x.T @ y
             error_before += float((x @ weights_before - y).pow(2).sum())
@@ -210,7 +212,7 @@ def _refit_output(student, teacher, dense: nn.Linear, teacher_dense: nn.Linear, 
             hook.remove()
     # Ridge towards the current projection (not towards zero): directions the text barely excites keep the fit.
     strength = ridge * gram.diagonal().mean()
-    solution = torch.linalg.solve(gram + strength * torch.eye(len(gram), dtype=gram.dtype),
+    solution = torch.linalg.solve(gram + strength * torch.eye(len(gram), dtype=gram.dtype, device=gram.device),
                                   cross + strength * weights_before)
     # ‖XW − Y‖² = tr(WᵀGW) − 2·tr(WᵀC) + ‖Y‖², from the accumulated sums.
     error_after = float((solution * (gram @ solution)).sum() - 2 * (solution * cross).sum()) + target_energy

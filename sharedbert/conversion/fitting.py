@@ -374,7 +374,7 @@ def _fit_shared_kv_head(form, path, k_h, v_h, head_dim: int, frac):
     key_scale, value_scale = key_rms / size or 1.0, value_rms / size or 1.0
     query = basis @ form.T / (size * key_scale)  # Q'ᵀ·(dk·S) = B·Uᵀ·U
     output = path @ basis.T / (size * value_scale)  # O'·(dv·S) = M·Uᵀ·U
-    ones = torch.ones(head_dim, dtype=form.dtype)
+    ones = torch.ones(head_dim, dtype=form.dtype, device=form.device)
     kept = (frac(form, form @ basis.T @ basis), frac(path, path @ basis.T @ basis))
     return size * basis, (query, key_scale * ones, value_scale * ones), output, kept
 

@@ -377,7 +377,7 @@ class CheckpointCallback(TrainerCallback):
         due = self.every_steps is not None and state.global_step % self.every_steps == 0
         due = due or (self.every_minutes is not None and time.monotonic() - self._last_save >= self.every_minutes * 60)
         if args.world_size > 1:
-            votes = torch.tensor([int(stop), int(due)])
+            votes = torch.tensor([int(stop), int(due)], device=args.device)  # NCCL reduces only GPU tensors
             dist.all_reduce(votes, op=dist.ReduceOp.MAX)
             stop, due = bool(votes[0]), bool(votes[1])
         if stop and state.global_step < state.max_steps:
