@@ -131,9 +131,8 @@ def _augmented(x: torch.Tensor) -> torch.Tensor:
 
 
 def _run(model, batch) -> None:
-    device = next(model.parameters()).device  # the batch where the model is (the tokenizer makes it on the CPU)
-    try:
-        model(**{name: tensor.to(device) for name, tensor in batch.items()})
+    try:  # the batch where the model is (the tokenizer makes it on the CPU)
+        model(**{name: tensor.to(model.device) for name, tensor in batch.items()})
     except _Stop:
         pass
 

@@ -48,13 +48,9 @@ def _without_labels(inputs: dict) -> dict:
     return {k: v for k, v in inputs.items() if k != "labels"}
 
 
-def _device_of(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _follow(teacher, device: torch.device) -> None:
     """Puts the teacher where the student runs: Trainer places the model it trains (on a GPU, say), not the teacher."""
-    if _device_of(teacher) != device:
+    if teacher.device != device:
         teacher.to(device)
 
 
@@ -122,7 +118,7 @@ class Distiller:
     def __init__(self, student, teacher, weights, pooling=None):
         self.student = getattr(student, "base_model", student)
         self.teacher = getattr(teacher, "base_model", teacher)
-        self.teacher_device = _device_of(self.teacher)
+        self.teacher_device = self.teacher.device
         self.weights = weights
         self.pooling = pooling if pooling is not None else pooling_of(hidden_size=self.teacher.config.hidden_size)
         self.student_attention = _Recorder(self.student.encoder.attention)
@@ -136,7 +132,7 @@ class Distiller:
 
     def loss(self, batch) -> tuple[torch.Tensor, dict]:
         """(weighted total, {part name: float}) on `batch` (input_ids, attention_mask, token_type_ids)."""
-        device = _device_of(self.student)
+        device = self.student.device
         _follow(self.teacher, device)
         batch = {name: tensor.to(device) for name, tensor in batch.items()}
         mask = batch["attention_mask"]

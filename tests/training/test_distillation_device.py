@@ -11,12 +11,16 @@ from sharedbert.training.distillation import LogitDistillation, _follow
 
 
 class FarAwayTeacher(nn.Module):
-    """A teacher whose parameters say they live on another device; `.to` records the move instead of copying."""
+    """A teacher whose `.device` (as a transformers model has) is another device; `.to` records the move."""
 
     def __init__(self):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(2, device="meta"))
         self.moves = []
+
+    @property
+    def device(self):
+        return self.weight.device
 
     def to(self, device):
         self.moves.append(torch.device(device))
@@ -34,8 +38,6 @@ def test_the_logit_teacher_is_sent_to_the_students_device():
 
 
 def test_a_teacher_already_there_is_left_alone():
-    teacher = nn.Linear(2, 2)
-    moved = []
-    teacher.to = lambda device: moved.append(device)
-    _follow(teacher, torch.device("cpu"))
-    assert moved == []
+    teacher = FarAwayTeacher()
+    _follow(teacher, torch.device("meta"))
+    assert teacher.moves == []
