@@ -72,7 +72,6 @@ SEQ_1800 = "experiments/seq2seq/results/recipe-1800.json"
 SEQ_5400 = "experiments/seq2seq/results/recipe-5400-constant.json"
 REPLICATION_25M = "experiments/replication/results/replication-25m/replication.json"
 CHARLM = "experiments/charlm/results/summary.json"
-DEVICE_CHECK = ".ci/device-check-results/2026-11-28.json"
 GPU_STANDARD_CELL = "experiments/charlm/results/cells/clm-gpu-i850-standard-seed1.json"
 GPU_SHARED_CELL = "experiments/charlm/results/cells/clm-gpu-i850-shared-seed1.json"
 NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU recipe (5,000 iterations on a GPU)
@@ -808,15 +807,6 @@ FIGURES = [
                                "best: {} over 5,000 on a GPU), shared {};"), CHARLM,
            lambda: [results(GPU_SHARED_CELL)["hyperparameters"]["iters"], charlm("standard", "clm-gpu-i850")["mean"],
                     NANOGPT_GPU_LOSS, charlm("shared", "clm-gpu-i850")["mean"]]),
-    # docs/testing.md: the suite on a lent GPU (.ci/device-check's results)
-    Figure("docs/testing.md", phrase("before the suite finished: {} passed, {} skipped, {} failed and {} errors"),
-           DEVICE_CHECK, lambda: [results(DEVICE_CHECK)["runs"][0]["counts"][key]
-                                  for key in ("passed", "skipped", "failed", "errors")]),
-    Figure("docs/testing.md", phrase("after the fixes above but two, of {} files (those the first run had failed in, "
-                                     "the new offload and transformers-range tests, and fine-tuning's recipe): {} "
-                                     "passed, {} skipped and {} failed"), DEVICE_CHECK,
-           lambda: [len(results(DEVICE_CHECK)["runs"][1]["files"]),
-                    *[results(DEVICE_CHECK)["runs"][1]["counts"][key] for key in ("passed", "skipped", "failed")]]),
     # The GPU recipe at full length on one H200 (charlm README, README, experiments index)
     *[Figure("experiments/charlm/README.md", phrase(f"| `{arm}` | {{}} | {{}} / {{}} / {{}} | {{}} ({{}}) / {{}} ({{}}) / "
                                                     f"{{}} ({{}}) | {{}} / {{}} / {{}} |"), CHARLM,
