@@ -365,3 +365,72 @@ def test_the_reports_pilot_tables_are_their_results_files(heading, folder):
             gate = json.loads((study.HERE / "results" / "pilot" / f"{recipe}-{arm}-seed1.json").read_text())
             assert cell["hyperparameters"] == gate["hyperparameters"] and cell["seed"] == gate["seed"]
             assert set(cell["corpus_files"]) == {"input.txt", study.HELD_OUT_FILE} != set(gate["corpus_files"])
+
+
+probe = experiment_script("downstream/finetune_probe.py")
+
+
+def test_the_bag_of_characters_reference_learns_what_characters_tell():
+    """The probe's encoder-free reference separates rows whose classes use different letters, and is at chance where
+    the classes use the same letters in another order (it reads frequencies, never order)."""
+    vocabulary = probe.STUDY.Vocabulary(list("abcdefghijklmnopqrstuvwxyz "))
+    rng = random.Random(0)
+    rows = lambda words, n: probe.STUDY.Rows([(" ".join(rng.choice(words[i % 2]) for _ in range(4)),)  # noqa: E731
+                                              for i in range(n)], [i % 2 for i in range(n)])
+    letters = (["good", "fine"], ["bad", "awful"])
+    assert probe.bag_of_characters(rows(letters, 200), rows(letters, 100), vocabulary, 64) == 100.0
+    anagrams = (["stop", "pots"], ["tops", "spot"])
+    assert 30 <= probe.bag_of_characters(rows(anagrams, 200), rows(anagrams, 100), vocabulary, 64) <= 70
+
+
+@pytest.mark.slow
+def test_the_finetune_probe_trains_on_training_rows_only_and_keeps_its_results(finished, tmp_path, monkeypatch):
+    root, _ = finished
+    glue = root / "glue"
+    monkeypatch.setattr(probe, "PROBES", (("pretrained", 2, 3e-4), ("scratch", 2, 3e-4)))
+    out = tmp_path / "probe.json"
+    pretrained = root / "work" / "test-shared-seed1" / "pretrained"
+    arguments = ["--pretrained", str(pretrained), "--recipe", "test", "--glue-dir", str(glue), "--out", str(out)]
+    (tmp_path / "no-dev").mkdir()
+    for task_folder in ("SST-2", "CoLA", "MRPC", "RTE", "STS-B"):  # a probe that read a dev set would fail here
+        (tmp_path / "no-dev" / task_folder).mkdir()
+        (tmp_path / "no-dev" / task_folder / "train.tsv").write_bytes((glue / task_folder / "train.tsv").read_bytes())
+    arguments[arguments.index(str(glue))] = str(tmp_path / "no-dev")
+    assert probe.main(arguments) == 0
+    result = json.loads(out.read_text())
+    assert result["scored_on"] == "train split" and (result["train_rows"], result["scored_rows"]) == (36, 4)
+    assert [(p["initialisation"], p["steps"]) for p in result["probes"]] == [("pretrained", 2), ("scratch", 2)]
+    assert all(0 <= p["score"] <= 100 and p["train_losses"] for p in result["probes"])
+    assert result["majority"] == 50.0 and 0 <= result["bag_of_characters"] <= 100
+    assert result["pretrained"]["validation_loss"] > 0 and result["git_commit"]
+    with pytest.raises(SystemExit, match="exists; --overwrite replaces it"):
+        probe.main(arguments)
+    with pytest.raises(SystemExit, match="char_vocabulary.json: no such file"):
+        probe.main(["--pretrained", str(tmp_path), "--out", str(tmp_path / "other.json")])
+
+
+def test_the_reports_probe_table_is_its_results_file():
+    """The fine-tuning probe's table, its two references and the figures its bullets quote read as the committed
+    results file says."""
+    text = (study.HERE / "README.md").read_text(encoding="utf-8")
+    section = text.split("#### Fine-tuning probe", 1)[1].split("\n#", 1)[0]
+    result = json.loads((study.HERE / "results" / "diagnostic-text" / "finetune-probe.json").read_text())
+    assert result["scored_on"] == "train split" and result["git_commit"].startswith("27a5f68")
+    assert (f"Majority class {result['majority']:.1f}, bag of characters {result['bag_of_characters']:.1f} "
+            f"({result['scored_rows']:,} rows scored, {result['train_rows']:,} trained on)") in section
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith(("| pretrained", "| scratch"))]
+    assert len(rows) == len(result["probes"])
+    for row, probe_run in zip(rows, result["probes"]):
+        assert row == [probe_run["initialisation"], f"{probe_run['steps']:,}", f"{probe_run['learning_rate']:.0e}"
+                       .replace("e-0", "e-"), f"{probe_run['score']:.1f}",
+                       f"{probe_run['train_losses'][-1]['loss']:.3f}", f"{probe_run['cpu_seconds']:.0f}"]
+    scores = {(p["initialisation"], p["steps"], p["learning_rate"]): p["score"] for p in result["probes"]}
+    long_pretrained = [scores[("pretrained", 3000, 3e-4)], scores[("pretrained", 3000, 1e-4)]]
+    scratch = scores[("scratch", 3000, 3e-4)]
+    assert f"reaches {long_pretrained[0]:.1f} (3e-4) and {long_pretrained[1]:.1f} (1e-4)" in section
+    assert f"3,000 steps reach {scratch:.1f}" in section
+    assert [round(s - scratch, 1) for s in long_pretrained] == [1.3, 1.8] and "1.3 to 1.8 points" in section
+    assert all(round(s - result["bag_of_characters"]) == 3 for s in long_pretrained)  # "about 3 points above"
+    assert scores[("pretrained", 600, 3e-4)] < result["bag_of_characters"]  # "600 steps stay below"
+    assert round(scores[("pretrained", 120, 3e-4)], 1) == round(result["majority"], 1)  # "at the majority class"
