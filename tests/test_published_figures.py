@@ -44,6 +44,14 @@ def results(path: str) -> dict:
     return json.loads((REPO_ROOT / path).read_text(encoding="utf-8"))
 
 
+def probe_steps_past_bag() -> int:
+    """The fewest fine-tuning steps at which a pretrained probe of the downstream diagnostic beats the bag of
+    characters on SST-2's training split."""
+    probe = results(DOWNSTREAM_PROBE)
+    return min(p["steps"] for p in probe["probes"]
+               if p["initialisation"] == "pretrained" and p["score"] > probe["bag_of_characters"])
+
+
 def mean_and_se(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
 
@@ -78,6 +86,8 @@ NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU rec
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
 CONVERSIONS = "experiments/directed-attention/results/conversions.json"
 CONVERSIONS_KV_INVARIANT = "experiments/directed-attention/results/shared-kv-invariant-fit/conversions.json"
+DOWNSTREAM_PROBE = "experiments/downstream/results/diagnostic-text/finetune-probe.json"
+DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
 DIRECTED_TRANSFER = "experiments/directed-attention/results/transfer.json"
 DIRECTED_TRANSFER_VERDICTS = "experiments/directed-attention/results/transfer-verdicts.json"
@@ -865,6 +875,10 @@ FIGURES = [
            lambda: [shared_layer_fit_gain(3), shared_layer_fit_gain(2), shared_layer_fit_gain(1)]),
     Figure("experiments/README.md", phrase("850 iterations on one CPU core, one seed: `shared` {} nats behind"), CHARLM,
            lambda: [charlm("shared", "clm-gpu-i850")["paired"]["mean"]]),
+    Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
+                                           "of characters"), DOWNSTREAM_PROBE,
+           lambda: [probe_steps_past_bag(), probe_steps_past_bag()
+                    / results(DOWNSTREAM_DIAGNOSTIC_CELL)["hyperparameters"]["finetune_steps"]]),
     Figure("experiments/charlm/README.md", phrase("the closest, `pairwise`, ends {} below"), CHARLM,
            lambda: [results(CHARLM)["mlm-cpu"]["unigram_validation_loss"]
                     - charlm("pairwise", "mlm-cpu")["mean"]]),
