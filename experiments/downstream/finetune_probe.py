@@ -49,14 +49,11 @@ def bag_of_characters(train, scored, vocabulary, max_length: int, seed: int = 1)
     def counts(rows):
         features = torch.zeros(len(rows), vocabulary.size)
         for row, texts in enumerate(rows.texts):
-            ids = vocabulary_ids(texts)
+            # the encoder's inputs without [CLS] and the final [SEP]; an empty row counts as one [PAD]
+            ids = STUDY.encode_example(vocabulary, texts, max_length)["input_ids"][1:-1] or [STUDY.PAD]
             features[row].index_add_(0, torch.tensor(ids), torch.ones(len(ids)))
-            features[row] /= max(1, len(ids))
+            features[row] /= len(ids)
         return features
-
-    def vocabulary_ids(texts):
-        from_study = STUDY.encode_example(vocabulary, texts, max_length)["input_ids"]
-        return from_study[1:-1] or [STUDY.PAD]
 
     torch.manual_seed(seed)
     x, y = counts(train), torch.tensor(train.labels)
