@@ -70,7 +70,7 @@ class Recipe:
     validation_windows: int  # in-domain held-out windows scored (fixed masks)
     ood_windows: int  # windows of the held-out book scored at the end
     # fine-tuning (every task, every arm)
-    finetune_steps: int
+    finetune_steps: int  # a task's steps, or fewer where finetune_max_epochs ends first
     finetune_batch: int
     finetune_lr: float = 3e-4
     finetune_warmup: float = 0.1
@@ -92,6 +92,9 @@ class Recipe:
     noise_intensities: tuple[float, ...] = (0.05, 0.15)
     ood_sentences: int = 500
     eval_limit: int | None = None  # score at most this many dev rows per task (the test recipe only)
+    # Added by the second, Shakespeare study (shakespeare/README.md); their defaults are the first study's recipes.
+    finetune_max_epochs: float | None = None  # a small task stops after this many passes over its training rows
+    corpus: tuple[str, ...] = ()  # files of the shared data folder, the held-out book among them; () = all of mlm-text
 
     @property
     def ffn(self) -> int:
@@ -118,6 +121,12 @@ RECIPES = {
 # MLM learned) at the same characters per update, then twice the updates at context 128 (about 25 minutes a cell).
 RECIPES["cpu-c64"] = dataclasses.replace(RECIPES["cpu"], context=64, pretrain_batch=16)
 RECIPES["cpu-long"] = dataclasses.replace(RECIPES["cpu"], pretrain_iters=12000)
+# The second study (shakespeare/README.md, declared before its first cell): cpu-c64 pretrained on tiny Shakespeare,
+# where the diagnostic's encoders learned, and fine-tuned 3,000 steps (the probe's budget that passed a bag of
+# characters on SST-2's training split), capped at 10 epochs so that a small task is not passed over 38 times.
+RECIPES["shakespeare"] = dataclasses.replace(
+    RECIPES["cpu-c64"], finetune_steps=3000, finetune_max_epochs=10,
+    corpus=("tinyshakespeare/input.txt", "mlm-text/gutenberg-nltk/austen-emma.txt"))
 
 # The arms, one line each: SharedBertConfig fields beyond the recipe's sizes. "reference": transformers' own BERT.
 # "match_parameters_of": the FFN width raised until the arm has the named arm's parameter count (MLM model).
@@ -179,13 +188,14 @@ class Vocabulary:
         return cls(list(data["characters"]))
 
 
-def read_corpus(folder: Path) -> dict[str, str]:
-    """Every text file of the corpus folder (the package's reader: strict UTF-8, or the encoding ENCODINGS names),
-    whitespace normalised, by name. The held-out book is one of them; the caller keeps it out of pretraining."""
+def read_corpus(source) -> dict[str, str]:
+    """Every text file of the corpus (a folder, or a list of files and folders; the package's reader: strict UTF-8,
+    or the encoding ENCODINGS names), whitespace normalised, by name. The held-out book is one of them; the caller
+    keeps it out of pretraining."""
     from sharedbert.data.text import corpus_files, read_corpus_text
 
     texts = {}
-    for path in corpus_files(folder):
+    for path in corpus_files(source):
         if path.name in texts:
             raise SystemExit(f"two corpus files are named {path.name}: the study names texts by file name.")
         texts[path.name] = normalise(read_corpus_text(path, ENCODINGS.get(path.name)))
@@ -203,12 +213,13 @@ class Corpus:
     train_counts: "torch.Tensor"
 
 
-def load_corpus(folder: Path, recipe: Recipe) -> Corpus:
+def load_corpus(source, recipe: Recipe) -> Corpus:
     import torch
 
-    texts = read_corpus(folder)
+    texts = read_corpus(source)
     if HELD_OUT_FILE not in texts:
-        raise SystemExit(f"{folder} has no {HELD_OUT_FILE}: the study holds that book out as its out-of-domain text.")
+        raise SystemExit(f"the corpus ({source}) has no {HELD_OUT_FILE}: the study holds that book out as its "
+                         "out-of-domain text.")
     train_parts, validation_parts = [], []
     digest, files = hashlib.sha256(), {}
     for name, text in sorted(texts.items()):
@@ -669,11 +680,11 @@ def condition_name(kind: str, intensity: float) -> str:
     return f"{kind}-{intensity:g}"
 
 
-def ood_sentences(corpus_dir: Path, count: int) -> list[str]:
+def ood_sentences(source, count: int) -> list[str]:
     """Sentences of the held-out book (20-200 characters), evenly spaced, lowercased as SST-2's text is."""
-    from sharedbert.data.text import read_corpus_text
+    from sharedbert.data.text import corpus_files, read_corpus_text
 
-    path = next(p for p in Path(corpus_dir).rglob(HELD_OUT_FILE))
+    path = next(p for p in corpus_files(source) if p.name == HELD_OUT_FILE)
     text = normalise(read_corpus_text(path, ENCODINGS.get(HELD_OUT_FILE)))
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if 20 <= len(s) <= 200]
     step = max(1, len(sentences) // count)
@@ -683,6 +694,14 @@ def ood_sentences(corpus_dir: Path, count: int) -> list[str]:
 # --------------------------------------------------------------------------------------------------------------------
 # Fine-tuning
 # --------------------------------------------------------------------------------------------------------------------
+
+def finetune_steps(recipe: Recipe, train_rows: int) -> int:
+    """The recipe's fine-tuning steps, or fewer where `finetune_max_epochs` passes over the training rows end first."""
+    if recipe.finetune_max_epochs is None:
+        return recipe.finetune_steps
+    epochs = math.ceil(recipe.finetune_max_epochs * train_rows / recipe.finetune_batch)
+    return max(1, min(recipe.finetune_steps, epochs))
+
 
 def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, dev: Rows, run_dir: Path,
                   precision: str, device: str, extra: dict | None = None) -> dict:
@@ -704,12 +723,13 @@ def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, 
         attention_probs_dropout_prob=recipe.dropout)
     if regression:
         train = Rows(train.texts, [float(v) for v in train.labels])
+    steps = finetune_steps(recipe, len(train))
     arguments = TrainingArguments(
-        output_dir=str(run_dir / "finetuning" / task), max_steps=recipe.finetune_steps,
+        output_dir=str(run_dir / "finetuning" / task), max_steps=steps,
         per_device_train_batch_size=recipe.finetune_batch, learning_rate=recipe.finetune_lr,
         warmup_steps=recipe.finetune_warmup, weight_decay=recipe.finetune_weight_decay, lr_scheduler_type="linear",
         seed=cell.seed, data_seed=cell.seed, bf16=precision == "bf16", use_cpu=device == "cpu", save_strategy="no",
-        logging_steps=max(1, recipe.finetune_steps // 10), report_to=[], disable_tqdm=True,
+        logging_steps=max(1, steps // 10), report_to=[], disable_tqdm=True,
         dataloader_num_workers=0)
     trainer = Trainer(model=model, args=arguments, train_dataset=Encoded(train, vocabulary, recipe.context),
                       data_collator=collate_classification)
@@ -728,7 +748,7 @@ def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, 
     for name, rows in scored.items():
         predictions = predict(model, Encoded(rows, vocabulary, recipe.context), precision, device, regression)
         scores[name] = task_metrics(task, predictions, rows.labels)
-    record = {"task": task, "dev": scores, "dev_rows": len(dev), "train_rows": len(train),
+    record = {"task": task, "dev": scores, "dev_rows": len(dev), "train_rows": len(train), "steps": steps,
               "train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
               "train_losses": [{"step": e["step"], "loss": e["loss"]}
                                                          for e in trainer.state.log_history if "loss" in e]}
@@ -807,6 +827,20 @@ def identity(cell: Cell, corpus_sha256: str, pilot: bool = False) -> dict:
             "hyperparameters": dataclasses.asdict(cell.recipe), "corpus_sha256": corpus_sha256}
 
 
+def configuration_differences(stored: dict, wanted: dict) -> list[str]:
+    """The identity keys (and hyper-parameters) in which a finished cell's file differs from the cell asked for. A
+    hyper-parameter the file lacks was added to Recipe after it was written and counts at its default, so that the
+    first study's cells stay finished."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Recipe) if f.default is not dataclasses.MISSING}
+    as_json = lambda value: json.loads(json.dumps(value))  # noqa: E731  (tuples are stored as lists)
+    differing = sorted(k for k, v in wanted.items() if k != "hyperparameters" and stored.get(k) != as_json(v))
+    stored_hyperparameters = stored.get("hyperparameters") or {}
+    for key, value in wanted["hyperparameters"].items():
+        if as_json(stored_hyperparameters.get(key, defaults.get(key))) != as_json(value):
+            differing.append(f"hyperparameters.{key}")
+    return differing
+
+
 @contextlib.contextmanager
 def claim(work_dir: Path, name: str):
     from sharedbert.atomic import file_lock
@@ -829,16 +863,16 @@ def load_tasks(glue_dir: Path, pilot: bool) -> dict:
     return tasks
 
 
-def run_cell(cell: Cell, corpus_dir: Path, glue_dir: Path, results_dir: Path, work_dir: Path, force: bool = False,
+def run_cell(cell: Cell, corpus_source, glue_dir: Path, results_dir: Path, work_dir: Path, force: bool = False,
              pilot: bool = False, corpus: Corpus | None = None) -> dict | None:
     from sharedbert.atomic import atomic_write_text
 
     result_path = results_dir / f"{cell.name}.json"
-    corpus = corpus or load_corpus(corpus_dir, cell.recipe)
+    corpus = corpus or load_corpus(corpus_source, cell.recipe)
     wanted = identity(cell, corpus.sha256, pilot)
     if result_path.exists() and not force:
         stored = json.loads(result_path.read_text())
-        differing = sorted(k for k, v in wanted.items() if stored.get(k) != json.loads(json.dumps(v)))
+        differing = configuration_differences(stored, wanted)
         if differing:
             raise SystemExit(f"{result_path} holds a finished cell of another configuration ({differing} differ): "
                              "--force replaces it, or use another --results-dir.")
@@ -858,7 +892,7 @@ def run_cell(cell: Cell, corpus_dir: Path, glue_dir: Path, results_dir: Path, wo
         print(f"{cell.name}: validation loss {pretraining['validation_loss']:.3f}, "
               f"{pretraining['below_context_free_null']:.3f} below the context-free null", flush=True)
         tasks = load_tasks(glue_dir, pilot)
-        book = ood_sentences(corpus_dir, cell.recipe.ood_sentences)
+        book = ood_sentences(corpus_source, cell.recipe.ood_sentences)
         ood = Rows([(sentence,) for sentence in book], [0] * len(book))  # unlabelled: the labels are placeholders
         finetuned = {}
         for task, (train, scored) in tasks.items():
@@ -1155,7 +1189,8 @@ def main(argv=None) -> int:
         sub.add_argument("--recipe", choices=list(RECIPES), default="cpu")
         sub.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
         sub.add_argument("--threads", type=int, help="torch threads (one cell per core: 1)")
-        sub.add_argument("--corpus", type=Path, help="raw-text folder (default: the shared data's mlm-text)")
+        sub.add_argument("--corpus", type=Path, help="raw-text folder (default: the recipe's files of the shared "
+                         "data, or all of its mlm-text)")
         sub.add_argument("--glue-dir", type=Path, help="GLUE folder (default: the shared data's glue)")
         sub.add_argument("--results-dir", type=Path)
         sub.add_argument("--work-dir", type=Path, default=WORK_DIR)
@@ -1217,11 +1252,13 @@ def run_command(args) -> int:
             else [(args.arm, args.seed)])
     overrides = {key: getattr(args, key, None) for key in PILOT_OVERRIDES}
     cells = [make_cell(arm, seed, args.recipe, args.precision, overrides) for arm, seed in plan]
-    corpus_dir = args.corpus or default_data("mlm-text")
+    recipe = cells[0].recipe
+    corpus_source = args.corpus or ([default_data(path) for path in recipe.corpus] if recipe.corpus
+                                    else default_data("mlm-text"))
     glue_dir = args.glue_dir or default_data("glue")
-    corpus = load_corpus(corpus_dir, cells[0].recipe)
+    corpus = load_corpus(corpus_source, recipe)
     for cell in cells:
-        run_cell(cell, corpus_dir, glue_dir, results_dir, work_dir, args.force, pilot, corpus)
+        run_cell(cell, corpus_source, glue_dir, results_dir, work_dir, args.force, pilot, corpus)
     return 0
 
 

@@ -434,3 +434,116 @@ def test_the_reports_probe_table_is_its_results_file():
     assert all(round(s - result["bag_of_characters"]) == 3 for s in long_pretrained)  # "about 3 points above"
     assert scores[("pretrained", 600, 3e-4)] < result["bag_of_characters"]  # "600 steps stay below"
     assert round(scores[("pretrained", 120, 3e-4)], 1) == round(result["majority"], 1)  # "at the majority class"
+
+
+# --- The second study's recipe (shakespeare/README.md) -----------------------------------------------------------------
+
+def test_the_shakespeare_recipe_differs_from_cpu_c64_only_where_declared():
+    shakespeare = study.RECIPES["shakespeare"]
+    assert study.dataclasses.replace(shakespeare, finetune_steps=120, finetune_max_epochs=None, corpus=()) == \
+        study.RECIPES["cpu-c64"]
+    assert shakespeare.corpus[-1].endswith(study.HELD_OUT_FILE)
+    assert study.make_cell("shared", 3, "shakespeare").name == "shakespeare-shared-seed3"
+
+
+@pytest.mark.parametrize("rows, steps", [(67349, 3000), (3668, 1147), (2490, 779), (8551, 2673), (5749, 1797),
+                                         (10, 4)])
+def test_fine_tuning_stops_at_its_steps_or_its_epoch_cap(rows, steps):
+    assert study.finetune_steps(study.RECIPES["shakespeare"], rows) == steps
+    assert study.finetune_steps(study.RECIPES["cpu"], rows) == 120  # the first study: no cap
+
+
+def test_a_corpus_of_named_files_reads_only_those_and_holds_the_book_out(tmp_path):
+    corpus_dir, _ = make_data(tmp_path)
+    books = corpus_dir / "books"
+    files = [books / "one.txt", books / study.HELD_OUT_FILE]
+    corpus = study.load_corpus(files, study.RECIPES["test"])
+    assert sorted(corpus.files) == sorted(p.name for p in files)
+    assert study.ood_sentences(files, 5) == study.ood_sentences(corpus_dir, 5)
+    with pytest.raises(SystemExit, match=f"has no {study.HELD_OUT_FILE}"):
+        study.load_corpus(files[:1], study.RECIPES["test"])
+
+
+def test_a_cell_file_written_before_a_recipe_field_existed_still_counts_as_finished():
+    cell = study.make_cell("shared", 1, "cpu")
+    wanted = study.identity(cell, "abc")
+    stored = json.loads(json.dumps(wanted))
+    for key in ("finetune_max_epochs", "corpus"):  # the first study's files lack these
+        del stored["hyperparameters"][key]
+    assert study.configuration_differences(stored, wanted) == []
+    stored["hyperparameters"]["finetune_steps"] = 3000
+    stored["corpus_sha256"] = "def"
+    assert study.configuration_differences(stored, wanted) == ["corpus_sha256", "hyperparameters.finetune_steps"]
+    other = study.identity(study.make_cell("shared", 1, "shakespeare"), "abc")
+    assert "hyperparameters.corpus" in study.configuration_differences(stored, other)
+
+
+def test_the_shakespeare_recipes_text_is_the_diagnostics_text():
+    """The declared corpus, read from the shared data, is the one the diagnostic's encoders learned on."""
+    from sharedbert.data.location import shared_data_dir
+
+    recipe = study.RECIPES["shakespeare"]
+    missing = [path for path in recipe.corpus if shared_data_dir(path) is None]
+    if missing:
+        pytest.skip(f"{missing} not in a shared data folder (the shared data folder sits beside the repository)")
+    source = [study.default_data(path) for path in recipe.corpus]
+    corpus = study.load_corpus(source, recipe)
+    diagnostic = json.loads((study.HERE / "results" / "diagnostic-text" / "cpu-c64-standard-seed1.json").read_text())
+    assert corpus.sha256 == diagnostic["corpus_sha256"] and corpus.vocabulary.size == diagnostic["vocab_size"]
+    declared = " ".join((study.HERE / "shakespeare" / "README.md").read_text(encoding="utf-8").split())
+    book = corpus.files[study.HELD_OUT_FILE]["characters"]
+    assert (f"{corpus.files['input.txt']['characters']:,} characters once whitespace runs are one space), its last 2% "
+            f"the in-domain validation text ({len(corpus.validation_ids):,} characters)") in declared
+    assert f"({book:,} characters)" in declared and f"the {corpus.vocabulary.size - 5} characters seen" in declared
+
+
+def test_the_second_studys_unknown_and_truncated_shares_are_the_dev_texts(glue_dir):
+    """The declaration's [UNK] and truncation shares, recomputed from the dev sets' text (no labels are read)."""
+    recipe = study.RECIPES["shakespeare"]
+    from sharedbert.data.location import shared_data_dir
+
+    if any(shared_data_dir(path) is None for path in recipe.corpus):
+        pytest.skip("tiny Shakespeare not in a shared data folder (it sits beside the repository)")
+    characters = set(study.load_corpus([study.default_data(p) for p in recipe.corpus], recipe).vocabulary.characters)
+    declared = " ".join((study.HERE / "shakespeare" / "README.md").read_text(encoding="utf-8").split())
+    unknown, truncated = [], {}
+    for task, name in (("sst2", "SST-2"), ("mrpc", "MRPC"), ("rte", "RTE"), ("cola", "CoLA"), ("stsb", "STS-B")):
+        rows = study.read_glue(glue_dir, task, "dev")
+        text = "".join("".join(pair) for pair in rows.texts)
+        unknown.append(f"{100 * sum(c not in characters for c in text) / len(text):.2f}% of {name}'s")
+        room = recipe.context - 1 - len(rows.texts[0])
+        truncated[task] = 100 * sum(sum(map(len, pair)) > room for pair in rows.texts) / len(rows)
+    assert "[UNK]`: " + ", ".join(unknown[:-1]).replace("of SST-2's", "of SST-2's dev characters") in declared
+    assert unknown[-1] in declared
+    assert (f"cuts {truncated['sst2']:.0f}% of SST-2's dev sentences" in declared
+            and f"{truncated['cola']:.0f}% of CoLA's, {truncated['stsb']:.0f}% of STS-B's pairs" in declared)
+    assert truncated["mrpc"] == truncated["rte"] == 100
+
+
+def test_the_second_studys_declared_tables_are_the_codes():
+    """shakespeare/README.md's arms table (parameters, projections) and its per-task steps come from study.py."""
+    recipe = study.RECIPES["shakespeare"]
+    text = (study.HERE / "shakespeare" / "README.md").read_text(encoding="utf-8")
+    rows = [[c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+            for line in text.split("- **Arms**", 1)[1].splitlines() if line.strip().startswith("| `")]
+    assert [row[0] for row in rows] == list(study.ARMS)
+    assert "(FFN 639)" in dict((row[0], row[1]) for row in rows)["shared-matched"]
+    assert study.matched_intermediate_size("shared-matched", recipe, 67) == 639
+    standard = study.attention_projection_parameters(study.mlm_model("standard", recipe, 67))
+    for arm, parameters, projections in rows:
+        assert int(parameters.split()[0].replace(",", "")) == study.parameter_count(arm, recipe, 67)
+        stored = study.attention_projection_parameters(study.mlm_model(arm, recipe, 67))
+        assert projections == f"{stored:,} ({100 * stored / standard:.1f}%)".replace("(100.0%)", "(100%)")
+    steps = {"sst2": 67349, "mrpc": 3667, "rte": 2490, "cola": 8551, "stsb": 5749}  # GLUE's training rows
+    phrase = ("SST-2 {} steps ({:.2f} epochs), MRPC {:,}, RTE {:,}, CoLA {:,}, STS-B {:,} ({:,} in all)".format(
+        f"{study.finetune_steps(recipe, steps['sst2']):,}", study.finetune_steps(recipe, steps["sst2"]) * 32 / 67349,
+        *(study.finetune_steps(recipe, steps[t]) for t in ("mrpc", "rte", "cola", "stsb")),
+        sum(study.finetune_steps(recipe, n) for n in steps.values())))
+    assert phrase in " ".join(text.split())
+
+
+def test_the_indexes_and_the_first_studys_pointers_name_the_second_studys_budget():
+    steps = f"{study.RECIPES['shakespeare'].finetune_steps:,}"
+    for path in (study.HERE.parent / "README.md", study.HERE / "README.md", study.HERE / "shakespeare" / "README.md"):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        assert f"up to {steps} steps a task" in text, path
