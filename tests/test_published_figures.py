@@ -44,6 +44,19 @@ def results(path: str) -> dict:
     return json.loads((REPO_ROOT / path).read_text(encoding="utf-8"))
 
 
+def frontier_clm(arm: str | None = None) -> dict:
+    """The frontier study's causal-LM comparisons to `standard` at width 128 (one arm's, or every arm's by name); an
+    arm without all five seeds is left out, as the study draws no verdict for it."""
+    rows = {a: r["against_standard"] for a, r in results(FRONTIER)["settings"]["clm-cpu"].items()
+            if a != "standard" and len(r["seeds"]) == 5}
+    return rows if arm is None else rows[arm]
+
+
+def frontier_at_10() -> list[str]:
+    """The frontier arms storing at most 10% of standard's projections at width 128."""
+    return [a for a, r in results(FRONTIER)["settings"]["clm-cpu"].items() if r["budget"] <= 0.10]
+
+
 def probe_steps_past_bag() -> int:
     """The fewest fine-tuning steps at which a pretrained probe of the downstream diagnostic beats the bag of
     characters on SST-2's training split."""
@@ -87,6 +100,7 @@ DIRECTED = "experiments/directed-attention/results/verdicts.json"
 CONVERSIONS = "experiments/directed-attention/results/conversions.json"
 CONVERSIONS_KV_INVARIANT = "experiments/directed-attention/results/shared-kv-invariant-fit/conversions.json"
 DOWNSTREAM_PROBE = "experiments/downstream/results/diagnostic-text/finetune-probe.json"
+FRONTIER = "experiments/frontier/results/summary.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
 DIRECTED_TRANSFER = "experiments/directed-attention/results/transfer.json"
@@ -875,6 +889,12 @@ FIGURES = [
            lambda: [shared_layer_fit_gain(3), shared_layer_fit_gain(2), shared_layer_fit_gain(1)]),
     Figure("experiments/README.md", phrase("850 iterations on one CPU core, one seed: `shared` {} nats behind"), CHARLM,
            lambda: [charlm("shared", "clm-gpu-i850")["paired"]["mean"]]),
+    Figure("experiments/README.md", phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) is on par "
+                                           "with `standard`, and every arm at or under {}% trails by {} to {} nats, so "
+                                           "no arm of the grid can meet the {}% goal"), FRONTIER,
+           lambda: [100 * results(FRONTIER)["settings"]["clm-cpu"]["gqa-2"]["budget"], 10,
+                    min(frontier_clm(a)["mean"] for a in frontier_at_10()),
+                    max(frontier_clm(a)["mean"] for a in frontier_at_10()), 10]),
     Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
                                            "of characters"), DOWNSTREAM_PROBE,
            lambda: [probe_steps_past_bag(), probe_steps_past_bag()
@@ -1386,6 +1406,12 @@ VERDICTS = [
             lambda: [shared_claim("mlm-cpu")]),
     Verdict(README, verdict_phrase("H200, 3 seeds: shared ends {v} by {} nats"), CHARLM,
             lambda: [charlm("shared", "clm-gpu")["paired"]["verdict"]]),
+    Verdict("experiments/README.md", verdict_phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) "
+                                                    "is {v} with `standard`, and every arm at or under {}% {v} by {} "
+                                                    "to {} nats, so no arm of the grid can meet the {}% goal"), FRONTIER,
+            lambda: ["on par" if [a for a, c in frontier_clm().items() if c["verdict"] in ("on par", "ahead")]
+                     == ["gqa-2"] else "another arm is on par or ahead",
+                     one_word(*(frontier_clm(a)["verdict"] for a in frontier_at_10()))]),
     Verdict("experiments/README.md", verdict_phrase("H200, 3 seeds: `shared` ends {v} by {} nats"), CHARLM,
             lambda: [charlm("shared", "clm-gpu")["paired"]["verdict"]]),
     Verdict(README, verdict_phrase("every arm learns and shared {v} standard by {} ± {}"), CHARLM,

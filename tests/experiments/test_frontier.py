@@ -253,3 +253,64 @@ def test_the_query_rank_follow_up_runs_the_frontiers_grid_with_its_arms_into_its
     assert command[command.index("--arms") + 1:command.index("--arms") + 1 + len(query_rank.ARMS)] == list(
         query_rank.ARMS)
     assert command[command.index("--results-dir") + 1].endswith("query-rank/results/cells")
+
+
+def readme_section(heading: str) -> str:
+    text = (report.HERE / "README.md").read_text(encoding="utf-8")
+    return text.split(heading, 1)[1].split("\n### ", 1)[0].split("\n**Speed.**", 1)[0]
+
+
+def test_the_reports_causal_lm_table_and_figures_are_the_summarys():
+    """The README's width-128 causal-LM section: each table row (budget, mean loss, interval, verdict) and each figure
+    its bullets quote, read from results/summary.json; every arm there, each with its five seeds."""
+    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    rows = summary["settings"]["clm-cpu"]
+    section = readme_section("### Causal LM at width 128")
+    table = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
+             for line in section.splitlines() if line.startswith("| `")]
+    assert sorted(row[0] for row in table) == sorted(rows)
+    for arm, budget, mean, difference, verdict in table:
+        row = rows[arm]
+        assert row["seeds"] == [1, 2, 3, 4, 5], arm
+        assert (budget, mean) == (f"{row['budget']:.1%}", f"{row['mean']:.4f}"), arm
+        comparison = row.get("against_standard")
+        assert difference == report.interval(comparison), arm
+        assert verdict == (comparison["verdict"] if comparison else "—"), arm
+    words = " ".join(section.split())
+    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    at_10 = [c["mean"] for arm, c in against.items() if rows[arm]["budget"] <= 0.10]
+    assert all(c["verdict"] == "trails" for arm, c in against.items() if rows[arm]["budget"] <= 0.10)
+    assert f"by {min(at_10):.3f} to {max(at_10):.3f} nats" in words
+    assert [arm for arm, c in against.items() if c["verdict"] == "on par"] == ["gqa-2"]
+    low, high = against["gqa-2"]["interval"]
+    assert f"costs {against['gqa-2']['mean']:.3f} nats, its interval ({low:+.3f} to {high:+.3f})" in words
+    cost = [against[a]["mean"] for a in ("mqa", "standard-att2", "standard-att2-cycle", "standard-att2-cycle-rev",
+                                         "standard-att1")]
+    assert f"cost {min(cost):.3f}–{max(cost):.3f} nats" in words
+    assert (f"trails by {against['shared']['mean']:.3f} in every layer (`shared`, 34.1%) and by "
+            f"{against['shared-att1']['mean']:.3f} stored once (`shared-att1`, 8.5%); the low-rank-query form by "
+            f"{against['shared-lowrank-query']['mean']:.3f} and {against['shared-lowrank-query-att1']['mean']:.3f}"
+            in words)
+    # "adds at most about the margin; the per-layer forms cost 4 to 10 times it"
+    added = [against["shared-att1"]["mean"] - against["shared"]["mean"], against["standard-att1"]["mean"],
+             against["shared-lowrank-query-att1"]["mean"] - against["shared-lowrank-query"]["mean"]]
+    assert max(added) < 1.25 * summary["margin"]
+    forms = [against[a]["mean"] / summary["margin"] for a in ("shared", "shared-lowrank-query")]
+    assert 4 <= round(min(forms)) and round(max(forms)) <= 10
+    assert (f"costs {against['standard-att1']['mean']:.3f} at 25%" in words
+            and f"(`mqa-att1`) {against['mqa-att1']['mean']:.3f} at 12.5%" in words)
+    assert (f"({rows['standard-narrow']['parameters']:,} against {rows['shared']['parameters']:,})" in words
+            and f"trails `standard` by {against['standard-narrow']['mean']:.3f}, where `shared` trails by "
+                f"{against['shared']['mean']:.3f}" in words)
+    wide = summary["equal_parameters"]["clm-cpu"]["standard-att1-wide"]
+    assert all(d < 0 for d in wide["differences"]) and wide["verdict"] == "left open"
+    assert (f"spent on width ({rows['standard-att1-wide']['width']}), ends below `standard` by {-wide['mean']:.3f} "
+            f"(interval {wide['interval'][0]:.3f} to {wide['interval'][1]:.3f})").replace("-", "−") in words
+    ffn = summary["equal_parameters"]["clm-cpu"]["standard-att1-ffn"]
+    assert f"`standard-att1-ffn` (the savings in the FFN) {report.interval(ffn).split()[0]}, {ffn['verdict']}" in words
+    orders = summary["sharing_orders"]["clm-cpu"]
+    assert all(orders[a]["verdict"] == "on par" for a in ("standard-att2-cycle", "standard-att2-cycle-rev"))
+    assert (f"({report.interval(orders['standard-att2-cycle'])} and "
+            f"{report.interval(orders['standard-att2-cycle-rev'])})").replace("[-", "[−") in words
+    within = [arm for arm, c in against.items() if c["mean"] <= summary["width_256_rule"]["threshold"]]
+    assert f"**Width 256**: {len(within)} arms are within 0.05 nats" in words
