@@ -889,6 +889,11 @@ FIGURES = [
            lambda: [shared_layer_fit_gain(3), shared_layer_fit_gain(2), shared_layer_fit_gain(1)]),
     Figure("experiments/README.md", phrase("850 iterations on one CPU core, one seed: `shared` {} nats behind"), CHARLM,
            lambda: [charlm("shared", "clm-gpu-i850")["paired"]["mean"]]),
+    Figure(README, phrase("in causal LM at width {}, {} seeds, only two key/value heads, `gqa-2` at {}% of the "
+                          "projections, are on par with standard attention, and every arm at or under {}% trails;"),
+           FRONTIER, lambda: [results(FRONTIER)["settings"]["clm-cpu"]["standard"]["width"],
+                              len(results(FRONTIER)["settings"]["clm-cpu"]["standard"]["seeds"]),
+                              100 * results(FRONTIER)["settings"]["clm-cpu"]["gqa-2"]["budget"], 10]),
     Figure("experiments/README.md", phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) is on par "
                                            "with `standard`, and every arm at or under {}% trails by {} to {} nats, so "
                                            "no arm of the grid can meet the {}% goal"), FRONTIER,
@@ -1406,6 +1411,12 @@ VERDICTS = [
             lambda: [shared_claim("mlm-cpu")]),
     Verdict(README, verdict_phrase("H200, 3 seeds: shared ends {v} by {} nats"), CHARLM,
             lambda: [charlm("shared", "clm-gpu")["paired"]["verdict"]]),
+    Verdict(README, verdict_phrase("in causal LM at width {}, {} seeds, only two key/value heads, `gqa-2` at {}% of "
+                                   "the projections, are {v} with standard attention, and every arm at or under {}% "
+                                   "{v};"), FRONTIER,
+            lambda: ["on par" if [a for a, c in frontier_clm().items() if c["verdict"] in ("on par", "ahead")]
+                     == ["gqa-2"] else "another arm is on par or ahead",
+                     one_word(*(frontier_clm(a)["verdict"] for a in frontier_at_10()))]),
     Verdict("experiments/README.md", verdict_phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) "
                                                     "is {v} with `standard`, and every arm at or under {}% {v} by {} "
                                                     "to {} nats, so no arm of the grid can meet the {}% goal"), FRONTIER,
