@@ -894,6 +894,21 @@ FIGURES = [
            FRONTIER, lambda: [results(FRONTIER)["settings"]["clm-cpu"]["standard"]["width"],
                               len(results(FRONTIER)["settings"]["clm-cpu"]["standard"]["seeds"]),
                               100 * results(FRONTIER)["settings"]["clm-cpu"]["gqa-2"]["budget"], 10]),
+    Figure("docs/model.md", phrase("In causal LM at width {} ({} seeds, complete) only two key/value heads (`gqa-2`, "
+                                   "{}% of standard's projections) are on par with `standard`; plain attention stored "
+                                   "once for every layer (the `albert-attention` preset, {}%) costs {} nats and one "
+                                   "key/value head stored once (`mqa-albert-attention`, {}%) {}, where the paper's form "
+                                   "costs {} in every layer and {} stored once ({}%). So for a decoder under a third "
+                                   "of the projections, share plain or multi-query attention across layers rather "
+                                   "than use the paper's form. Its MLM and width-{} cells"), FRONTIER,
+           lambda: [results(FRONTIER)["settings"]["clm-cpu"]["standard"]["width"],
+                    min(len(r["seeds"]) for r in results(FRONTIER)["settings"]["clm-cpu"].values()),
+                    *(100 * results(FRONTIER)["settings"]["clm-cpu"][a]["budget"]
+                              for a in ("gqa-2", "standard-att1")), frontier_clm("standard-att1")["mean"],
+                    100 * results(FRONTIER)["settings"]["clm-cpu"]["mqa-att1"]["budget"],
+                    frontier_clm("mqa-att1")["mean"], frontier_clm("shared")["mean"],
+                    frontier_clm("shared-att1")["mean"],
+                    100 * results(FRONTIER)["settings"]["clm-cpu"]["shared-att1"]["budget"], 256]),
     Figure("experiments/README.md", phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) is on par "
                                            "with `standard`, and every arm at or under {}% trails by {} to {} nats, so "
                                            "no arm of the grid can meet the {}% goal"), FRONTIER,
@@ -1417,6 +1432,10 @@ VERDICTS = [
             lambda: ["on par" if [a for a, c in frontier_clm().items() if c["verdict"] in ("on par", "ahead")]
                      == ["gqa-2"] else "another arm is on par or ahead",
                      one_word(*(frontier_clm(a)["verdict"] for a in frontier_at_10()))]),
+    Verdict("docs/model.md", verdict_phrase("only two key/value heads (`gqa-2`, {}% of standard's projections) are "
+                                            "{v} with `standard`;"), FRONTIER,
+            lambda: ["on par" if [a for a, c in frontier_clm().items() if c["verdict"] in ("on par", "ahead")]
+                     == ["gqa-2"] else "another arm is on par or ahead"]),
     Verdict("experiments/README.md", verdict_phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) "
                                                     "is {v} with `standard`, and every arm at or under {}% {v} by {} "
                                                     "to {} nats, so no arm of the grid can meet the {}% goal"), FRONTIER,
