@@ -260,22 +260,35 @@ def readme_section(heading: str) -> str:
     return text.split(heading, 1)[1].split("\n### ", 1)[0].split("\n**Speed.**", 1)[0]
 
 
+def check_table(section: str, rows: dict) -> None:
+    """Each row of the section's table (arm, budget, mean loss, difference to `standard` with its interval, verdict,
+    and for MLM the `[MASK]` view's difference and verdict and whether it learns) is the summary's; every arm of the
+    setting is there, each with its five seeds."""
+    table = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
+             for line in section.splitlines() if line.startswith("| `")]
+    assert sorted(row[0] for row in table) == sorted(rows)
+    for arm, budget, mean, difference, verdict, *mlm in table:
+        row = rows[arm]
+        assert row["seeds"] == [1, 2, 3, 4, 5], arm
+        assert (budget, mean) == (f"{row['budget']:.1%}", f"{row['mean']:.4f}"), arm
+        views = [("against_standard", difference, verdict)]
+        if mlm:
+            views.append(("against_standard_mask", mlm[0], mlm[1]))
+        for key, shown, word in views:
+            comparison = row.get(key)
+            assert shown == report.interval(comparison), (arm, key)
+            assert word == (comparison["verdict"] if comparison else "—"), (arm, key)
+        if mlm:
+            assert mlm[2] == ("yes" if row["learns"] else "no"), arm
+
+
 def test_the_reports_causal_lm_table_and_figures_are_the_summarys():
     """The README's width-128 causal-LM section: each table row (budget, mean loss, interval, verdict) and each figure
     its bullets quote, read from results/summary.json; every arm there, each with its five seeds."""
     summary = json.loads((report.HERE / "results" / "summary.json").read_text())
     rows = summary["settings"]["clm-cpu"]
     section = readme_section("### Causal LM at width 128")
-    table = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
-             for line in section.splitlines() if line.startswith("| `")]
-    assert sorted(row[0] for row in table) == sorted(rows)
-    for arm, budget, mean, difference, verdict in table:
-        row = rows[arm]
-        assert row["seeds"] == [1, 2, 3, 4, 5], arm
-        assert (budget, mean) == (f"{row['budget']:.1%}", f"{row['mean']:.4f}"), arm
-        comparison = row.get("against_standard")
-        assert difference == report.interval(comparison), arm
-        assert verdict == (comparison["verdict"] if comparison else "—"), arm
+    check_table(section, rows)
     words = " ".join(section.split())
     against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
     at_10 = [c["mean"] for arm, c in against.items() if rows[arm]["budget"] <= 0.10]
