@@ -4,6 +4,7 @@ views and context-free nulls) and its report's declared rules, on tiny models an
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -327,3 +328,55 @@ def test_the_reports_causal_lm_table_and_figures_are_the_summarys():
             f"{report.interval(orders['standard-att2-cycle-rev'])})").replace("[-", "[−") in words
     within = [arm for arm, c in against.items() if c["mean"] <= summary["width_256_rule"]["threshold"]]
     assert f"**Width 256**: {len(within)} arms are within 0.05 nats" in words
+
+
+def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
+    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    rows = summary["settings"]["mlm-cpu-i6000"]
+    section = readme_section("### Masked LM at width 128")
+    check_table(section, rows)
+    words = " ".join(section.split())
+    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
+    worst = max(max(row["losses"].values()) for row in rows.values())
+    assert all(row["learns"] for row in rows.values()) and worst <= null - 0.5
+    assert f"({null:.3f} on the selected positions; the worst seed of any arm ends at {worst:.3f})" in words
+    standard = rows["standard"]["losses"].values()
+    assert f"seeds end between {min(standard):.3f} and {max(standard):.3f}" in words
+    half_widths = [(c["interval"][1] - c["interval"][0]) / 2 for c in against.values()]
+    assert 0.1 <= min(half_widths) and max(half_widths) <= 0.4
+    assert not [arm for arm, c in against.items() if c["verdict"] in ("on par", "ahead")]
+    trailing = ["shared", "shared-kv", "shared-lowrank-query", "shared-kv-att2", "shared-lowrank-query-att1-ffn"]
+    assert sorted(a for a, c in against.items() if c["verdict"] == "trails") == sorted(trailing)
+    assert ("trail**: " + ", ".join(f"`{a}` {against[a]['mean']:+.3f}" for a in trailing[:-1])
+            + f" and `{trailing[-1]}` {against[trailing[-1]]['mean']:+.3f}") in words
+    others = [c["mean"] for a, c in against.items() if a.startswith("shared") and a not in trailing]
+    assert all(against[a]["verdict"] == "left open" for a in against if a.startswith("shared") and a not in trailing)
+    assert f"means from {min(others):+.3f} to {max(others):+.3f}" in words
+    family = [a for a in against if not a.startswith("shared")]
+    assert all(against[a]["mean"] < 0 and against[a]["verdict"] == "left open" for a in family)
+    assert (f"by {-max(against[a]['mean'] for a in family):.3f} to {-min(against[a]['mean'] for a in family):.3f}"
+            in words)
+    assert all(c["verdict"] == rows[a]["against_standard_mask"]["verdict"] for a, c in against.items())
+    equal, orders = summary["equal_parameters"]["mlm-cpu-i6000"], summary["sharing_orders"]["mlm-cpu-i6000"]
+    assert (f"`standard-att1-wide` {equal['standard-att1-wide']['mean']:+.3f}".replace("-0", "−0") in words
+            and f"`standard-att1-ffn` {equal['standard-att1-ffn']['mean']:+.3f}".replace("-0", "−0") in words)
+    assert equal["shared-lowrank-query-att1-ffn"]["verdict"] == "trails"
+    assert all(c["verdict"] == "left open" for c in orders.values())
+    assert (f"(+{orders['standard-att2-cycle']['mean']:.3f} and +{orders['standard-att2-cycle-rev']['mean']:.3f})"
+            in words)
+
+    decided = " ".join(readme_section("### What width 128 decides").split())
+    rule = summary["width_256_rule"]
+    assert rule["pending"] == [] and rule["arms"][:2] == ["standard", "shared"]
+    listed = re.findall(r"`([a-z0-9-]+)`", decided.split("and 10 arms:", 1)[1].split(";", 1)[0])
+    expanded = [a for a in listed if a != "standard-att2"] + ["standard-att2", "standard-att2-cycle",
+                                                                "standard-att2-cycle-rev"]
+    assert sorted(set(expanded) - {"cycle", "cycle-rev"}) == sorted(rule["arms"][2:]) and len(rule["arms"]) == 12
+    best, at_10 = summary["best"], summary["best_at_10"]
+    assert best["arm"] == "standard-att1-wide" and at_10["arm"] == "shared-lowrank-query-att1"
+    assert f"({best['budget']['128']:.1%} of the projections; mean of its two width-128 differences " \
+           f"{best['mean_difference_width_128']:.3f})".replace("-0", "−0") in decided
+    assert f"(9.8%, {at_10['mean_difference_width_128']:+.3f})" in decided and not at_10["carried_to_width_256"]
+    assert best["verdicts"]["clm-w128"] == best["verdicts"]["mlm-w128"] == "left open"
+    assert at_10["verdicts"]["clm-w128"] == "trails" and not best["met"] and not at_10["met"]
