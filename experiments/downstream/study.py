@@ -699,8 +699,8 @@ def finetune_steps(recipe: Recipe, train_rows: int) -> int:
     """The recipe's fine-tuning steps, or fewer where `finetune_max_epochs` passes over the training rows end first."""
     if recipe.finetune_max_epochs is None:
         return recipe.finetune_steps
-    epochs = math.ceil(recipe.finetune_max_epochs * train_rows / recipe.finetune_batch)
-    return max(1, min(recipe.finetune_steps, epochs))
+    capped = math.ceil(recipe.finetune_max_epochs * train_rows / recipe.finetune_batch)
+    return max(1, min(recipe.finetune_steps, capped))
 
 
 def finetune_task(task: str, cell: "Cell", vocabulary: Vocabulary, train: Rows, dev: Rows, run_dir: Path,

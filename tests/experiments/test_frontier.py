@@ -283,15 +283,21 @@ def check_table(section: str, rows: dict) -> None:
             assert mlm[2] == ("yes" if row["learns"] else "no"), arm
 
 
+def reported_setting(setting: str, heading: str) -> tuple[dict, dict, str, dict]:
+    """The summary, the setting's rows, the README section's words (its table checked against the rows) and each
+    arm's comparison to `standard`."""
+    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    rows = summary["settings"][setting]
+    section = readme_section(heading)
+    check_table(section, rows)
+    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    return summary, rows, " ".join(section.split()), against
+
+
 def test_the_reports_causal_lm_table_and_figures_are_the_summarys():
     """The README's width-128 causal-LM section: each table row (budget, mean loss, interval, verdict) and each figure
     its bullets quote, read from results/summary.json; every arm there, each with its five seeds."""
-    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
-    rows = summary["settings"]["clm-cpu"]
-    section = readme_section("### Causal LM at width 128")
-    check_table(section, rows)
-    words = " ".join(section.split())
-    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    summary, rows, words, against = reported_setting("clm-cpu", "### Causal LM at width 128")
     at_10 = [c["mean"] for arm, c in against.items() if rows[arm]["budget"] <= 0.10]
     assert all(c["verdict"] == "trails" for arm, c in against.items() if rows[arm]["budget"] <= 0.10)
     assert f"by {min(at_10):.3f} to {max(at_10):.3f} nats" in words
@@ -331,12 +337,7 @@ def test_the_reports_causal_lm_table_and_figures_are_the_summarys():
 
 
 def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
-    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
-    rows = summary["settings"]["mlm-cpu-i6000"]
-    section = readme_section("### Masked LM at width 128")
-    check_table(section, rows)
-    words = " ".join(section.split())
-    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    summary, rows, words, against = reported_setting("mlm-cpu-i6000", "### Masked LM at width 128")
     null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
     worst = max(max(row["losses"].values()) for row in rows.values())
     assert all(row["learns"] for row in rows.values()) and worst <= null - 0.5
