@@ -1196,6 +1196,33 @@ FIGURES = [
 ]
 
 
+# docs/model.md's "Which sharing for which budget": one table row per frontier arm it keeps, each row's budget,
+# parameters and both objectives' differences with their intervals (width 128) read from the frontier's summary.
+FRONTIER_GUIDE_ARMS = ["gqa-2", "mqa", "standard-att2", "shared-lowrank-query", "shared", "shared-kv-att2",
+                       "standard-att1-wide", "standard-att1", "mqa-att1", "shared-lowrank-query-att1", "shared-att1"]
+
+
+def frontier_guide_row(arm: str, number: str, word: str) -> str:
+    """The row of `arm` in the guide's table: budget, keywords (not read here), parameters, then per objective the
+    difference, its interval and the verdict; `number` and `word` say which of them the pattern captures."""
+    interval = number + r"\s*\[" + number + r",\s*" + number + r"\]\s*\|\s*" + word + r"\s*\|"
+    return (r"\|\s*`" + re.escape(arm) + r"`\s*\|\s*" + number + r"%\s*\|[^|\n]*\|\s*" + number + r"\s*\|\s*"
+            + interval + r"\s*" + interval)
+
+
+def frontier_guide_numbers(arm: str) -> list:
+    rows = results(FRONTIER)["settings"]
+    clm, mlm = rows["clm-cpu"][arm], rows["mlm-cpu-i6000"][arm]
+    return [100 * clm["budget"], clm["parameters"],
+            *(x for c in (clm["against_standard"], mlm["against_standard"]) for x in (c["mean"], *c["interval"]))]
+
+
+FIGURES += [Figure("docs/model.md", frontier_guide_row(arm, NUMBER, "(?:on par|trails|ahead|left open)"), FRONTIER,
+                   functools.partial(frontier_guide_numbers, arm)) for arm in FRONTIER_GUIDE_ARMS]
+FIGURES += [Figure("docs/model.md", phrase("`standard` has {} parameters. The [study's report]"), FRONTIER,
+                   lambda: [results(FRONTIER)["settings"]["clm-cpu"]["standard"]["parameters"]])]
+
+
 def parameter_share_without_pooler(variant: str) -> float:
     """The guide counts BERT2BERT without the pooler its encoder carries (as `tests/test_seq2seq.py` checks); the
     study's cells count it, so the guide's ratios are the cells' counts over BERT2BERT's minus the pooler."""
@@ -1534,6 +1561,18 @@ VERDICTS = [
             lambda: [results(DIRECTED)["mlm-cpu-i6000"]["shared_gap"]["verdict"]]),
     Verdict("docs/model.md", verdict_phrase("`shared_kv` {}% of it, each {v} by its 95% interval at three seeds"),
             DIRECTED, lambda: [one_word(*(row["verdict"] for row in results(DIRECTED)["mlm-cpu-i6000"]["types"].values()))]),
+]
+
+VERDICTS += [Verdict("docs/model.md", frontier_guide_row(arm, NUMBER_UNCAPTURED, VERDICT_WORD), FRONTIER,
+                     functools.partial(lambda arm: [results(FRONTIER)["settings"][s][arm]["against_standard"]["verdict"]
+                                                    for s in ("clm-cpu", "mlm-cpu-i6000")], arm))
+             for arm in FRONTIER_GUIDE_ARMS]
+VERDICTS += [
+    Verdict("docs/model.md", verdict_phrase("every arm of the grid at or under {}% {v} `standard` in causal LM"),
+            FRONTIER, lambda: [one_word(*(frontier_clm(a)["verdict"] for a in frontier_at_10()))]),
+    Verdict("docs/model.md", verdict_phrase("the paper's form {v} `standard` there too, and so does the low-rank-query "
+                                            "form"), FRONTIER,
+            lambda: [one_word(frontier_mlm("shared")["verdict"], frontier_mlm("shared-lowrank-query")["verdict"])]),
 ]
 
 

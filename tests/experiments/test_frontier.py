@@ -381,3 +381,27 @@ def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     assert f"(9.8%, {at_10['mean_difference_width_128']:+.3f})" in decided and not at_10["carried_to_width_256"]
     assert best["verdicts"]["clm-w128"] == best["verdicts"]["mlm-w128"] == "left open"
     assert at_10["verdicts"]["clm-w128"] == "trails" and not best["met"] and not at_10["met"]
+
+
+def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
+    """docs/model.md's "Which sharing for which budget": each row's `SharedBertConfig` keywords are exactly the arm's
+    (on top of the recipe's sizes, `standard` attention the default), and a preset named beside them sets the same
+    sharing fields; its numbers and verdicts are checked by tests/test_published_figures.py."""
+    import ast
+
+    from sharedbert import sharing_preset
+
+    guide = (report.HERE.parents[1] / "docs" / "model.md").read_text(encoding="utf-8")
+    section = guide.split("## Which sharing for which budget", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| `")]
+    arms = json.loads((report.HERE / "results" / "arms.json").read_text())["clm-cpu"]
+    assert len(rows) == 11
+    for arm, _, how, *_ in rows:
+        config = arms[arm.strip("`")]["config"]
+        keywords, _, preset = how.partition(" (preset ")
+        call = ast.parse(f"f({keywords.strip('`')})", mode="eval").body
+        given = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        assert {"attention_type": "standard", **given} == {"attention_type": "standard", **config}, arm
+        if preset:
+            assert sharing_preset(preset.strip("`)")) == {**sharing_preset("standard"), **config}, arm
