@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -405,3 +406,78 @@ def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
         assert {"attention_type": "standard", **given} == {"attention_type": "standard", **config}, arm
         if preset:
             assert sharing_preset(preset.strip("`)")) == {**sharing_preset("standard"), **config}, arm
+
+
+shipping = experiment_script("frontier/conversion.py")
+
+
+def fake_build(preset, seed, sts_b, commit="c" * 40):
+    from sharedbert import sharing_preset
+
+    return {"preset": preset, "seed": seed, "commit": commit, "heal_precision": "bf16", "cpu": "AMD EPYC",
+            "heal_steps": shipping.HEAL_STEPS, "parameters": 1000, "sts_b": sts_b, "sharing_preset": preset,
+            **{k: sharing_preset(preset)[k] for k in ("attention_type", "layer_sharing")}}
+
+
+def test_the_shipping_builds_run_seed_major_resume_and_record_the_folder_as_a_user_types_it(tmp_path):
+    runs, results, calls = tmp_path / "runs" / "frontier-convert", tmp_path / "results", []
+
+    def convert(arguments):
+        calls.append(arguments)
+        out = Path(arguments[2])
+        out.mkdir(parents=True)
+        heal = {"steps": shipping.HEAL_STEPS, "interrupted": False}
+        (out / "conversion_report.json").write_text(json.dumps({"heal": heal, "sharing_preset": arguments[4]}))
+        return 0
+
+    def measure(folder):
+        preset, seed = folder.name, int(folder.parent.name.removeprefix("seed"))
+        return {k: v for k, v in fake_build(preset, seed, 0.86).items() if k not in ("preset", "seed", "commit")}
+
+    written = shipping.run_builds([1, 2], runs_dir=runs, results_dir=results, sts=tmp_path, convert=convert,
+                                  measure_build=measure)
+    assert [p.name for p in written] == ["shared-projection-seed1.json", "albert-attention-seed1.json",
+                                         "shared-projection-seed2.json", "albert-attention-seed2.json"]
+    record = json.loads(written[1].read_text())
+    assert record["command"] == ("sharedbert convert all-MiniLM-L6-v2 runs/frontier-convert/seed1/albert-attention "
+                                 "--sharing-preset albert-attention --heal --steps 2860 --threads 1 --seed 1")
+    # A rerun builds nothing; a finished build whose file was lost is measured again, not healed again.
+    written[3].unlink()
+    assert shipping.run_builds([1, 2], runs_dir=runs, results_dir=results, sts=tmp_path, convert=convert,
+                               measure_build=measure) == [written[3]] and len(calls) == 4
+    # A folder holding another preset is refused, not recorded.
+    written[3].unlink()
+    with pytest.raises(SystemExit, match="does not hold the preset albert-attention"):
+        shipping.run_builds([2], runs_dir=runs, results_dir=results, sts=tmp_path, convert=convert,
+                            measure_build=lambda folder: {**measure(folder), "layer_sharing": "none"})
+
+
+def test_the_shipping_builds_verdicts_wait_for_every_seed_and_pair_by_seed():
+    builds = {"shared-projection": {s: fake_build("shared-projection", s, v) for s, v in ((1, 0.859), (2, 0.860))},
+              "albert-attention": {s: fake_build("albert-attention", s, v) for s, v in ((1, 0.849), (2, 0.851))}}
+    partial = shipping.summarise(builds, original=0.867)
+    assert not partial["complete"] and partial["shipped_against_baseline"]["verdict"] == "pending"
+    builds["shared-projection"][3] = fake_build("shared-projection", 3, 0.861)
+    builds["albert-attention"][3] = fake_build("albert-attention", 3, 0.852)
+    summary = shipping.summarise(builds, original=0.867)
+    shipped = summary["shipped_against_baseline"]
+    assert summary["complete"] and shipped["differences"] == pytest.approx([-0.010, -0.009, -0.009])
+    assert shipped["verdict"] == "trails"
+    assert summary["against_original"]["shared-projection"]["verdict"] == "trails"
+    assert "| `albert-attention` | 1,000 | 0.8490 / 0.8510 / 0.8520 | 0.8507 |" in shipping.markdown(summary)
+    builds["albert-attention"][3] = fake_build("albert-attention", 3, 0.852, commit="d" * 40)
+    with pytest.raises(SystemExit, match="differ in commit"):
+        shipping.summarise(builds, original=0.867)
+
+
+def test_the_shipping_builds_declaration_quotes_each_presets_budget_at_minilms_sizes():
+    from sharedbert.model_sizes import config_values
+    from sharedbert.parameter_counts import sharing_preset_table
+
+    rows = {row.sharing_preset: row.qkv_total for row in sharing_preset_table(config_values("minilm-l6"))}
+    words = " ".join((shipping.HERE / "conversion" / "README.md").read_text(encoding="utf-8").split())
+    share = {p: rows[p] / rows["standard"] for p in shipping.PRESETS}
+    assert (f"the `albert-attention` preset ({share['albert-attention']:.1%} of standard's projections at "
+            f"all-MiniLM-L6-v2's sizes, six layers onto one)") in words
+    assert f"as well as `shared` ({share['shared-projection']:.1%})" in words
+    assert f"--steps {shipping.HEAL_STEPS} --threads 1 --seed S" in words and "Seeds** 1, 2 and 3" in words
