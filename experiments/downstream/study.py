@@ -1023,9 +1023,26 @@ def claim_verdict(comparison: dict, wanted: tuple[str, ...]) -> str:
     return SUPPORTED if comparison["verdict"] in wanted else CONTRADICTED
 
 
+# What the cells of one comparison must share (the README's method): a machine without native bf16 runs `auto` in
+# fp32, and the CPU's name alone does not tell two such machines apart, so the precision is checked as well.
+CONDITIONS = ("git_commit", "precision", "device", "cpu", "gpu")
+
+
+def check_conditions(cells: list[dict]) -> None:
+    """Refuse to judge cells that differ in commit, precision, device, CPU or GPU, naming the differing fields."""
+    differing = {key: sorted({str(c.get(key)) for c in cells}) for key in CONDITIONS}
+    differing = {key: values for key, values in differing.items() if len(values) > 1}
+    if differing:
+        raise SystemExit(f"the cells of one report must share {', '.join(CONDITIONS)}; these differ: {differing}. "
+                         "Run the odd cells again where the others ran, or move them out of the results folder.")
+
+
 def summarise(cells: list[dict]) -> dict:
-    """Every table and verdict of the report, from finished cells of one recipe."""
+    """Every table and verdict of the report, from finished cells of one recipe (refused if they differ in the
+    conditions a comparison shares)."""
     from sharedbert.verdicts import AHEAD, ON_PAR
+
+    check_conditions(cells)
 
     arms = sorted({c["arm"] for c in cells}, key=lambda a: list(ARMS).index(a) if a in ARMS else len(ARMS))
     conditions = sorted({name for c in cells for name in c["tasks"]["sst2"]["dev"] if name != "clean"})

@@ -296,6 +296,17 @@ def test_an_arm_that_does_not_learn_leaves_its_claims_open():
     assert "did not learn" in summary["claims"]["shared vs standard"]["why"]
 
 
+def test_the_report_refuses_cells_of_two_precisions_or_commits():
+    """A machine without native bf16 runs `auto` in fp32 under the same CPU name: such a cell is refused, not pooled."""
+    cells = made_up_grid(shared_offset=0.2)
+    cells[3]["precision"] = "fp32"
+    with pytest.raises(SystemExit, match=r"these differ: \{'precision': \['bf16', 'fp32'\]\}"):
+        study.summarise(cells)
+    cells[3]["precision"], cells[5]["git_commit"] = "bf16", "def"
+    with pytest.raises(SystemExit, match="git_commit"):
+        study.summarise(cells)
+
+
 def test_the_report_command_writes_both_files(tmp_path, capsys):
     for index, cell in enumerate(made_up_grid(shared_offset=0.2)):
         (tmp_path / f"{index}.json").write_text(json.dumps(cell))
