@@ -237,7 +237,7 @@ def goal(verdict: str) -> str:
 def aggregate(records: dict[str, dict[int, dict]], declared_seeds=DECLARED_SEEDS) -> dict:
     """Each type's mean STS-B with its 95% t interval; each type against `shared`, paired by seed (pairs that differ
     in healing steps, precision or CPU left out and named), its verdict final only when every declared seed of both
-    types has landed and none was left out."""
+    types has landed, none was left out and every pair was healed under one condition."""
     from sharedbert.verdicts import paired_comparison
 
     declared = sorted(int(s) for s in declared_seeds)
@@ -259,9 +259,14 @@ def aggregate(records: dict[str, dict[int, dict]], declared_seeds=DECLARED_SEEDS
         comparison = paired_comparison({s: builds[s]["sts_b"] for s in seeds},
                                        {s: baseline[s]["sts_b"] for s in seeds},
                                        margin=MARGIN, higher_is_better=True)
-        final = not left_out and all(s in seeds for s in declared)
+        # Pairs healed alike within each seed may still differ from seed to seed (a machine without native bf16
+        # heals in fp32 under the same CPU name): one comparison's pairs must share one condition.
+        conditions = sorted({(baseline[s]["heal_steps"], baseline[s]["heal_precision"], baseline[s]["cpu"])
+                             for s in seeds})
+        final = not left_out and len(conditions) <= 1 and all(s in seeds for s in declared)
         summary["comparisons"][kind] = {
-            **comparison.as_dict(), "left_out": {str(s): why for s, why in left_out.items()}, "final": final,
+            **comparison.as_dict(), "left_out": {str(s): why for s, why in left_out.items()},
+            "conditions": [list(c) for c in conditions], "final": final,
             "verdict": comparison.verdict if final else "pending", "provisional_verdict": comparison.verdict,
             "goal": goal(comparison.verdict) if final else "pending"}
     return summary

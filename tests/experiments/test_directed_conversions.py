@@ -146,6 +146,16 @@ def test_a_pair_healed_differently_is_left_out_and_named(tmp_path):
     assert "seed 2 left out" in conversions.report_markdown(conversions.aggregate(conversions.load_records(tmp_path)))
 
 
+def test_pairs_healed_alike_but_under_another_condition_than_the_other_seeds_keep_the_verdict_pending(tmp_path):
+    """Seed 3 of both types healed in fp32 (a machine without native bf16), seeds 1 and 2 in bf16: every pair is
+    consistent, the comparison is not."""
+    _write(tmp_path, [_record(kind, s, v + 0.001 * s, precision="fp32" if s == 3 else "bf16")
+                      for kind, v in (("shared", 0.86), ("shared_kv", 0.87)) for s in (1, 2, 3)])
+    row = conversions.aggregate(conversions.load_records(tmp_path))["comparisons"]["shared_kv"]
+    assert row["seeds"] == [1, 2, 3] and row["left_out"] == {} and len(row["conditions"]) == 2
+    assert row["final"] is False and row["verdict"] == "pending" and row["provisional_verdict"] == "ahead"
+
+
 def test_a_landed_file_is_committed_alone_whatever_else_the_shared_index_holds(tmp_path):
     import subprocess
 
