@@ -931,11 +931,11 @@ FIGURES = [
                     frontier_clm("shared-att1")["mean"],
                     100 * results(FRONTIER)["settings"]["clm-cpu"]["shared-att1"]["budget"],
                     results(FRONTIER)["settings"]["mlm-cpu-i6000"]["standard"]["width"]]),
-    Figure("docs/model.md", phrase("The study's width-{} cells are still running"), FRONTIER,
+    Figure("docs/model.md", phrase("The study's width-{} cells have not all run yet"), FRONTIER,
            lambda: [2 * results(FRONTIER)["settings"]["clm-cpu"]["standard"]["width"]]),
     Figure("experiments/README.md", phrase("`best` at ≤ {}% (`standard-att1-wide`) is left open in both objectives, so "
                                            "by the declared rule the {}% goal cannot be met by this grid either; width "
-                                           "{} is running"), FRONTIER,
+                                           "{} is under way on machines with native bf16"), FRONTIER,
            lambda: [35, 35, 2 * results(FRONTIER)["settings"]["clm-cpu"]["standard"]["width"]]),
     Figure("experiments/README.md", phrase("complete (5 seeds): only `gqa-2` ({}% of standard's projections) is on par "
                                            "with `standard`, and every arm at or under {}% trails by {} to {} nats, so "
