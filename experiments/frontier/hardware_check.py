@@ -17,22 +17,26 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # the frontier's plan, beside this file: its arms' order
+
+import frontier  # noqa: E402
+
 STUDY_CELLS = HERE / "results" / "cells"
 CHECK = HERE / "results" / "hardware-check"
-SETTING, SEED, REFERENCE = "clm-cpu", 1, "standard"
+SETTINGS, SEED, REFERENCE = ("clm-cpu", "mlm-cpu-i6000"), 1, "standard"
 
 
-def load(folder: Path) -> dict[str, dict]:
+def load(folder: Path, setting: str) -> dict[str, dict]:
     """{arm: cell} of the setting's seed-1 cells in `folder`."""
     cells = {}
-    for path in sorted(folder.glob(f"{SETTING}-*-seed{SEED}.json")):
+    for path in sorted(folder.glob(f"{setting.split('-')[0]}-*-seed{SEED}.json")):
         cell = json.loads(path.read_text())
-        if cell["setting"] == SETTING and cell["seed"] == SEED:
+        if cell["setting"] == setting and cell["seed"] == SEED:
             cells[cell["arm"]] = cell
     return cells
 
 
-def summarise(study: dict[str, dict], check: dict[str, dict]) -> dict:
+def summarise(study: dict[str, dict], check: dict[str, dict], setting: str = "clm-cpu") -> dict:
     """Per arm run in both: each run's loss, precision, CPU and commit; the loss's change (check − study); and the
     change in the arm's seed-1 difference to `standard` (what the study's paired comparisons read)."""
     if REFERENCE not in study or REFERENCE not in check:
@@ -46,7 +50,7 @@ def summarise(study: dict[str, dict], check: dict[str, dict]) -> dict:
         return cells[arm]["final_validation_loss"]
 
     rows = {}
-    for arm in [a for a in study if a in check]:
+    for arm in [a for a in frontier.ARMS if a in study and a in check]:
         rows[arm] = {
             "study": {"loss": loss(study, arm), "precision": study[arm]["precision"], "cpu": study[arm]["cpu"]},
             "check": {"loss": loss(check, arm), "precision": check[arm]["precision"], "cpu": check[arm]["cpu"]},
@@ -58,17 +62,15 @@ def summarise(study: dict[str, dict], check: dict[str, dict]) -> dict:
                                           - rows[arm]["difference_to_standard"]["study"])
     changes = [abs(r["loss_change"]) for r in rows.values()]
     differences = [abs(r["difference_change"]) for a, r in rows.items() if a != REFERENCE]
-    return {"setting": SETTING, "seed": SEED, "commit": study[REFERENCE]["git_commit"], "arms": rows,
+    return {"setting": setting, "seed": SEED, "commit": study[REFERENCE]["git_commit"], "arms": rows,
             "arms_compared": len(rows), "max_abs_loss_change": max(changes, default=None),
             "mean_loss_change": sum(r["loss_change"] for r in rows.values()) / len(rows) if rows else None,
             "max_abs_difference_change": max(differences, default=None)}
 
 
 def markdown(summary: dict) -> str:
-    lines = ["# The frontier's hardware check", "",
-             "Written by `python experiments/frontier/hardware_check.py`; declared in [../../README.md]"
-             "(../../README.md) (\"Hardware check\"). Causal LM at width 128, seed 1, commit "
-             f"{summary['commit'][:7]}: the study's cell and the same cell on the check's machine.", "",
+    lines = [f"## {summary['setting']}", "", f"Width 128, seed 1, commit {summary['commit'][:7]}: the study's cell "
+             "and the same cell on the check's machine.", "",
              "| arm | study: loss (precision) | check: loss (precision) | change | − standard, study | − standard, check "
              "| change |", "|---|---|---|---|---|---|---|"]
     for arm, row in summary["arms"].items():
@@ -83,10 +85,14 @@ def markdown(summary: dict) -> str:
 
 
 def main() -> int:
-    summary = summarise(load(STUDY_CELLS), load(CHECK / "cells"))
-    (CHECK / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (CHECK / "summary.md").write_text(markdown(summary) + "\n")
-    print(markdown(summary))
+    summaries = {setting: summarise(load(STUDY_CELLS, setting), check, setting) for setting in SETTINGS
+                 if (check := load(CHECK / "cells", setting))}
+    text = "\n\n".join(["# The frontier's hardware check\n\nWritten by `python experiments/frontier/hardware_check.py`; "
+                        "declared in [../../README.md](../../README.md) (\"Hardware check\"); the check's machine: "
+                        "[machine.json](machine.json)."] + [markdown(s) for s in summaries.values()])
+    (CHECK / "summary.json").write_text(json.dumps(summaries, indent=1) + "\n")
+    (CHECK / "summary.md").write_text(text + "\n")
+    print(text)
     return 0
 
 

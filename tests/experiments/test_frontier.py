@@ -481,3 +481,27 @@ def test_the_shipping_builds_declaration_quotes_each_presets_budget_at_minilms_s
             f"all-MiniLM-L6-v2's sizes, six layers onto one)") in words
     assert f"as well as `shared` ({share['shared-projection']:.1%})" in words
     assert f"--steps {shipping.HEAL_STEPS} --threads 1 --seed S" in words and "Seeds** 1, 2 and 3" in words
+
+
+hardware_check = experiment_script("frontier/hardware_check.py")
+
+
+def test_the_hardware_check_compares_each_cell_and_each_difference_to_standard_and_refuses_another_commit():
+    def cells(losses, precision, commit="e" * 40):
+        return {arm: {"final_validation_loss": loss, "precision": precision, "cpu": "AMD EPYC", "git_commit": commit}
+                for arm, loss in losses.items()}
+
+    study = cells({"standard": 1.85, "shared": 2.06, "gqa-2": 1.86}, "bf16")
+    check = cells({"standard": 1.84, "shared": 2.06}, "fp32")
+    summary = hardware_check.summarise(study, check)
+    assert list(summary["arms"]) == ["standard", "shared"] and summary["arms_compared"] == 2
+    shared = summary["arms"]["shared"]
+    assert shared["loss_change"] == pytest.approx(0.0)
+    assert shared["difference_change"] == pytest.approx(0.01) == summary["max_abs_difference_change"]
+    assert summary["max_abs_loss_change"] == pytest.approx(0.01)
+    assert "| `shared` | 2.0600 (bf16) | 2.0600 (fp32) | +0.0000 | +0.2100 | +0.2200 | +0.0100 |" \
+        in hardware_check.markdown(summary)
+    with pytest.raises(SystemExit, match="at the study's commit"):
+        hardware_check.summarise(study, cells({"standard": 1.84}, "fp32", commit="f" * 40))
+    with pytest.raises(SystemExit, match="`standard` must be in both"):
+        hardware_check.summarise(study, cells({"shared": 2.0}, "fp32"))
