@@ -5,6 +5,9 @@ of the frontier's best configuration at <= 35% (the `albert-attention` preset) a
     python experiments/frontier/conversion.py build --seeds 1 2 3 [--commit]   # conversion/results/builds/P-seedS.json
     python experiments/frontier/conversion.py report                          # conversion/results/summary.{json,md}
 
+From a worktree at a fixed commit, `--results-dir ../main/experiments/frontier/conversion/results` writes the files
+into the main checkout, and `--commit` commits them there (only those files, whatever else its index holds).
+
 `build` runs seed-major (every preset's seed 1, then seed 2, ...) `sharedbert convert all-MiniLM-L6-v2
 runs/frontier-convert/seedS/P --sharing-preset P --heal --steps 2860 --threads 1 --seed S` for each build without a
 results file, scores it and writes its file; a killed run resumes (a finished build is not healed again, a half-healed
@@ -112,7 +115,7 @@ def run_builds(seeds, *, runs_dir: Path = RUNS, results_dir: Path = RESULTS, sts
                      for a in arguments]  # the folder as a user types it, never this machine's absolute path
             record = {"preset": preset, "seed": seed, "command": "sharedbert " + " ".join(shown), "started": started,
                       "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                      "commit": _git("rev-parse", "HEAD"),
+                      "commit": _git("rev-parse", "HEAD"), "package_tree": _git("rev-parse", "HEAD:sharedbert"),
                       "package_modified": bool(_git("status", "--porcelain", "--", "sharedbert")), **build}
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(target, json.dumps(record, indent=1) + "\n")
@@ -206,9 +209,14 @@ def write_report(results_dir: Path = RESULTS, original: float | None = None) -> 
 
 
 def commit(paths: list[Path], message: str) -> None:
-    names = [str(Path(p).resolve().relative_to(REPO_ROOT)) for p in paths]
-    subprocess.run(["git", "-C", str(REPO_ROOT), "add", "--", *names], check=True)
-    subprocess.run(["git", "-C", str(REPO_ROOT), "commit", "-q", "-m", message, "--", *names], check=True)
+    """`git add` and `git commit -- paths` in the checkout that holds the files (the main one when --results-dir
+    points there from a worktree)."""
+    paths = [Path(p).resolve() for p in paths]
+    checkout = Path(subprocess.run(["git", "-C", str(paths[0].parent), "rev-parse", "--show-toplevel"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    names = [str(p.relative_to(checkout)) for p in paths]
+    subprocess.run(["git", "-C", str(checkout), "add", "--", *names], check=True)
+    subprocess.run(["git", "-C", str(checkout), "commit", "-q", "-m", message, "--", *names], check=True)
 
 
 def _sts_file() -> Path:
@@ -227,7 +235,9 @@ def main(argv=None) -> int:
     build.add_argument("--seeds", type=int, nargs="+", default=list(DECLARED_SEEDS))
     build.add_argument("--threads", type=int, default=1)
     build.add_argument("--commit", action="store_true", help="Commit each build's file and the report as it lands.")
-    commands.add_parser("report", help="summary.json and summary.md from the builds that have landed.")
+    report = commands.add_parser("report", help="summary.json and summary.md from the builds that have landed.")
+    for command in (build, report):
+        command.add_argument("--results-dir", type=Path, default=RESULTS, help="Where builds/ and the summary go.")
     args = parser.parse_args(argv)
     import torch
 
@@ -237,18 +247,18 @@ def main(argv=None) -> int:
     torch.set_num_threads(getattr(args, "threads", 1))
     original = score(resolve_source(SOURCE), sts)  # deterministic: scored again with each report
     if args.command == "report":
-        print("\n".join(map(str, write_report(original=original))))
+        print("\n".join(map(str, write_report(args.results_dir, original=original))))
         return 0
 
     def landed(path: Path) -> None:
-        json_path, md_path = write_report(original=original)
+        json_path, md_path = write_report(args.results_dir, original=original)
         record = json.loads(path.read_text())
         if args.commit:
             commit([path, json_path, md_path], f"frontier shipping builds: {record['preset']} seed {record['seed']} "
                    f"landed (STS-B {record['sts_b']:.4f}, healed {record['heal_minutes']} min, "
                    f"{record['heal_precision']}, {record['cpu']})")
 
-    run_builds(args.seeds, sts=sts, threads=args.threads, on_landed=landed)
+    run_builds(args.seeds, results_dir=args.results_dir, sts=sts, threads=args.threads, on_landed=landed)
     return 0
 
 

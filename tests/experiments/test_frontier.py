@@ -505,3 +505,22 @@ def test_the_hardware_check_compares_each_cell_and_each_difference_to_standard_a
         hardware_check.summarise(study, cells({"standard": 1.84}, "fp32", commit="f" * 40))
     with pytest.raises(SystemExit, match="`standard` must be in both"):
         hardware_check.summarise(study, cells({"shared": 2.0}, "fp32"))
+
+
+def test_a_landed_shipping_build_is_committed_alone_in_the_checkout_that_holds_it(tmp_path):
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "other.txt").write_text("staged by someone else\n")
+    git("add", "other.txt")
+    landed = tmp_path / "results" / "builds" / "albert-attention-seed1.json"
+    landed.parent.mkdir(parents=True)
+    landed.write_text("{}\n")
+    shipping.commit([landed], "a build landed")
+    assert git("show", "--name-only", "--format=", "HEAD").split() == ["results/builds/albert-attention-seed1.json"]
+    assert "other.txt" in git("diff", "--cached", "--name-only")
