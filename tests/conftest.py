@@ -61,6 +61,21 @@ def child_pythonpath() -> str:
     return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
 
 
+def scratch_repository(path: Path, staged: str = "theirs.txt"):
+    """A new git repository at `path` whose index already holds `staged` (another engineer's work in a shared index),
+    for tests of scripts that must commit only their own files. Returns git(*args) -> stdout, run in it."""
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (path / staged).write_text("someone else's work\n")
+    git("add", staged)
+    return git
+
+
 def start_child(command, **popen_options) -> subprocess.Popen:
     """`subprocess.Popen(command, ...)` for a child process a test will stop with SIGINT (Ctrl-C), started with
     SIGINT at its default action, as a process started from a terminal has it. A suite started in the background by a

@@ -157,16 +157,9 @@ def test_pairs_healed_alike_but_under_another_condition_than_the_other_seeds_kee
 
 
 def test_a_landed_file_is_committed_alone_whatever_else_the_shared_index_holds(tmp_path):
-    import subprocess
+    from conftest import scratch_repository
 
-    def git(*args):
-        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
-
-    git("init", "-q")
-    git("config", "user.email", "t@example.com")
-    git("config", "user.name", "t")
-    (tmp_path / "theirs.txt").write_text("someone else's work\n")
-    git("add", "theirs.txt")  # staged by another engineer in the shared index
+    git = scratch_repository(tmp_path)  # theirs.txt staged by another engineer in the shared index
     landed = tmp_path / "results" / "shared-seed1.json"
     landed.parent.mkdir()
     landed.write_text("{}\n")

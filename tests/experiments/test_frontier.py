@@ -508,16 +508,9 @@ def test_the_hardware_check_compares_each_cell_and_each_difference_to_standard_a
 
 
 def test_a_landed_shipping_build_is_committed_alone_in_the_checkout_that_holds_it(tmp_path):
-    import subprocess
+    from conftest import scratch_repository
 
-    def git(*args):
-        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
-
-    git("init", "-q")
-    git("config", "user.email", "t@example.com")
-    git("config", "user.name", "t")
-    (tmp_path / "other.txt").write_text("staged by someone else\n")
-    git("add", "other.txt")
+    git = scratch_repository(tmp_path, staged="other.txt")
     landed = tmp_path / "results" / "builds" / "albert-attention-seed1.json"
     landed.parent.mkdir(parents=True)
     landed.write_text("{}\n")
