@@ -517,3 +517,22 @@ def test_a_landed_shipping_build_is_committed_alone_in_the_checkout_that_holds_i
     shipping.commit([landed], "a build landed")
     assert git("show", "--name-only", "--format=", "HEAD").split() == ["results/builds/albert-attention-seed1.json"]
     assert "other.txt" in git("diff", "--cached", "--name-only")
+
+
+def test_the_hardware_checks_reading_is_its_summary():
+    import statistics
+
+    check = json.loads((report.HERE / "results" / "hardware-check" / "summary.json").read_text())["clm-cpu"]
+    study = json.loads((report.HERE / "results" / "summary.json").read_text())["settings"]["clm-cpu"]
+    words = " ".join((report.HERE / "README.md").read_text(encoding="utf-8").split("## Hardware check", 1)[1].split())
+    arms = check["arms"]
+    assert check["arms_compared"] == len(study) == 20
+    spread = min(statistics.stdev(r["against_standard"]["differences"]) for a, r in study.items() if a != "standard")
+    up = sum(r["difference_change"] > 0 for a, r in arms.items() if a != "standard")
+    assert (f"every cell ends within {check['max_abs_loss_change']:.4f} nats of the study's (mean change "
+            f"{check['mean_loss_change']:+.4f})").replace("-", "−") in words
+    assert (f"moves by at most {check['max_abs_difference_change']:.4f} nats, under a twelfth of the margin and less than "
+            f"half the smallest seed-to-seed standard deviation of any arm's differences in the study ({spread:.4f}); "
+            f"{up} of the 19 move up, because `standard`'s own cell moved by "
+            f"{arms['standard']['loss_change']:+.4f}").replace("-0", "−0") in words
+    assert check["max_abs_difference_change"] < 0.02 / 12 and check["max_abs_difference_change"] < spread / 2
