@@ -536,3 +536,19 @@ def test_the_hardware_checks_reading_is_its_summary():
             f"{up} of the 19 move up, because `standard`'s own cell moved by "
             f"{arms['standard']['loss_change']:+.4f}").replace("-0", "−0") in words
     assert check["max_abs_difference_change"] < 0.02 / 12 and check["max_abs_difference_change"] < spread / 2
+
+
+def test_the_hardware_checks_mlm_reading_is_its_summary():
+    import statistics
+
+    check = json.loads((report.HERE / "results" / "hardware-check" / "summary.json").read_text())["mlm-cpu-i6000"]
+    study = json.loads((report.HERE / "results" / "summary.json").read_text())["settings"]["mlm-cpu-i6000"]
+    words = " ".join((report.HERE / "README.md").read_text(encoding="utf-8").split("**Results, MLM", 1)[1].split())
+    arms = check["arms"]
+    assert list(arms) == ["standard", "shared", "gqa-2", "standard-att1-wide"]
+    changes = [abs(r["difference_change"]) for a, r in arms.items() if a != "standard"]
+    spreads = [statistics.stdev(study[a]["against_standard"]["differences"]) for a in arms if a != "standard"]
+    assert (f"The cells move by up to {check['max_abs_loss_change']:.4f} nats (`standard`'s "
+            f"{arms['standard']['loss_change']:+.4f}, `shared`'s {arms['shared']['loss_change']:+.4f}) and the "
+            f"differences to `standard` by {min(changes):.4f} to {max(changes):.4f}").replace("-0", "−0") in words
+    assert f"seeds are {min(spreads):.3f} to {max(spreads):.3f})" in words and max(changes) < max(spreads)
