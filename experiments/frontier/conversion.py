@@ -152,12 +152,18 @@ def summarise(builds: dict[str, dict[int, dict]], original: float | None) -> dic
                 "provisional_verdict": comparison.verdict}
 
     sts = {p: {s: b["sts_b"] for s, b in sorted(builds.get(p, {}).items())} for p in PRESETS}
+
+    def preset_row(preset: str) -> dict:
+        row = {"seeds": list(sts[preset]), "sts_b": list(sts[preset].values()),
+               "parameters": next(iter(builds[preset].values()))["parameters"] if builds.get(preset) else None}
+        if sts[preset]:
+            estimate = paired_comparison(sts[preset], margin=MARGIN, higher_is_better=True)
+            row.update(mean=estimate.mean, interval=list(estimate.interval) if estimate.interval else None)
+        return row
+
     summary = {"declared_seeds": declared, "presets": list(PRESETS), "margin": MARGIN, "heal_steps": HEAL_STEPS,
                "complete": complete, "conditions": [list(c) for c in conditions], "original_sts_b": original,
-               "builds": {p: {"seeds": list(sts[p]), "sts_b": list(sts[p].values()),
-                              "parameters": next(iter(builds[p].values()))["parameters"] if builds.get(p) else None,
-                              **({"mean": paired_comparison(sts[p], margin=MARGIN, higher_is_better=True).mean}
-                                 if sts[p] else {})} for p in PRESETS},
+               "builds": {p: preset_row(p) for p in PRESETS},
                "shipped_against_baseline": judged(paired_comparison(sts[SHIPPED], sts[BASELINE], margin=MARGIN,
                                                                     higher_is_better=True)),
                "against_original": {}}

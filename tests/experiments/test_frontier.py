@@ -464,6 +464,9 @@ def test_the_shipping_builds_verdicts_wait_for_every_seed_and_pair_by_seed():
     assert summary["complete"] and shipped["differences"] == pytest.approx([-0.010, -0.009, -0.009])
     assert shipped["verdict"] == "trails"
     assert summary["against_original"]["shared-projection"]["verdict"] == "trails"
+    albert = summary["builds"]["albert-attention"]
+    assert albert["mean"] == pytest.approx(0.8507, abs=1e-4)
+    assert albert["interval"][0] < albert["mean"] < albert["interval"][1]
     assert "| `albert-attention` | 1,000 | 0.8490 / 0.8510 / 0.8520 | 0.8507 |" in shipping.markdown(summary)
     builds["albert-attention"][3] = fake_build("albert-attention", 3, 0.852, commit="d" * 40)
     with pytest.raises(SystemExit, match="differ in commit"):
