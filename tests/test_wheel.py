@@ -1,7 +1,11 @@
 """The built wheel works without the repository: installed into a fresh virtual environment and run from a folder with
-no repository around, `sharedbert --help`, `sharedbert convert all-MiniLM-L6-v2 OUT` and `sharedbert upload OUT
+no repository around, `sharedbert --help`, `sharedbert convert all-MiniLM-L6-v2 OUT --heal` and `sharedbert upload OUT
 --repo-id NAME/REPO --dry-run STAGE` (which renders the packaged model-card template) all work, and the data defaults
 come from the folder `SHAREDBERT_DATA` names (without it, the message names the variable and the flag).
+
+The real all-MiniLM-L6-v2 is converted once (`converted`, healed for one step on the text SHAREDBERT_DATA points at):
+that one conversion is both what the upload stages and the proof that the healing's data default comes from
+SHAREDBERT_DATA. A second conversion, without --heal, would run the same conversion code from the same wheel again.
 
 The fresh environment gets the dependencies (torch, transformers, ...) by a path entry to this environment's
 site-packages, whose `.pth` files are not processed there, so the editable install of the repository is invisible:
@@ -70,13 +74,32 @@ def test_help_lists_the_commands(wheel_env):
         assert command in result.stdout
 
 
-@pytest.mark.slow
-def test_convert_then_stage_with_a_model_card(wheel_env, minilm_path):
+@pytest.fixture(scope="module")
+def converted(wheel_env, minilm_path, tmp_path_factory):
+    """`sharedbert convert all-MiniLM-L6-v2 minilm-shared --heal` in the fresh environment, with SHAREDBERT_DATA naming
+    a folder whose mlm-text/ holds a small synthetic text, which the healing then reads by default (no --corpus).
+    Cheap healing options (one step, no calibration, short pieces): what is tested is that the installed wheel
+    converts, finds the data and writes a model that stages, not the healing itself."""
+    import random
+
     run, workdir = wheel_env
-    converted = run("convert", "all-MiniLM-L6-v2", "minilm-shared")
-    assert converted.returncode == 0, converted.stderr[-3000:]
-    assert (workdir / "minilm-shared" / "model.safetensors").is_file()
-    staged = run("upload", "minilm-shared", "--repo-id", "someone/sharedbert-minilm", "--dry-run", "staged")
+    rng = random.Random(0)
+    words = "the a man woman dog plays runs sees guitar park river city old young and with on in near house".split()
+    data = tmp_path_factory.mktemp("wheel-data") / "data"
+    (data / "mlm-text").mkdir(parents=True)
+    (data / "mlm-text" / "prose.txt").write_text(" ".join(rng.choice(words) for _ in range(3000)))
+    result = run("convert", "all-MiniLM-L6-v2", "minilm-shared", "--heal", "--steps", "1", "--calibration-sentences",
+                 "0", "--batch-size", "2", "--long-batch-size", "1", "--max-length", "64", "--threads", "1", data=data)
+    return result, workdir / "minilm-shared", data
+
+
+@pytest.mark.slow
+def test_convert_then_stage_with_a_model_card(wheel_env, converted):
+    run, workdir = wheel_env
+    result, folder, _ = converted
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (folder / "model.safetensors").is_file()
+    staged = run("upload", folder.name, "--repo-id", "someone/sharedbert-minilm", "--dry-run", "staged")
     assert staged.returncode == 0, staged.stderr[-3000:]
     card = (workdir / "staged" / "README.md").read_text(encoding="utf-8")
     assert "from sharedbert/hub/template.md" in card  # rendered from the wheel's packaged template
@@ -86,11 +109,11 @@ def test_convert_then_stage_with_a_model_card(wheel_env, minilm_path):
 
 
 @pytest.mark.slow
-def test_the_data_default_comes_from_SHAREDBERT_DATA_outside_the_repository(wheel_env, minilm_path, tmp_path):
+def test_the_data_default_comes_from_SHAREDBERT_DATA_outside_the_repository(wheel_env, converted, tmp_path):
     """`sharedbert convert --heal` heals on the shared raw text by default (as build-minilm does): installed and run
-    outside the repository it finds it only through SHAREDBERT_DATA, and without it says how to point at it."""
+    outside the repository it finds it only through SHAREDBERT_DATA (`converted` passes no --corpus), and without it
+    says how to point at it."""
     import json
-    import random
 
     run, workdir = wheel_env
     missing = run("convert", "all-MiniLM-L6-v2", "not-written", "--heal", "--steps", "1")
@@ -98,16 +121,11 @@ def test_the_data_default_comes_from_SHAREDBERT_DATA_outside_the_repository(whee
     assert "SHAREDBERT_DATA is not set" in missing.stderr and "--corpus" in missing.stderr, missing.stderr[-3000:]
     assert not (workdir / "not-written").exists()
 
-    rng = random.Random(0)
-    words = "the a man woman dog plays runs sees guitar park river city old young and with on in near house".split()
-    data = tmp_path / "data"
-    (data / "mlm-text").mkdir(parents=True)
-    (data / "mlm-text" / "prose.txt").write_text(" ".join(rng.choice(words) for _ in range(3000)))
-    healed = run("convert", "all-MiniLM-L6-v2", "healed", "--heal", "--steps", "1", "--calibration-sentences", "0",
-                 "--batch-size", "2", "--long-batch-size", "1", "--max-length", "64", "--threads", "1", data=data)
+    healed, folder, data = converted
     assert healed.returncode == 0, healed.stderr[-3000:]
-    report = json.loads((workdir / "healed" / "conversion_report.json").read_text())
+    report = json.loads((folder / "conversion_report.json").read_text())
     assert report["heal"]["steps"] == 1 and not report["heal"]["interrupted"]
+    assert report["calibration"] is None  # --calibration-sentences 0 reached the library too
 
     wrong = run("build-minilm", "staged", "--corpus", str(data / "mlm-text"), data=tmp_path / "nothing-here")
     assert wrong.returncode == 2, wrong.stderr[-3000:]
