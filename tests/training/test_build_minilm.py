@@ -207,7 +207,9 @@ def test_a_step_budget_anneals_over_the_steps_with_no_time_limit_unless_one_is_g
 @pytest.mark.slow
 def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(minilm_path, tmp_path):
     """The documented command end to end on the real all-MiniLM-L6-v2, at a budget of 3 steps: a synthetic corpus
-    (with the held-out book in its place) and a small STS-B file stand in for the shared data."""
+    (with the held-out book in its place) and a small STS-B file stand in for the shared data. One thread, the
+    package's default and the suite's (two workers share two cores; a second thread here would also stay set for
+    the worker's later tests), and healing pieces cut at 128 tokens (the measured buckets still reach 512)."""
     import json
     import random
 
@@ -230,11 +232,12 @@ def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(m
     sts.write_text("\n".join(rows) + "\n")
 
     report = build_minilm_checkpoint(
-        out=tmp_path / "out", work_dir=tmp_path / "work", minutes=None, steps=3, threads=2, corpus=corpus, sts=sts,
-        per_bucket=2, speed_rounds=1, heal_overrides=dict(batch_size=4, long_batch_size=1))
+        out=tmp_path / "out", work_dir=tmp_path / "work", minutes=None, steps=3, threads=1, corpus=corpus, sts=sts,
+        per_bucket=2, speed_rounds=1, heal_overrides=dict(batch_size=4, long_batch_size=1, max_length=128))
 
     assert report["heal"]["steps"] == 3 and not report["heal"]["interrupted"]
     assert report["heal_config"]["max_steps"] == 3 and report["heal_config"]["max_minutes"] is None
+    assert report["heal_config"]["max_length"] == 128 and report["speed"]["threads"] == 1
     assert str(corpus / HELD_OUT) not in report["corpus"] and report["held_out"] == str(corpus / HELD_OUT)
     assert [row["bucket"] for row in report["length_buckets"]] == ["1-128", "129-256", "257-512"]
     assert report["parameters"]["sharedbert"] < report["parameters"]["original"]
