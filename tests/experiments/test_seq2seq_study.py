@@ -5,7 +5,7 @@ import json
 import random
 
 import pytest
-from conftest import experiment_script, start_child
+from conftest import REPO_ROOT, experiment_script, start_child
 
 study = experiment_script("seq2seq/study.py")
 
@@ -32,7 +32,8 @@ def test_flop_bound_counts_the_projections_shared_attention_saves():
 
 def test_each_sharedbert_variant_is_built_as_named(tmp_path):
     """The variants differ only where their definitions say: warm start, what encoder and decoder share, and the
-    cross-attention type."""
+    cross-attention type. The calibrated variants are calibrated on the texts given (as `run_cell` gives them the
+    training targets; the resume test below trains a healed variant)."""
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
@@ -45,7 +46,8 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
     from_bert(bert_dir, attention_type="shared").save_pretrained(healed_dir)  # stands in for a healed model
     tokenizer = SharedBertTokenizer(vocab={t: i for i, t in enumerate(
         ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(94))])})
-    built = {variant: study.build_model(variant, str(bert_dir), tokenizer, healed=str(healed_dir))
+    texts = [" ".join(f"w{(7 * i + 3 * j) % 94}" for j in range(6 + i % 7)) for i in range(16)]
+    built = {variant: study.build_model(variant, str(bert_dir), tokenizer, texts, healed=str(healed_dir))
              for variant in study.VARIANTS if variant != "bert2bert"}
     cross_classes = {"shared": "SharedProjectionAttention", "standard": "StandardAttention",
                      "shared_kv": "SharedKeyValueAttention"}
@@ -65,6 +67,13 @@ def test_each_sharedbert_variant_is_built_as_named(tmp_path):
         for key, value in shared.items():  # the same warm start everywhere but cross-attention
             if ".crossattention." not in key:
                 assert torch.equal(mixed[key], value), key
+    # Calibration moved the calibrated variants' attention off the plain conversion's.
+    uncalibrated = study.build_model("shared-all", str(bert_dir), tokenizer, healed=str(healed_dir)).state_dict()
+    calibrated = built["shared-all"].state_dict()
+    assert uncalibrated.keys() == calibrated.keys()
+    moved = {key for key in calibrated  # cross-attention starts untrained: random in both
+             if ".crossattention." not in key and not torch.equal(calibrated[key], uncalibrated[key])}
+    assert moved and all(".attention." in key for key in moved), sorted(moved)
     # The healed variants start from the healed checkpoint's weights, the BERTShare arm from BERT's exactly.
     from sharedbert import SharedBertModel
 
@@ -92,14 +101,19 @@ def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_proce
     import subprocess
     import sys
 
-    holder = ("import sys, time, pathlib; sys.path.insert(0, sys.argv[1]); import study\n"
+    # The holder imports sharedbert.atomic (the standard library alone, where claim's lock lives) without the
+    # package's __init__, which imports torch and transformers: seconds, for a process that only holds a lock.
+    holder = ("import sys, time, pathlib, types; sys.path.insert(0, sys.argv[1])\n"
+              "package = types.ModuleType('sharedbert'); package.__path__ = [sys.argv[3]]\n"
+              "sys.modules['sharedbert'] = package\n"
+              "import study\n"
               "with study.claim(pathlib.Path(sys.argv[2]), 'shared-all/seed1') as mine:\n"
-              "    print(mine, flush=True); time.sleep(60)\n")
+              "    print(mine, 'torch' in sys.modules, flush=True); time.sleep(60)\n")
     output = tmp_path / "recipe-1800"
-    process = subprocess.Popen([sys.executable, "-c", holder, str(study.RESULTS_DIR.parent), str(output)],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", holder, str(study.RESULTS_DIR.parent), str(output),
+                                str(REPO_ROOT / "sharedbert")], stdout=subprocess.PIPE, text=True)
     try:
-        assert process.stdout.readline().strip() == "True"
+        assert process.stdout.readline().split() == ["True", "False"]  # it holds the cell, without torch
         with study.claim(output, "shared-all/seed1") as mine:
             assert not mine  # held by the other process
         with study.claim(output, "shared-all/seed2") as mine:
@@ -111,20 +125,39 @@ def test_a_cell_another_process_is_training_is_skipped_and_freed_when_that_proce
         assert mine  # a killed process's claim is released
 
 
+@pytest.fixture(scope="module")
+def healed_minilm(tmp_path_factory, minilm_path):
+    """all-MiniLM-L6-v2 converted to shared attention, standing in for the healed checkpoint of the "healed"
+    variants: their warm start loads it (no closed-form fit, no calibration in every run of the cell), while the model
+    trained is all-MiniLM-L6-v2's size, so that a training step takes as long as in the study's own variants."""
+    from sharedbert.conversion.bert import from_bert
+
+    folder = tmp_path_factory.mktemp("seq2seq") / "healed"
+    from_bert(minilm_path, attention_type="shared").save_pretrained(folder)
+    return folder
+
+
 @pytest.mark.slow
-def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_text_dir, minilm_path, capsys):
+def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_text_dir, healed_minilm, capsys):
     """Ctrl-C (as at the end of a sitting) saves a checkpoint and stops; the next run continues the cell from it, and
-    ends where an uninterrupted run (the quick study end to end, which a second run then skips) ends."""
+    ends where an uninterrupted run (the quick study end to end, which a second run then skips) ends.
+
+    The cell is shared-all-healed: its warm start is a load, where the calibrated variants fit and calibrate the
+    conversion anew in each of the three runs (a third of a run's time);
+    `test_each_sharedbert_variant_is_built_as_named` builds those. Its model is all-MiniLM-L6-v2's size, so the four
+    steps left after the first checkpoint take seconds: the Ctrl-C sent when that checkpoint appears lands before the
+    end of training."""
     import signal
     import subprocess
     import sys
     import time
 
-    arguments = ["--quick", "--variants", "shared-all", "--seeds", "1", "--output-dir", str(tmp_path / "results"),
-                 "--work-dir", str(tmp_path / "work"), "--checkpoint-steps", "2"]
+    arguments = ["--quick", "--variants", "shared-all-healed", "--seeds", "1", "--healed", str(healed_minilm),
+                 "--output-dir", str(tmp_path / "results"), "--work-dir", str(tmp_path / "work"),
+                 "--checkpoint-steps", "2"]
     process = start_child([sys.executable, str(study.RESULTS_DIR.parent / "study.py"), *arguments],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    checkpoints = tmp_path / "work" / "recipe-quick" / "shared-all-seed1" / "checkpoints"
+    checkpoints = tmp_path / "work" / "recipe-quick" / "shared-all-healed-seed1" / "checkpoints"
     deadline = time.monotonic() + 300
     while not any(checkpoints.glob("checkpoint-*")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -134,28 +167,33 @@ def test_a_cell_stopped_mid_training_resumes_from_its_checkpoint(tmp_path, mlm_t
     assert any(checkpoints.glob("checkpoint-*"))
 
     assert study.main(arguments) == 0
-    cell = json.loads((tmp_path / "results" / "recipe-quick.json").read_text())["cells"]["shared-all/seed1"]
+    cell = json.loads((tmp_path / "results" / "recipe-quick.json").read_text())["cells"]["shared-all-healed/seed1"]
     assert cell["resumed"] is True and cell["train_tokens_per_second_unshared_machine"] is None
     assert not checkpoints.exists()  # discarded once the cell is scored
 
-    # The resumed cell is the cell that was never stopped: same last training loss, same generations.
-    uninterrupted = [*arguments]
-    uninterrupted[uninterrupted.index("--output-dir") + 1] = str(tmp_path / "results-uninterrupted")
-    uninterrupted[uninterrupted.index("--work-dir") + 1] = str(tmp_path / "work-uninterrupted")
+    # The resumed cell is the cell that was never stopped: same last training loss, same generations. The
+    # uninterrupted run is the quick study as documented (`study.py --quick`): no checkpoint every 2 steps, which
+    # changes nothing a cell computes.
+    uninterrupted = [*arguments[:arguments.index("--output-dir")],
+                     "--output-dir", str(tmp_path / "results-uninterrupted"),
+                     "--work-dir", str(tmp_path / "work-uninterrupted")]
     assert study.main(uninterrupted) == 0
     reference = json.loads((tmp_path / "results-uninterrupted" / "recipe-quick.json").read_text())["cells"][
-        "shared-all/seed1"]
+        "shared-all-healed/seed1"]
     assert reference["resumed"] is False
     assert cell["final_train_loss"] == pytest.approx(reference["final_train_loss"], rel=1e-5)
     assert cell["examples"] == reference["examples"] and cell["chrf"] == pytest.approx(reference["chrf"])
+    assert cell["healed_warm_start"] == reference["healed_warm_start"]
 
     # The uninterrupted run is the quick study end to end: trained, scored, reported; a second run skips the cell.
     assert 0.0 <= reference["chrf"] <= 100.0 and 0.0 <= reference["exact_match"] <= 100.0
     assert reference["parameters"] > 0 and reference["examples"] and reference["precision"] in ("bf16", "fp32")
-    assert "| shared-all |" in (tmp_path / "results-uninterrupted" / "recipe-quick.md").read_text()
+    report = (tmp_path / "results-uninterrupted" / "recipe-quick.md").read_text()
+    assert "| shared-all-healed |" in report
+    assert any(line.endswith("shared-all-healed/seed1") for line in report.splitlines())  # its warm start is named
     capsys.readouterr()
     assert study.main(uninterrupted) == 0
-    assert "shared-all/seed1: done, skipped" in capsys.readouterr().out
+    assert "shared-all-healed/seed1: done, skipped" in capsys.readouterr().out
 
 
 def test_results_of_another_recipe_are_refused_before_any_training(tmp_path, monkeypatch):
