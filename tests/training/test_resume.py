@@ -2,9 +2,14 @@
 with Ctrl-C, resume from their last checkpoint and follow the same trajectory as a run never stopped (same loss at
 every step, same final weights, same metrics); no half-written folder is left where the next command reads.
 
-Each run is a real `python -m sharedbert` process on a tiny model, with a corpus and a labelled data set made up here
-(so this runs where only the repository exists)."""
+Each run that is stopped, and each run that resumes after a kill, is a real `python -m sharedbert` process on a tiny
+model, with a corpus and a labelled data set made up here (so this runs where only the repository exists). What they
+are compared with, the runs never stopped, and the commands that only read a checkpoint or discard it, run in this
+process (`_run_here`): the same `sharedbert` command line without the seconds a new Python spends importing torch and
+transformers, which stopping and resuming do not involve."""
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -47,6 +52,18 @@ def _run(args, timeout=300):
     done = subprocess.run(_command(*args), env=_env(), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
+
+
+def _run_here(args, expect: int = 0) -> str:
+    """The command run in this process by `sharedbert.cli.main`, as `python -m sharedbert` runs it; asserts its exit
+    code and returns what it printed on stderr (the library's log)."""
+    from sharedbert.cli import main
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        code = main(list(map(str, args)))
+    assert code == expect, stderr.getvalue()[-3000:]
+    return stderr.getvalue()
 
 
 def _start(args):
@@ -129,7 +146,7 @@ def corpus(tmp_path_factory):
     return folder
 
 
-# The killed pretraining runs are killed at a checkpoint of steps 5-40 plus up to 0.3 s: 80 steps more keep the run
+# The pretraining runs killed are killed at a checkpoint up to step 40 plus up to 0.3 s: 80 steps more keep the run
 # from finishing inside that delay on an idle machine (with 60 steps, 20 tiny steps took under 0.22 s and the kill
 # landed after the output was in place).
 PRETRAIN_STEPS = 120
@@ -149,30 +166,17 @@ def _pretrain_args(corpus, output, **extra):
 @pytest.fixture(scope="module")
 def pretrain_reference(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("pretrain-ref") / "model"
-    _run(_pretrain_args(corpus, output))
+    _run_here(_pretrain_args(corpus, output))
     assert not output.with_name("model-checkpoints").exists()  # checkpoints are dropped once the output is saved
     return output
 
 
 @pytest.mark.slow
-def test_pretrain_killed_at_a_random_moment_resumes_to_the_same_result(corpus, pretrain_reference, tmp_path):
-    rng = random.Random(KILL_SEED)
-    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    _kill_after_checkpoint(_pretrain_args(corpus, output), checkpoints, rng.choice(range(5, 45, 5)),
-                           rng.uniform(0.0, 0.3))
-    assert not output.exists()  # the output folder only ever appears complete
-
-    resumed = _run(_pretrain_args(corpus, output))
-    assert "resuming from" in resumed.stderr
-    _assert_same_run(output, pretrain_reference)
-    assert json.loads((output / "pretrain_results.json").read_text())["eval_loss"] == pytest.approx(
-        json.loads((pretrain_reference / "pretrain_results.json").read_text())["eval_loss"], rel=1e-4)
-    assert not checkpoints.exists()
-    _no_half_written_siblings(output)
-
-
-@pytest.mark.slow
-def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_reference, tmp_path):
+def test_pretrain_stopped_by_ctrl_c_then_killed_at_a_random_moment_resumes_to_the_same_result(
+        corpus, pretrain_reference, tmp_path):
+    """One run stopped twice, each time in a process of its own: Ctrl-C saves a checkpoint and exits cleanly; the run
+    that resumes from it is killed at a random moment; the run that resumes again ends as one never stopped. The
+    killed run's checkpoint is not resumed under other settings, and --no-resume starts afresh."""
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
     process = _start(_pretrain_args(corpus, output, checkpoint_steps=10))
     _wait_for_checkpoint(checkpoints, 10, process)
@@ -185,20 +189,44 @@ def test_pretrain_ctrl_c_saves_a_checkpoint_and_exits_cleanly(corpus, pretrain_r
     # Trainer keeps the two newest (save_total_limit): the newest is the step where Ctrl-C landed, saved on the way out
     assert 1 <= len(saved) <= 2 and 10 <= saved[-1] < PRETRAIN_STEPS and saved[0] >= 10
 
-    _run(_pretrain_args(corpus, output, checkpoint_steps=10))
+    # The resumed run (checkpoints every 5 steps, not part of a run's settings) killed at one of its checkpoints up to
+    # step 40, plus up to 0.3 s.
+    rng = random.Random(KILL_SEED)
+    kill_points = range(saved[-1] + 5, 41, 5)
+    assert kill_points, f"Ctrl-C landed at step {saved[-1]}, too late to leave a kill point before step 40"
+    _kill_after_checkpoint(_pretrain_args(corpus, output), checkpoints, rng.choice(kill_points),
+                           rng.uniform(0.0, 0.3))
+    assert not output.exists()  # the output folder only ever appears complete
+    from sharedbert.training import latest_checkpoint
+
+    saved_step = int(latest_checkpoint(checkpoints).name.split("-")[1])
+    assert saved_step > saved[-1]  # the kill landed in the resumed run, after it saved
+    # A copy of the killed run's checkpoints, for --no-resume below (the signature holds no output folder).
+    shutil.copytree(checkpoints, tmp_path / "afresh-checkpoints")
+
+    # The same command with other settings does not resume the checkpoint silently, and leaves it as it was: the run
+    # below resumes it.
+    refused = _run_here(_pretrain_args(corpus, output, learning_rate=1e-3), expect=2)
+    assert "learning_rate: checkpoint 0.003, now 0.001" in refused and "--no-resume" in refused
+    assert not output.exists()
+
+    resumed = _run(_pretrain_args(corpus, output))
+    assert "resuming from" in resumed.stderr
     _assert_same_run(output, pretrain_reference)
+    assert json.loads((output / "pretrain_results.json").read_text())["eval_loss"] == pytest.approx(
+        json.loads((pretrain_reference / "pretrain_results.json").read_text())["eval_loss"], rel=1e-4)
+    assert not checkpoints.exists()
+    _no_half_written_siblings(output)
 
-
-@pytest.mark.slow
-def test_a_checkpoint_of_other_settings_is_not_resumed_silently(corpus, tmp_path):
-    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    _kill_after_checkpoint(_pretrain_args(corpus, output), checkpoints, 5)
-    done = subprocess.run(_command(*_pretrain_args(corpus, output, learning_rate=1e-3)), env=_env(),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert "learning_rate: checkpoint 0.003, now 0.001" in done.stderr and "--no-resume" in done.stderr
-    _run(_pretrain_args(corpus, output, learning_rate=1e-3, no_resume=True))  # --no-resume starts afresh
-    assert json.loads((output / "pretrain_results.json").read_text())["steps"] == PRETRAIN_STEPS
+    # --no-resume discards the checkpoint and starts afresh: the steps up to the checkpoint's train at the new learning
+    # rate (step 1's loss comes before any update), where a resumed run would have kept every one of the killed run's.
+    afresh = tmp_path / "afresh"
+    printed = _run_here(_pretrain_args(corpus, afresh, learning_rate=1e-3, no_resume=True))
+    assert "resuming from" not in printed
+    assert json.loads((afresh / "pretrain_results.json").read_text())["steps"] == PRETRAIN_STEPS
+    got, reference = _losses(afresh), _losses(pretrain_reference)
+    assert got.keys() == reference.keys()
+    assert any(abs(got[step] - reference[step]) > 1e-6 for step in range(2, saved_step + 1))
 
 
 @pytest.mark.slow
@@ -223,14 +251,15 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
 @pytest.fixture(scope="module")
 def bf16_reference(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("pretrain-bf16-ref") / "model"
-    done = _run(_pretrain_args(corpus, output, precision="bf16"))
-    assert "precision: bf16 (asked for)" in done.stderr
+    assert "precision: bf16 (asked for)" in _run_here(_pretrain_args(corpus, output, precision="bf16"))
     return output
 
 
 @pytest.mark.slow
-def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result(corpus, bf16_reference,
-                                                                             pretrain_reference, tmp_path):
+def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result_or_in_fp32_when_asked(
+        corpus, bf16_reference, pretrain_reference, tmp_path):
+    """Precision is not part of a run's signature: a run started where bf16 is native can go on where it is not. One
+    killed bf16 run is resumed twice: in bf16 (the same result) and, from a copy of its checkpoints, in fp32."""
     # bf16 autocast really is on: the same run in fp32 gives other losses.
     bf16_losses, fp32_losses = _losses(bf16_reference), _losses(pretrain_reference)
     assert any(abs(bf16_losses[step] - fp32_losses[step]) > 1e-4 for step in fp32_losses)
@@ -244,22 +273,20 @@ def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result(corp
                            rng.uniform(0.0, 0.3))
     from sharedbert.training import checkpoint_precision, latest_checkpoint
 
-    assert checkpoint_precision(latest_checkpoint(checkpoints)) == "bf16"
+    latest = latest_checkpoint(checkpoints)
+    assert checkpoint_precision(latest) == "bf16"
+    saved_step = int(latest.name.split("-")[1])  # the step both resumptions start from (a save cut short is not it)
+    shutil.copytree(checkpoints, tmp_path / "in-fp32-checkpoints")
     resumed = _run(_pretrain_args(corpus, output, precision="bf16"))
     assert "resuming from" in resumed.stderr and "note: the checkpoint trained in" not in resumed.stderr
     _assert_same_run(output, bf16_reference)
     results = json.loads((output / "pretrain_results.json").read_text())
     assert results["precision"] == "bf16" and results["resumed_from_precision"] == "bf16"
 
-
-@pytest.mark.slow
-def test_a_bf16_checkpoint_is_resumed_in_fp32_when_asked_and_says_so(corpus, bf16_reference, tmp_path):
-    """Precision is not part of a run's signature: a run started where bf16 is native can go on where it is not."""
-    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    _kill_after_checkpoint(_pretrain_args(corpus, output, precision="bf16"), checkpoints, 10)
-    saved_step = latest_step(checkpoints)
-    resumed = _run(_pretrain_args(corpus, output, precision="fp32"))
-    assert "note: the checkpoint trained in bf16; continuing in fp32" in resumed.stderr
+    # The same checkpoint resumed in fp32 when asked, and it says so.
+    output = tmp_path / "in-fp32"
+    printed = _run_here(_pretrain_args(corpus, output, precision="fp32"))
+    assert "resuming from" in printed and "note: the checkpoint trained in bf16; continuing in fp32" in printed
     results = json.loads((output / "pretrain_results.json").read_text())
     assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16"
     assert results["steps"] == PRETRAIN_STEPS
@@ -318,7 +345,7 @@ def _finetune_args(data, output, **extra):
 @pytest.fixture(scope="module")
 def finetune_reference(classification_data, tmp_path_factory):
     output = tmp_path_factory.mktemp("finetune-ref") / "model"
-    _run(_finetune_args(classification_data, output))
+    _run_here(_finetune_args(classification_data, output))
     return output
 
 
@@ -329,17 +356,31 @@ def _assert_same_evaluation(resumed: Path, reference: Path):
 
 
 @pytest.mark.slow
-def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classification_data, finetune_reference,
-                                                                      tmp_path):
-    rng = random.Random(KILL_SEED + 1)
+def test_finetune_stopped_by_ctrl_c_then_killed_at_a_random_moment_resumes_to_the_same_result(
+        classification_data, finetune_reference, tmp_path):
+    """One run stopped twice, each time in a process of its own: Ctrl-C saves a checkpoint; the run that resumes from
+    it is killed at a random moment; the run that resumes again ends as one never stopped, best evaluation included."""
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    _kill_after_checkpoint(_finetune_args(classification_data, output), checkpoints, rng.choice(range(4, 40, 4)),
+    process = _start(_finetune_args(classification_data, output))
+    _wait_for_checkpoint(checkpoints, 8, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-3000:]
+    stopped = latest_step(checkpoints)
+    assert not output.exists() and stopped >= 8
+
+    # The resumed run killed at one of its checkpoints up to step 36 (of 60), plus up to 0.1 s.
+    rng = random.Random(KILL_SEED + 1)
+    kill_points = range(stopped + 4, 37, 4)
+    assert kill_points, f"Ctrl-C landed at step {stopped}, too late to leave a kill point before step 36"
+    _kill_after_checkpoint(_finetune_args(classification_data, output), checkpoints, rng.choice(kill_points),
                            rng.uniform(0.0, 0.1))
     assert not output.exists()
     from sharedbert.training.checkpointing import latest_checkpoint
 
     # What must survive the restart is in Trainer's own state, the best weights beside it.
     latest = latest_checkpoint(checkpoints)
+    assert int(latest.name.split("-")[1]) > stopped  # the kill landed in the resumed run, after it saved
     state = json.loads((latest / "trainer_state.json").read_text())
     assert not (latest / "run_state.json").exists() and (latest / "optimizer.pt").is_file()
     assert state["stateful_callbacks"]["RunRecord"]["args"]["signature"]["seed"] == 5
@@ -357,21 +398,6 @@ def test_finetune_killed_at_a_random_moment_resumes_to_the_same_result(classific
     _assert_same_run(output, finetune_reference)
     _assert_same_evaluation(output, finetune_reference)
     _no_half_written_siblings(output)
-
-
-@pytest.mark.slow
-def test_finetune_ctrl_c_saves_a_checkpoint_and_resumes(classification_data, finetune_reference, tmp_path):
-    output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
-    process = _start(_finetune_args(classification_data, output))
-    _wait_for_checkpoint(checkpoints, 8, process)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr[-3000:]
-    assert not output.exists() and latest_step(checkpoints) >= 8
-
-    _run(_finetune_args(classification_data, output))
-    _assert_same_run(output, finetune_reference)
-    _assert_same_evaluation(output, finetune_reference)
 
 
 def latest_step(checkpoints: Path) -> int:
@@ -442,8 +468,8 @@ def test_checkpoints_are_trainers_own_in_the_checkpoint_folder_keeping_save_tota
                                checkpoint_dir=tmp_path / "ck")
     assert trainer.args.output_dir == str(tmp_path / "ck") and trainer.args.save_total_limit == 2
     assert type(trainer)._save_checkpoint is Trainer._save_checkpoint and type(trainer).train is Trainer.train
-    mine = ResumableTrainer(model=bert, args=training_arguments(tmp_path / "out", evaluations=0,
-                                                                num_train_examples=8, save_total_limit=5), checkpoint_dir=tmp_path / "ck")
+    mine = ResumableTrainer(model=bert, args=training_arguments(tmp_path / "out", evaluations=0, num_train_examples=8,
+                                                                save_total_limit=5), checkpoint_dir=tmp_path / "ck")
     assert mine.args.save_total_limit == 5  # a caller's limit is Trainer's to keep
 
 
@@ -496,7 +522,7 @@ def _heal_args(tiny_bert, corpus, output):
 @pytest.mark.slow
 def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, corpus, tmp_path):
     reference = tmp_path / "reference"
-    _run(_heal_args(tiny_bert, corpus, reference))
+    _run_here(_heal_args(tiny_bert, corpus, reference))
     rng = random.Random(KILL_SEED + 2)
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
     _kill_after_checkpoint(_heal_args(tiny_bert, corpus, output), checkpoints, rng.choice(range(5, 60, 5)),
@@ -518,12 +544,22 @@ def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, c
 
 @pytest.mark.slow
 def test_a_failure_names_the_kill_seed_and_how_to_replay_it(tmp_path):
-    """Any failing test of a module with a KILL_SEED, not only the asserts that mention it, reports the seed."""
-    for name in ("conftest.py", "collection_guard.py"):  # the suite's conftest, and the module whose hook it loads
-        (tmp_path / name).write_text((Path(__file__).parents[1] / name).read_text())
+    """Any failing test of a module with a KILL_SEED, not only the asserts that mention it, reports the seed.
+
+    The nested pytest gets the suite's hook that does it (its source, read from tests/conftest.py) in a conftest of
+    its own, and no installed plugin: the suite's whole conftest imports torch, transformers and sharedbert, seconds
+    of start-up this hook, which needs pytest alone, does not use."""
+    import inspect
+
+    import conftest
+
+    hook = inspect.getsource(conftest.pytest_runtest_makereport)
+    assert hook.startswith("@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(")
+    (tmp_path / "conftest.py").write_text("import pytest\n\n\n" + hook)
     (tmp_path / "test_kill.py").write_text("KILL_SEED = 4321\n\n\ndef test_weights_differ():\n    assert 1 == 2\n")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "test_kill.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_kill.py"],
+                          cwd=tmp_path, env=dict(_env(), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "kill seed 4321" in done.stdout
     assert "SHAREDBERT_KILL_SEED=4321 python -m pytest test_kill.py::test_weights_differ" in done.stdout
