@@ -10,19 +10,20 @@ Both were written before `ResumableTrainer` moved onto Trainer's own checkpoint 
 arguments were rebuilt on TrainingArguments. The same command, run again beside the checkpoint, must go on from
 step 12 and end where the run never stopped ended. So must the format written between a37d756 and Trainer's own save
 (Trainer's torch files, with run_state.json beside them), made here from the fixtures as that version made it on
-resume (`add_trainer_files`)."""
+resume (`add_trainer_files`).
 
+The command runs in the test's process (`sharedbert.cli.main`, the command line's own entry point): what is tested is
+what it reads from the old checkpoint, not how a process starts, which tests/training/test_resume.py's real processes
+cover (and a new Python would spend most of its time here importing torch and transformers)."""
+
+import contextlib
+import io
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
-
-from conftest import REPO_ROOT, child_pythonpath
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -41,7 +42,7 @@ def _as_trainer_files_with_run_state(checkpoint: Path) -> None:
         {key: state[key] for key in ("run_signature", "precision", "keep_best") if key in state}))
 
 
-def _resume(fixture: Path, tmp_path: Path, previous_format: bool = False) -> tuple[dict, Path, str]:
+def _resume(fixture: Path, tmp_path: Path, monkeypatch, previous_format: bool = False) -> tuple[dict, Path, str]:
     """Copy the fixture's inputs to a run folder, its checkpoint where the command looks for it (`previous_format`:
     rewritten as the version before this one wrote it), run the command; returns the reference, the output folder and
     the command's log."""
@@ -51,14 +52,16 @@ def _resume(fixture: Path, tmp_path: Path, previous_format: bool = False) -> tup
     shutil.copytree(fixture / reference["checkpoint"], run / "model-checkpoints" / reference["checkpoint"])
     if previous_format:
         _as_trainer_files_with_run_state(run / "model-checkpoints" / reference["checkpoint"])
-    env = dict(os.environ, PYTHONPATH=child_pythonpath(), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
-    done = subprocess.run([sys.executable, "-m", "sharedbert", *reference["arguments"]], cwd=run, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from model-checkpoints/{reference['checkpoint']}" in done.stderr
+    from sharedbert.cli import main
+
+    monkeypatch.chdir(run)  # the arguments name the inputs beside the checkpoint by relative paths
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        code = main(reference["arguments"])
+    assert code == 0, stderr.getvalue()[-3000:]
+    assert f"resuming from model-checkpoints/{reference['checkpoint']}" in stderr.getvalue()
     assert not (run / "model-checkpoints").exists()  # dropped once the output is saved, as for any run
-    return reference, run / "model", done.stderr
+    return reference, run / "model", stderr.getvalue()
 
 
 def _assert_same_losses_and_weights(reference: dict, output: Path):
@@ -75,8 +78,9 @@ def _assert_same_losses_and_weights(reference: dict, output: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("previous_format", [False, True], ids=["safetensors-state", "trainer-files-run-state"])
-def test_a_finetune_checkpoint_of_an_older_package_resumes_to_the_run_it_interrupted(tmp_path, previous_format):
-    reference, output, _ = _resume(FIXTURES / "finetune-checkpoint", tmp_path, previous_format)
+def test_a_finetune_checkpoint_of_an_older_package_resumes_to_the_run_it_interrupted(tmp_path, monkeypatch,
+                                                                                       previous_format):
+    reference, output, _ = _resume(FIXTURES / "finetune-checkpoint", tmp_path, monkeypatch, previous_format)
     _assert_same_losses_and_weights(reference, output)
     results, expected = json.loads((output / "eval_results.json").read_text()), reference["eval_results"]
     assert results["total_steps"] == expected["total_steps"] and results["best_step"] == expected["best_step"]
@@ -85,8 +89,8 @@ def test_a_finetune_checkpoint_of_an_older_package_resumes_to_the_run_it_interru
 
 
 @pytest.mark.slow
-def test_a_pretrain_checkpoint_of_an_older_package_resumes_to_the_run_it_interrupted(tmp_path):
-    reference, output, _ = _resume(FIXTURES / "pretrain-checkpoint", tmp_path)
+def test_a_pretrain_checkpoint_of_an_older_package_resumes_to_the_run_it_interrupted(tmp_path, monkeypatch):
+    reference, output, _ = _resume(FIXTURES / "pretrain-checkpoint", tmp_path, monkeypatch)
     _assert_same_losses_and_weights(reference, output)
     results, expected = json.loads((output / "pretrain_results.json").read_text()), reference["pretrain_results"]
     assert results["steps"] == expected["steps"] == 20
