@@ -288,13 +288,15 @@ def test_a_checkpoint_of_the_old_healing_loop_resumes_exactly(corpus, tmp_path):
     assert result.steps == 8 and not legacy.exists()
 
 
-# Healing in a process of its own, as a user runs it, that sends itself Ctrl-C after step 2. In a child, because a
-# SIGINT that escaped the handler would end a pytest worker rather than fail one test.
+# Healing in a process of its own, as a user runs it, that sends itself Ctrl-C after step 2; then, as a training run
+# does, it waits inside `sigint_stops` for the test's own Ctrl-C. In a child, because a SIGINT that escaped the handler
+# would end a pytest worker rather than fail one test.
 CTRL_C_DURING_HEALING = """
-import json, os, signal, sys
+import json, os, signal, sys, time
 from pathlib import Path
 from test_heal import make_teacher, make_tokenizer, small_config
 from sharedbert.conversion.bert import from_bert
+from sharedbert.training.checkpointing import sigint_stops
 from sharedbert.training.healing import heal
 
 corpus, checkpoints = Path(sys.argv[1]), Path(sys.argv[2])
@@ -308,24 +310,50 @@ def interrupt(step, loss):
 result = heal(from_bert(teacher, attention_type="symmetric"), teacher, tokenizer, corpus, checkpoints,
               small_config(), resume=False, on_step=interrupt)
 print(json.dumps({"interrupted": result.interrupted, "steps": result.steps,
-                  "handler_put_back": signal.getsignal(signal.SIGINT) is found}))
+                  "handler_put_back": signal.getsignal(signal.SIGINT) is found}), flush=True)
+
+with sigint_stops({}) as flag:
+    print("ready", flush=True)
+    deadline = time.monotonic() + 60
+    while not flag.get("stop") and time.monotonic() < deadline:
+        time.sleep(0.01)
+print("stopped" if flag.get("stop") else "ran to its end")
 """
 
 
 @pytest.mark.slow
-def test_ctrl_c_saves_a_checkpoint_and_stops(corpus, tmp_path):
+def test_ctrl_c_saves_a_checkpoint_and_stops_in_a_child_started_while_the_suite_ignores_it(corpus, tmp_path):
+    """Ctrl-C during healing saves a checkpoint and stops, and a child a test stops with Ctrl-C gets it when the suite
+    runs in the background. `make test &` starts the suite with SIGINT ignored; a child started with plain Popen
+    inherits that, ignores the test's SIGINT and runs to its end (test_seq2seq_study's stopped cell then finished and
+    exited 0). The suite's `start_child` gives the child SIGINT at its default, so `sigint_stops` handles it as in a
+    terminal: here both the SIGINT the healing child sends itself and the one this test sends it. One child checks
+    both, as each would spend most of its time importing torch and transformers."""
     from conftest import start_child
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    child = start_child([sys.executable, "-c", CTRL_C_DURING_HEALING, str(corpus), str(tmp_path / "ck")],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    stdout, stderr = child.communicate(timeout=300)
-    assert child.returncode == 0, stderr[-3000:]
-    result = json.loads(stdout.strip().splitlines()[-1])
+    found = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
+    try:
+        # stderr to a file: read only at the end, a pipe could fill and stall the child while stdout is read
+        with open(tmp_path / "stderr.txt", "w") as stderr_file:
+            child = start_child([sys.executable, "-c", CTRL_C_DURING_HEALING, str(corpus), str(tmp_path / "ck")],
+                                stdout=subprocess.PIPE, stderr=stderr_file, text=True, env=env)
+    finally:
+        signal.signal(signal.SIGINT, found)
+    printed = []
+    while not printed or printed[-1] not in ("ready", ""):
+        printed.append(child.stdout.readline().strip())
+    if printed[-1] == "ready":
+        child.send_signal(signal.SIGINT)
+    stdout, _ = child.communicate(timeout=300)
+    assert child.returncode == 0, (tmp_path / "stderr.txt").read_text()[-3000:]
+    assert printed[-1] == "ready", (tmp_path / "stderr.txt").read_text()[-3000:]
+    result = json.loads(printed[-2])
     assert result["interrupted"] and result["steps"] in (2, 3)  # the step in flight finishes
     state = json.loads((tmp_path / "ck" / f"checkpoint-{result['steps']}" / "trainer_state.json").read_text())
     assert state["global_step"] == result["steps"]
     assert result["handler_put_back"]  # the handler found on entry is in place again
+    assert stdout.split() == ["stopped"]  # the test's SIGINT reached the child's handler
 
 
 # A process started with SIGINT ignored (as a background job is): Ctrl-C handling must leave it ignored, so a SIGINT
@@ -352,40 +380,6 @@ def test_ctrl_c_stays_ignored_in_a_process_that_started_with_it_ignored():
     assert completed.returncode == 0, completed.stderr[-3000:]
     # Ignored while active (no handler installed), no stop requested, still ignored afterwards.
     assert completed.stdout.split() == ["True", "False", "True"]
-
-
-# A child that waits for Ctrl-C inside `sigint_stops`, as a training run does.
-WAITS_FOR_CTRL_C = """
-import time
-from sharedbert.training.checkpointing import sigint_stops
-
-with sigint_stops({}) as flag:
-    print("ready", flush=True)
-    deadline = time.monotonic() + 60
-    while not flag.get("stop") and time.monotonic() < deadline:
-        time.sleep(0.01)
-print("stopped" if flag.get("stop") else "ran to its end")
-"""
-
-
-@pytest.mark.slow
-def test_a_child_a_test_stops_with_ctrl_c_gets_it_when_the_suite_runs_in_the_background():
-    """`make test &` starts the suite with SIGINT ignored; a child started with plain Popen inherits that, ignores the
-    test's SIGINT and runs to its end (test_seq2seq_study's stopped cell then finished and exited 0). The suite's
-    `start_child` gives the child SIGINT at its default, so `sigint_stops` handles it as in a terminal."""
-    from conftest import start_child
-
-    found = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
-    try:
-        child = start_child([sys.executable, "-c", WAITS_FOR_CTRL_C], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    finally:
-        signal.signal(signal.SIGINT, found)
-    assert child.stdout.readline().strip() == "ready"
-    child.send_signal(signal.SIGINT)
-    stdout, stderr = child.communicate(timeout=120)
-    assert child.returncode == 0, stderr[-3000:]
-    assert stdout.split() == ["stopped"]
 
 
 def test_healing_runs_to_its_budget_when_ctrl_c_is_ignored(corpus, tmp_path):
