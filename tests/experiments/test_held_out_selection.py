@@ -182,7 +182,9 @@ def test_both_splits_are_measured_on_the_same_int8_files(tmp_path, glue_dir, min
     from sharedbert import SharedBertModel
 
     folder = tmp_path / "tiny"
-    SharedBertModel(tiny_config(vocab_size=30522, max_position_embeddings=512)).eval().save_pretrained(folder)
+    # Two layers: each is quantized and measured once per variant, and what is checked is the files and reports.
+    model = SharedBertModel(tiny_config(vocab_size=30522, max_position_embeddings=512, num_hidden_layers=2))
+    model.eval().save_pretrained(folder)
     AutoTokenizer.from_pretrained(minilm_path).save_pretrained(folder)
     fix = benchmark_script("openvino_int8_fix")
     assert fix.main(["--model", f"tiny={folder}", "--split", "train", "dev", "--rounds", "0", "--variants", "2",
