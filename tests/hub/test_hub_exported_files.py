@@ -3,6 +3,8 @@
 checked again in their own runtimes against the model being staged, and listed in the card with how to load them; a
 stale or unreadable export stops staging with the file named and the fix."""
 
+import shutil
+
 import pytest
 import torch
 from conftest import tiny_config
@@ -11,7 +13,7 @@ pytest.importorskip("onnxruntime", reason='the onnx extra is not installed (pip 
 pytest.importorskip("onnxscript", reason='the onnx extra is not installed (pip install "sharedbert[onnx]")')
 pytest.importorskip("openvino", reason='the openvino extra is not installed (pip install "sharedbert[openvino]")')
 
-from test_export import VOCAB, save  # noqa: E402
+from test_export import LAYERS, VOCAB, save  # noqa: E402
 
 from sharedbert import SharedBertModel, hub  # noqa: E402
 from sharedbert.sentence_embeddings import write_default_modules  # noqa: E402
@@ -20,19 +22,29 @@ from sharedbert.export import export  # noqa: E402
 REPO = "someone/sharedbert-tiny"
 
 
-def exported_model(tmp_path, **export_options):
-    config = tiny_config(vocab_size=len(VOCAB), hidden_size=64, intermediate_size=96, initializer_range=0.1)
+@pytest.fixture(scope="module")
+def exported_folder(tmp_path_factory):
+    """A tiny sentence model folder to which `export --layout sentence-transformers` added onnx/ (fp32, avx512_vnni
+    and avx2 int8) and openvino/, exported once: the first test stages it as it is, the others break a copy of it."""
+    torch.manual_seed(0)  # a module's fixture runs before the tests' own seeding
+    config = tiny_config(vocab_size=len(VOCAB), num_hidden_layers=LAYERS, hidden_size=64, intermediate_size=96,
+                         initializer_range=0.1)
     model = SharedBertModel(config).eval()
-    folder = save(model, tmp_path / "model")
+    folder = save(model, tmp_path_factory.mktemp("exported") / "model")
     write_default_modules(folder, config.hidden_size)
-    export(model=folder, output_dir=folder, layout="sentence-transformers", **export_options)
-    return model, folder
+    export(model=folder, output_dir=folder, layout="sentence-transformers", quantize=["avx512_vnni", "avx2"],
+           openvino=True)
+    return folder
+
+
+def copy_of(folder, tmp_path):
+    """A copy of the exported folder (its own files, not links: a test that changes them leaves the fixture's alone)."""
+    return shutil.copytree(folder, tmp_path / "model")
 
 
 @pytest.mark.slow
-def test_exported_files_are_staged_checked_and_listed_in_the_card(tmp_path):
-    _, folder = exported_model(tmp_path, quantize=["avx512_vnni", "avx2"], openvino=True)
-    staged = hub.stage_for_hub(folder, tmp_path / "staged", repo_id=REPO)
+def test_exported_files_are_staged_checked_and_listed_in_the_card(exported_folder, tmp_path):
+    staged = hub.stage_for_hub(exported_folder, tmp_path / "staged", repo_id=REPO)
     backend = [name for name in staged.files if name.startswith(("onnx/", "openvino/"))]
     assert backend == ["onnx/model.onnx", "onnx/model_qint8_avx512_vnni.onnx", "onnx/model_quint8_avx2.onnx",
                        "openvino/openvino_model.bin", "openvino/openvino_model.xml"]  # not the export's report
@@ -53,8 +65,9 @@ def test_exported_files_are_staged_checked_and_listed_in_the_card(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_stale_export_stops_staging(tmp_path):
-    model, folder = exported_model(tmp_path, quantize=["arm64"])
+def test_a_stale_export_stops_staging(exported_folder, tmp_path):
+    folder = copy_of(exported_folder, tmp_path)
+    model = SharedBertModel.from_pretrained(folder).eval()
     with torch.no_grad():  # the model is trained on after the export: its files no longer match it
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.1)
@@ -66,8 +79,8 @@ def test_a_stale_export_stops_staging(tmp_path):
 
 
 @pytest.mark.slow
-def test_unreadable_or_incomplete_exports_are_refused(tmp_path):
-    _, folder = exported_model(tmp_path, openvino=True)
+def test_unreadable_or_incomplete_exports_are_refused(exported_folder, tmp_path):
+    folder = copy_of(exported_folder, tmp_path)
     (folder / "openvino" / "openvino_model.bin").unlink()
     with pytest.raises(hub.VerificationError, match="has no openvino_model.bin beside it"):
         hub.stage_for_hub(folder, tmp_path / "staged", repo_id=REPO, verify=False)
