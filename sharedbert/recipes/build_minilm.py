@@ -40,6 +40,7 @@ from ..modeling_sharedbert import SharedBertModel
 from ..parameter_counts import count_model_parameters
 from ..data import corpus_files, read_text, shared_data_dir
 from ..data.location import RAW_TEXT, not_found_message, raw_text_dir
+from ..threads import restores_torch_threads
 from ..training.distillation import Distiller
 from ..training.healing import HealConfig, HealLossConfig
 from ..training.models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
@@ -280,6 +281,7 @@ class BuildArguments:
             self.steps = PUBLISHED_STEPS
 
 
+@restores_torch_threads
 def build_minilm_checkpoint(arguments: BuildArguments | None = None, /, **fields) -> dict:
     """Build, measure and stage the Hub-ready folder `out`; return the report (also in WORK_DIR/build_report.json).
 

