@@ -11,9 +11,7 @@
 * Bad input is refused with a clear message before anything is sent.
 
 Tiny models (tests/conftest.py `tiny_config`) and a tiny WordPiece vocabulary keep this fast; the time goes into the
-fresh Python processes: a Hub user's, upload.py with its verification, the sentence-transformers stagings' own
-verifications, and one that runs the package's verification child on every generation head and directed attention
-type in turn (a fresh Python each would be most of their time).
+fresh Python processes (three: a Hub user's, and upload.py with its verification).
 """
 
 import argparse
@@ -37,7 +35,7 @@ from urllib.parse import unquote
 import pytest
 import torch
 from huggingface_hub import ModelCard
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 import sharedbert
 from conftest import REPO_ROOT, tiny_config
@@ -253,6 +251,39 @@ def test_the_card_template_is_package_data(staged, tmp_path):
     assert "from sharedbert/hub/template.md" in (staged["seq"] / "README.md").read_text()
     with pytest.raises(hub.HubError, match="missing.md not found"):
         hub.read_template(tmp_path / "missing.md")
+
+
+@pytest.mark.parametrize(
+    "architecture, overrides",
+    [
+        ("SharedBertLMHeadModel", dict(is_decoder=True, add_cross_attention=True, cross_attention_type="shared_kv")),
+        ("SharedBertForPreTraining", {}),
+        ("SharedBertForConditionalGeneration", dict(is_encoder_decoder=True, share_encoder_decoder_layers=True,
+                                                    share_encoder_decoder_embeddings=True)),
+    ],
+)
+@pytest.mark.slow
+def test_generation_heads_stage_and_verify_without_the_package(architecture, overrides, tmp_path):
+    """The decoder (fed fixed encoder states), the pre-training head and the fully shared seq2seq model (fed decoder
+    ids) stage with a card and pass the fresh-process verification."""
+    model = getattr(sharedbert, architecture)(tiny_config(vocab_size=len(VOCAB), **overrides))
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer().save_pretrained(tmp_path / "model")
+    staged = hub.stage_for_hub(tmp_path / "model", tmp_path / "staged", repo_id="alice/sharedbert-generation")
+    assert staged.verification["max_abs_diff"] <= hub.TOLERANCE
+    card = ModelCard.load(tmp_path / "staged" / "README.md")
+    assert hub.card.HEAD_DESCRIPTIONS[architecture] in card.text
+    # The opening sentence names the stack: decoder, encoder and decoder, or encoder.
+    stack = {"SharedBertLMHeadModel": "a causal BERT-style decoder whose self-attention",
+             "SharedBertForConditionalGeneration": "a BERT-style encoder and decoder whose self-attention"}
+    assert stack.get(architecture, "a BERT encoder whose self-attention") in card.text
+    # The card's cross-attention row names its type (set, or the default), and is absent without cross-attention.
+    cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared_kv`: its own query projection",
+                 "SharedBertForConditionalGeneration": "| Cross-attention | `standard`: BERT's separate"}
+    if architecture in cross_row:
+        assert cross_row[architecture] in card.text
+    else:
+        assert "| Cross-attention |" not in card.text
 
 
 def test_model_card(staged, sources):
@@ -835,162 +866,30 @@ def test_verification_catches_sentence_transformers_files_that_change_the_embedd
     assert not (tmp_path / "staged").exists()
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Heads and attention types in a fresh Python without the package: one interpreter verifies them all
-# --------------------------------------------------------------------------------------------------------------------
-
-GENERATION_HEADS = [
-    ("SharedBertLMHeadModel", dict(is_decoder=True, add_cross_attention=True, cross_attention_type="shared_kv")),
-    ("SharedBertForPreTraining", {}),
-    ("SharedBertForConditionalGeneration", dict(is_encoder_decoder=True, share_encoder_decoder_layers=True,
-                                                share_encoder_decoder_embeddings=True)),
-]
-DIRECTED_TYPES = [
+@pytest.mark.parametrize("architecture, overrides", [
     ("SharedBertForSequenceClassification", dict(attention_type="shared_head_query", num_labels=2)),
     ("SharedBertForMaskedLM", dict(attention_type="shared_lowrank_query", attention_rank=3)),
     ("SharedBertLMHeadModel", dict(attention_type="shared_kv", is_decoder=True, add_cross_attention=True,
                                    cross_attention_type="shared_lowrank_query")),
     ("SharedBertLMHeadModel", dict(attention_type="standard", is_decoder=True, layer_norm_position="pre")),
-]
-
-# Run by `hub.verify.run_isolated` (a Python that cannot import sharedbert): the package's verification child
-# (verify_child.py, argv[1]) on each spec in turn (argv[2:]), in one interpreter rather than one each (a fresh Python
-# is most of a verification's time). Each folder trusts only its own code files: the child's guard is reset before
-# the next. A failure is written beside its spec, for its own test to report.
-VERIFY_EACH_SCRIPT = r"""
-import importlib.util, sys, traceback
-from transformers import dynamic_module_utils
-spec = importlib.util.spec_from_file_location("verify_child", sys.argv[1])
-child = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(child)
-original = dynamic_module_utils.get_cached_module_file
-for spec_path in sys.argv[2:]:
-    dynamic_module_utils.get_cached_module_file = original
-    generation = sys.modules.get("transformers.generation.utils")
-    if generation is not None and hasattr(generation, "get_cached_module_file"):
-        generation.get_cached_module_file = original
-    try:
-        child.main(spec_path)
-    except BaseException:
-        with open(spec_path + ".error", "w", encoding="utf-8") as handle:
-            handle.write(traceback.format_exc())
-"""
-
-
-def prepare_verification(folder: Path, loaded, case: Path) -> dict:
-    """What `hub.verify.verify_staged(folder, loaded)` gives its child, written to case/spec.json: the same fixed
-    input (`verify_inputs`, `model_inputs`), the code files' digests (`check_staged_code`, which refuses foreign code
-    first). Returns what its result is compared with: the source model's outputs and token ids."""
-    from sharedbert.hub.contents import check_staged_code
-    from sharedbert.hub.verify import model_inputs
-
-    call, ids, tensors = hub.verify_inputs(loaded.tokenizer, loaded.config)
-    auto_classes = [loaded.auto_class] + (["AutoModel"] if loaded.auto_class != "AutoModel" else [])
-    encoder_inputs, head_inputs = model_inputs(tensors, loaded.architecture, loaded.config)
-    with torch.no_grad():
-        head_output = loaded.model(**head_inputs)
-        base_output = loaded.model.base_model(**encoder_inputs)
-    reference = {f"{loaded.auto_class}.{key}": value for key, value in head_output.items() if torch.is_tensor(value)}
-    reference["AutoModel.last_hidden_state"] = base_output.last_hidden_state
-    case.mkdir(parents=True)
-    for name, feed in (("inputs", encoder_inputs), ("head_inputs", head_inputs)):
-        save_file({key: value.contiguous() for key, value in feed.items()}, str(case / f"{name}.safetensors"))
-    write_json(case / "spec.json", {
-        "folder": str(Path(folder).resolve()), "code_files": check_staged_code(folder), "auto_classes": auto_classes,
-        "sentence_transformers": False, "sentences": [], "tokenizer_call": call,
-        "inputs": str(case / "inputs.safetensors"), "head_inputs": str(case / "head_inputs.safetensors"),
-        "outputs": str(case / "outputs.safetensors"), "result": str(case / "result.json")})
-    return {"case": case, "loaded": loaded, "ids": ids, "reference": reference}
-
-
-def fresh_verification(prepared: dict) -> dict:
-    """The child's result for one prepared case, checked as `verify_staged` checks it (`compare_with_source`)."""
-    case = prepared["case"]
-    error = case / "spec.json.error"
-    assert not error.exists(), error.read_text() if error.exists() else ""
-    result = json.loads((case / "result.json").read_text())
-    max_diff = hub.compare_with_source(result, load_file(case / "outputs.safetensors"), prepared["reference"],
-                                       prepared["ids"])
-    return {"max_abs_diff": max_diff, "classes": result["classes"]}
-
-
-@pytest.fixture(scope="module")
-def verified_in_a_fresh_python(tmp_path_factory):
-    """GENERATION_HEADS staged by `stage_for_hub` (its own verification off) and DIRECTED_TYPES saved with every extra
-    parameter off its initial value, all verified in one fresh Python without the package, by the package's child:
-    {("generation" | "directed", index): prepared case}. `verify_staged` itself, which runs the same child on one
-    folder, runs in the sentence-transformers staging tests and the upload test."""
-    work = tmp_path_factory.mktemp("fresh-verification")
-    prepared = {}
-    for index, (architecture, overrides) in enumerate(GENERATION_HEADS):
-        torch.manual_seed(0)
-        model_dir = work / f"generation-{index}"
-        getattr(sharedbert, architecture)(tiny_config(vocab_size=len(VOCAB), **overrides)).save_pretrained(model_dir)
-        tiny_tokenizer().save_pretrained(model_dir)
-        loaded = hub.load_for_hub(model_dir)
-        staged = hub.stage_for_hub(model_dir, work / f"generation-{index}-staged", loaded=loaded, verify=False,
-                                   repo_id="alice/sharedbert-generation")
-        prepared["generation", index] = prepare_verification(staged.path, loaded, work / f"case-generation-{index}")
-    for index, (architecture, overrides) in enumerate(DIRECTED_TYPES):
-        torch.manual_seed(0)
-        model = getattr(sharedbert, architecture)(tiny_config(vocab_size=len(VOCAB), **overrides))
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.add_(0.05 * torch.randn_like(parameter))
-        folder = work / f"directed-{index}"  # a folder name of its own: its own transformers_modules package
-        model.save_pretrained(folder)
-        tiny_tokenizer().save_pretrained(folder)
-        prepared["directed", index] = prepare_verification(folder, hub.load_for_hub(folder),
-                                                           work / f"case-directed-{index}")
-    (work / "verify_each.py").write_text(VERIFY_EACH_SCRIPT)
-    specs = [case["case"] / "spec.json" for case in prepared.values()]
-    with importlib.resources.as_file(importlib.resources.files("sharedbert.hub") / "verify_child.py") as child:
-        process = hub.run_isolated(work / "verify_each.py", [child, *specs], cwd=work, timeout=900)
-    assert process.returncode == 0, process.stderr[-3000:]
-    return prepared
-
-
-@pytest.mark.parametrize("index", range(len(GENERATION_HEADS)),
-                         ids=[architecture for architecture, _ in GENERATION_HEADS])
+])
 @pytest.mark.slow
-def test_generation_heads_stage_and_verify_without_the_package(index, verified_in_a_fresh_python):
-    """The decoder (fed fixed encoder states), the pre-training head and the fully shared seq2seq model (fed decoder
-    ids) stage with a card, and the staged folder passes the verification in a fresh Python without the package."""
-    architecture, _ = GENERATION_HEADS[index]
-    prepared = verified_in_a_fresh_python["generation", index]
-    verification = fresh_verification(prepared)
-    assert verification["max_abs_diff"] <= hub.TOLERANCE
-    assert verification["classes"][prepared["loaded"].auto_class] == architecture
-    card = ModelCard.load(Path(json.loads((prepared["case"] / "spec.json").read_text())["folder"]) / "README.md")
-    assert hub.card.HEAD_DESCRIPTIONS[architecture] in card.text
-    # The opening sentence names the stack: decoder, encoder and decoder, or encoder.
-    stack = {"SharedBertLMHeadModel": "a causal BERT-style decoder whose self-attention",
-             "SharedBertForConditionalGeneration": "a BERT-style encoder and decoder whose self-attention"}
-    assert stack.get(architecture, "a BERT encoder whose self-attention") in card.text
-    # The card's cross-attention row names its type (set, or the default), and is absent without cross-attention.
-    cross_row = {"SharedBertLMHeadModel": "| Cross-attention | `shared_kv`: its own query projection",
-                 "SharedBertForConditionalGeneration": "| Cross-attention | `standard`: BERT's separate"}
-    if architecture in cross_row:
-        assert cross_row[architecture] in card.text
-    else:
-        assert "| Cross-attention |" not in card.text
-
-
-@pytest.mark.parametrize("index", range(len(DIRECTED_TYPES)),
-                         ids=[f"{architecture}-{overrides['attention_type']}"
-                              for architecture, overrides in DIRECTED_TYPES])
-@pytest.mark.slow
-def test_the_directed_attention_types_load_without_the_package(index, verified_in_a_fresh_python):
+def test_the_directed_attention_types_load_without_the_package(architecture, overrides, tmp_path):
     """A saved model of each directed type (issue 42), every extra parameter off its initial value, loads through the
     Auto classes with trust_remote_code=True in a Python without sharedbert, with the same outputs."""
-    architecture, _ = DIRECTED_TYPES[index]
-    prepared = verified_in_a_fresh_python["directed", index]
-    assert (json.loads((prepared["loaded"].model_dir / "config.json").read_text()).get("attention_rank") == 3) == (
+    torch.manual_seed(0)
+    model = getattr(sharedbert, architecture)(tiny_config(vocab_size=len(VOCAB), **overrides))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer().save_pretrained(tmp_path / "model")
+    assert (json.loads((tmp_path / "model" / "config.json").read_text()).get("attention_rank") == 3) == (
         architecture == "SharedBertForMaskedLM")
-    verification = fresh_verification(prepared)
-    assert verification["max_abs_diff"] <= hub.TOLERANCE
-    assert verification["classes"][prepared["loaded"].auto_class] == architecture
-    assert verification["classes"]["AutoModel"] == "SharedBertModel"
+    loaded = hub.folder.load_for_hub(tmp_path / "model")
+    report = hub.verify.verify_staged(tmp_path / "model", loaded)
+    assert report["max_abs_diff"] <= hub.TOLERANCE
+    assert loaded.auto_class in report["loaded"]
 
 
 def test_every_attention_type_has_a_model_card_description():
