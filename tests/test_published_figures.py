@@ -122,6 +122,7 @@ CONVERSIONS = "experiments/directed-attention/results/conversions.json"
 CONVERSIONS_KV_INVARIANT = "experiments/directed-attention/results/shared-kv-invariant-fit/conversions.json"
 DOWNSTREAM_PROBE = "experiments/downstream/results/diagnostic-text/finetune-probe.json"
 FRONTIER = "experiments/frontier/results/summary.json"
+FRONTIER_SHIPPING = "experiments/frontier/conversion/results/summary.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
 DIRECTED_TRANSFER = "experiments/directed-attention/results/transfer.json"
@@ -943,6 +944,12 @@ FIGURES = [
            lambda: [100 * results(FRONTIER)["settings"]["clm-cpu"]["gqa-2"]["budget"], 10,
                     min(frontier_clm(a)["mean"] for a in frontier_at_10()),
                     max(frontier_clm(a)["mean"] for a in frontier_at_10()), 10]),
+    Figure("experiments/README.md", phrase("under way: {} of {} builds landed (`shared-projection` seed 1: STS-B {}, "
+                                           "original {})"), FRONTIER_SHIPPING,
+           lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
+                    len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"]),
+                    results(FRONTIER_SHIPPING)["builds"]["shared-projection"]["sts_b"][0],
+                    results(FRONTIER_SHIPPING)["original_sts_b"]]),
     Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
                                            "of characters"), DOWNSTREAM_PROBE,
            lambda: [probe_steps_past_bag(), probe_steps_past_bag()
