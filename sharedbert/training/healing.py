@@ -35,21 +35,9 @@ from transformers import TrainerCallback, TrainerState, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
 from ..atomic import atomic_directory
-from .checkpointing import (
-    CHECKPOINT_PREFIX,
-    MODEL_FILE,
-    OPTIMIZER_FILE,
-    RNG_FILE,
-    RUN_STATE_FILE,
-    CheckpointCallback,
-    SavedStateCallback,
-    read_run_record,
-    read_state,
-    read_trainer_state,
-    resume_point,
-    saved_callback_state,
-    upgrade_checkpoint,
-)
+from .checkpointing import (CHECKPOINT_PREFIX, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, RUN_STATE_FILE, CheckpointCallback,
+                            SavedStateCallback, read_run_record, read_state, read_trainer_state, resume_point,
+                            saved_callback_state, upgrade_checkpoint)
 from .distillation import DistillationTrainer, Distiller
 from ..conversion.card import HealingSummary, write_conversion_card
 from ..data import TextInMemory, TextPieces
