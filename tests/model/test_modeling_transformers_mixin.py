@@ -173,6 +173,16 @@ class _EncoderVariantMixinTest(_SharedBertMixinTest):
     # (test_every_head_output_shape). All eight heads took 2.3 times as long per variant (91 s against 39 s for the
     # symmetric one, on one busy core).
     all_model_classes = (SharedBertModel, SharedBertForMaskedLM, SharedBertForSequenceClassification)
+    # Two common tests repeat for each head what the encoder alone decides, at several times the cost of the others:
+    # eager against SDPA (25 dtype, padding and kernel cases, each saving and reloading the model) compares the
+    # encoder's attention, and the per-dtype reload (test_bc_torch_dtype) exercises transformers' dtype handling, the
+    # same for every head. On the variants they run on the bare model; SharedAttentionModelTest runs them on every head.
+    ENCODER_ONLY_CHECKS = ("test_eager_matches_sdpa_inference", "test_bc_torch_dtype")
+
+    def setUp(self):
+        super().setUp()
+        if self._testMethodName.startswith(self.ENCODER_ONLY_CHECKS):
+            self.all_model_classes = (SharedBertModel,)
 
 
 class StandardAttentionModelTest(_EncoderVariantMixinTest, unittest.TestCase):
