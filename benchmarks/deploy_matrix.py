@@ -55,6 +55,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sharedbert.threads import restores_torch_threads
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # `sharedbert build-minilm`'s healed model under its default --work-dir (runs/build-minilm), from the current folder.
@@ -517,6 +519,7 @@ def plot(report: dict, path) -> None:
     plt.close(figure)
 
 
+@restores_torch_threads  # main sets the first thread count; a caller in this process (the test) keeps its own
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sharedbert", help=f"the SharedBert folder (default {DEFAULT_BUILD})")

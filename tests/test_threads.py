@@ -8,7 +8,7 @@ import torch
 from sharedbert.data import DataError
 from sharedbert.recipes.build_minilm import build_minilm_checkpoint
 from sharedbert.recipes.convert_and_heal import convert_checkpoint
-from sharedbert.threads import restores_torch_threads
+from sharedbert.threads import restores_torch_threads, torch_threads
 from sharedbert.training.healing import HealConfig, heal
 
 
@@ -34,6 +34,17 @@ def test_the_callers_count_is_back_after_a_job_returns_or_raises(caller_threads)
     with pytest.raises(RuntimeError, match="bad input"):
         job(1, fail=True)
     assert torch.get_num_threads() == caller_threads
+
+
+def test_a_block_runs_on_the_count_it_asks_for_and_gives_the_callers_back(caller_threads):
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == caller_threads
+    with pytest.raises(RuntimeError, match="bad input"), torch_threads(2):
+        raise RuntimeError("bad input")
+    assert torch.get_num_threads() == caller_threads
+    with torch_threads(None):  # None: the count is left as it is
+        assert torch.get_num_threads() == caller_threads
 
 
 def test_convert_sets_its_threads_and_gives_the_callers_back_when_the_source_is_missing(tmp_path, caller_threads):

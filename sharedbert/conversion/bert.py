@@ -55,6 +55,7 @@ from ..modeling_sharedbert import (
     SharedBertPreTrainedModel,
 )
 from ..remote_code import check_remote_code
+from ..threads import torch_threads
 
 logger = logging.getLogger(__name__)
 
@@ -144,12 +145,8 @@ def from_bert(
     prefix = "" if isinstance(model, SharedBertModel) else f"{model.base_model_prefix}."
     # Small dense factorisations: one thread is fastest, and far faster than several on a busy machine (OpenMP
     # threads spin-wait for each other, and a small eigh runs many times slower with 2 threads under load).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         target, report = _convert_state_dict(state_dict, config, prefix, fit_method)
-    finally:
-        torch.set_num_threads(threads)
     missing, unexpected = model.load_state_dict(target, strict=False)
     tied = {"cls.predictions.decoder.weight"} if config.tie_word_embeddings else set()
     # Cross-attention asked for (add_cross_attention=True) on a BERT without it starts untrained, as in

@@ -208,8 +208,8 @@ def test_a_step_budget_anneals_over_the_steps_with_no_time_limit_unless_one_is_g
 def test_build_minilm_heals_for_a_step_budget_and_stages_a_verified_hub_folder(minilm_path, tmp_path):
     """The documented command end to end on the real all-MiniLM-L6-v2, at a budget of 3 steps: a synthetic corpus
     (with the held-out book in its place) and a small STS-B file stand in for the shared data. One thread, the
-    package's default and the suite's (two workers share two cores; a second thread here would also stay set for
-    the worker's later tests), and healing pieces cut at 128 tokens (the measured buckets still reach 512)."""
+    package's default and the suite's (two workers share two cores), and healing pieces cut at 128 tokens (the
+    measured buckets still reach 512)."""
     import json
     import random
 
