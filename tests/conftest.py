@@ -76,6 +76,22 @@ def scratch_repository(path: Path, staged: str = "theirs.txt"):
     return git
 
 
+def run_command_here(args, expect: int = 0) -> str:
+    """`sharedbert ARGS` run in this process by the command line's own entry point (`sharedbert.cli.main`), without
+    the seconds a new Python spends importing torch and transformers; asserts its exit code and returns what it wrote
+    on stderr (the library's log). For tests of what a command does, not of how a process starts or stops."""
+    import contextlib
+    import io
+
+    from sharedbert.cli import main
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        code = main(list(map(str, args)))
+    assert code == expect, stderr.getvalue()[-3000:]
+    return stderr.getvalue()
+
+
 def start_child(command, **popen_options) -> subprocess.Popen:
     """`subprocess.Popen(command, ...)` for a child process a test will stop with SIGINT (Ctrl-C), started with
     SIGINT at its default action, as a process started from a terminal has it. A suite started in the background by a

@@ -12,18 +12,18 @@ step 12 and end where the run never stopped ended. So must the format written be
 (Trainer's torch files, with run_state.json beside them), made here from the fixtures as that version made it on
 resume (`add_trainer_files`).
 
-The command runs in the test's process (`sharedbert.cli.main`, the command line's own entry point): what is tested is
-what it reads from the old checkpoint, not how a process starts, which tests/training/test_resume.py's real processes
-cover (and a new Python would spend most of its time here importing torch and transformers)."""
+The command runs in the test's process (conftest's `run_command_here`: the command line's own entry point): what is
+tested is what it reads from the old checkpoint, not how a process starts, which tests/training/test_resume.py's real
+processes cover (and a new Python would spend most of its time here importing torch and transformers)."""
 
-import contextlib
-import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
+
+from conftest import run_command_here
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -52,16 +52,11 @@ def _resume(fixture: Path, tmp_path: Path, monkeypatch, previous_format: bool = 
     shutil.copytree(fixture / reference["checkpoint"], run / "model-checkpoints" / reference["checkpoint"])
     if previous_format:
         _as_trainer_files_with_run_state(run / "model-checkpoints" / reference["checkpoint"])
-    from sharedbert.cli import main
-
     monkeypatch.chdir(run)  # the arguments name the inputs beside the checkpoint by relative paths
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        code = main(reference["arguments"])
-    assert code == 0, stderr.getvalue()[-3000:]
-    assert f"resuming from model-checkpoints/{reference['checkpoint']}" in stderr.getvalue()
+    printed = run_command_here(reference["arguments"])
+    assert f"resuming from model-checkpoints/{reference['checkpoint']}" in printed
     assert not (run / "model-checkpoints").exists()  # dropped once the output is saved, as for any run
-    return reference, run / "model", stderr.getvalue()
+    return reference, run / "model", printed
 
 
 def _assert_same_losses_and_weights(reference: dict, output: Path):

@@ -5,11 +5,9 @@ every step, same final weights, same metrics); no half-written folder is left wh
 Each run that is stopped, and each run that resumes after a kill, is a real `python -m sharedbert` process on a tiny
 model, with a corpus and a labelled data set made up here (so this runs where only the repository exists). What they
 are compared with, the runs never stopped, and the commands that only read a checkpoint or discard it, run in this
-process (`_run_here`): the same `sharedbert` command line without the seconds a new Python spends importing torch and
-transformers, which stopping and resuming do not involve."""
+process (conftest's `run_command_here`): the same `sharedbert` command line without the seconds a new Python spends
+importing torch and transformers, which stopping and resuming do not involve."""
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -25,7 +23,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import Trainer
 
-from conftest import REPO_ROOT, child_pythonpath, start_child
+from conftest import REPO_ROOT, child_pythonpath, run_command_here, start_child
 
 WORDS = ("the a film story actor plot scene music light dark slow quick long short night day city river song "
          "friend house road window garden paper stone").split()
@@ -52,18 +50,6 @@ def _run(args, timeout=300):
     done = subprocess.run(_command(*args), env=_env(), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
-
-
-def _run_here(args, expect: int = 0) -> str:
-    """The command run in this process by `sharedbert.cli.main`, as `python -m sharedbert` runs it; asserts its exit
-    code and returns what it printed on stderr (the library's log)."""
-    from sharedbert.cli import main
-
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        code = main(list(map(str, args)))
-    assert code == expect, stderr.getvalue()[-3000:]
-    return stderr.getvalue()
 
 
 def _start(args):
@@ -166,7 +152,7 @@ def _pretrain_args(corpus, output, **extra):
 @pytest.fixture(scope="module")
 def pretrain_reference(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("pretrain-ref") / "model"
-    _run_here(_pretrain_args(corpus, output))
+    run_command_here(_pretrain_args(corpus, output))
     assert not output.with_name("model-checkpoints").exists()  # checkpoints are dropped once the output is saved
     return output
 
@@ -206,7 +192,7 @@ def test_pretrain_stopped_by_ctrl_c_then_killed_at_a_random_moment_resumes_to_th
 
     # The same command with other settings does not resume the checkpoint silently, and leaves it as it was: the run
     # below resumes it.
-    refused = _run_here(_pretrain_args(corpus, output, learning_rate=1e-3), expect=2)
+    refused = run_command_here(_pretrain_args(corpus, output, learning_rate=1e-3), expect=2)
     assert "learning_rate: checkpoint 0.003, now 0.001" in refused and "--no-resume" in refused
     assert not output.exists()
 
@@ -221,7 +207,7 @@ def test_pretrain_stopped_by_ctrl_c_then_killed_at_a_random_moment_resumes_to_th
     # --no-resume discards the checkpoint and starts afresh: the steps up to the checkpoint's train at the new learning
     # rate (step 1's loss comes before any update), where a resumed run would have kept every one of the killed run's.
     afresh = tmp_path / "afresh"
-    printed = _run_here(_pretrain_args(corpus, afresh, learning_rate=1e-3, no_resume=True))
+    printed = run_command_here(_pretrain_args(corpus, afresh, learning_rate=1e-3, no_resume=True))
     assert "resuming from" not in printed
     assert json.loads((afresh / "pretrain_results.json").read_text())["steps"] == PRETRAIN_STEPS
     got, reference = _losses(afresh), _losses(pretrain_reference)
@@ -251,7 +237,7 @@ def test_a_resumed_run_keeps_the_vocabulary_it_trained(corpus, tmp_path):
 @pytest.fixture(scope="module")
 def bf16_reference(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("pretrain-bf16-ref") / "model"
-    assert "precision: bf16 (asked for)" in _run_here(_pretrain_args(corpus, output, precision="bf16"))
+    assert "precision: bf16 (asked for)" in run_command_here(_pretrain_args(corpus, output, precision="bf16"))
     return output
 
 
@@ -285,7 +271,7 @@ def test_pretrain_in_bf16_killed_at_a_checkpoint_resumes_to_the_same_result_or_i
 
     # The same checkpoint resumed in fp32 when asked, and it says so.
     output = tmp_path / "in-fp32"
-    printed = _run_here(_pretrain_args(corpus, output, precision="fp32"))
+    printed = run_command_here(_pretrain_args(corpus, output, precision="fp32"))
     assert "resuming from" in printed and "note: the checkpoint trained in bf16; continuing in fp32" in printed
     results = json.loads((output / "pretrain_results.json").read_text())
     assert results["precision"] == "fp32" and results["resumed_from_precision"] == "bf16"
@@ -345,7 +331,7 @@ def _finetune_args(data, output, **extra):
 @pytest.fixture(scope="module")
 def finetune_reference(classification_data, tmp_path_factory):
     output = tmp_path_factory.mktemp("finetune-ref") / "model"
-    _run_here(_finetune_args(classification_data, output))
+    run_command_here(_finetune_args(classification_data, output))
     return output
 
 
@@ -522,7 +508,7 @@ def _heal_args(tiny_bert, corpus, output):
 @pytest.mark.slow
 def test_heal_killed_at_a_random_moment_resumes_to_the_same_weights(tiny_bert, corpus, tmp_path):
     reference = tmp_path / "reference"
-    _run_here(_heal_args(tiny_bert, corpus, reference))
+    run_command_here(_heal_args(tiny_bert, corpus, reference))
     rng = random.Random(KILL_SEED + 2)
     output, checkpoints = tmp_path / "model", tmp_path / "model-checkpoints"
     _kill_after_checkpoint(_heal_args(tiny_bert, corpus, output), checkpoints, rng.choice(range(5, 60, 5)),
