@@ -13,10 +13,9 @@ pytest.importorskip("onnxruntime", reason='the onnx extra is not installed (pip 
 pytest.importorskip("onnxscript", reason='the onnx extra is not installed (pip install "sharedbert[onnx]")')
 pytest.importorskip("openvino", reason='the openvino extra is not installed (pip install "sharedbert[openvino]")')
 
-from test_export import LAYERS, VOCAB, save  # noqa: E402
+from test_export import VOCAB, save, sentence_model  # noqa: E402
 
 from sharedbert import SharedBertModel, hub  # noqa: E402
-from sharedbert.sentence_embeddings import write_default_modules  # noqa: E402
 from sharedbert.export import export  # noqa: E402
 
 REPO = "someone/sharedbert-tiny"
@@ -27,11 +26,7 @@ def exported_folder(tmp_path_factory):
     """A tiny sentence model folder to which `export --layout sentence-transformers` added onnx/ (fp32, avx512_vnni
     and avx2 int8) and openvino/, exported once: the first test stages it as it is, the others break a copy of it."""
     torch.manual_seed(0)  # a module's fixture runs before the tests' own seeding
-    config = tiny_config(vocab_size=len(VOCAB), num_hidden_layers=LAYERS, hidden_size=64, intermediate_size=96,
-                         initializer_range=0.1)
-    model = SharedBertModel(config).eval()
-    folder = save(model, tmp_path_factory.mktemp("exported") / "model")
-    write_default_modules(folder, config.hidden_size)
+    _, folder = sentence_model(tmp_path_factory.mktemp("exported"))
     export(model=folder, output_dir=folder, layout="sentence-transformers", quantize=["avx512_vnni", "avx2"],
            openvino=True)
     return folder
