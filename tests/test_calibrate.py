@@ -58,16 +58,20 @@ def test_calibration_brings_the_student_closer_to_the_teacher_on_held_out_input(
     assert not student.training  # left as it was found (from_bert returns eval mode)
 
 
-def test_the_refit_error_reported_is_the_error_of_the_new_projection():
+def test_the_refit_error_reported_at_every_depth_is_that_of_the_calibrated_model_run_whole():
+    """Calibration runs each depth alone on the states the one below left; a whole forward of the calibrated student
+    must see the same attention contexts at every depth (those of the refitted layers below), so each reported
+    error is recomputed here from whole-model forwards, with the test's own hooks."""
     teacher = tiny_bert()
     student = from_bert(teacher, attention_type="shared", fit_method="invariant")
     batches = id_batches(seed=1, count=2)
     fits = calibrate(student, teacher, batches, ridge=0.0)
-    # Recompute the last set's output error directly, with the hooks of the test's own.
-    contexts, targets = [], []
-    dense = student.encoder.attention[2].output.dense
-    hooks = [dense.register_forward_hook(lambda m, a, out: contexts.append(out)),
-             teacher.encoder.layer[2].attention.output.dense.register_forward_hook(lambda m, a, out: targets.append(out))]
+    contexts, targets, hooks = {}, {}, []
+    for depth in range(3):
+        hooks += [student.encoder.attention[depth].output.dense.register_forward_hook(
+                      lambda m, a, out, depth=depth: contexts.setdefault(depth, []).append(out)),
+                  teacher.encoder.layer[depth].attention.output.dense.register_forward_hook(
+                      lambda m, a, out, depth=depth: targets.setdefault(depth, []).append(out))]
     with torch.no_grad():
         for batch in batches:
             student(**batch)
@@ -75,8 +79,25 @@ def test_the_refit_error_reported_is_the_error_of_the_new_projection():
     for hook in hooks:
         hook.remove()
     masks = [b["attention_mask"].bool() for b in batches]
-    error = torch.cat([(c - t)[m] for c, t, m in zip(contexts, targets, masks)]).double().pow(2).mean()
-    assert float(error) == pytest.approx(fits[-1].output_mse_after, rel=1e-3, abs=1e-8)
+    for depth, fit in enumerate(fits):
+        error = torch.cat([(c - t)[m] for c, t, m in zip(contexts[depth], targets[depth], masks)]).double().pow(2)
+        assert float(error.mean()) == pytest.approx(fit.output_mse_after, rel=1e-3, abs=1e-8), depth
+
+
+def test_each_layer_runs_a_fixed_number_of_times_a_batch_whatever_its_depth():
+    """One recording pass, one pass up to the output projection, one to move on: three calls of each layer a batch
+    (the pre-hook counts the last layer's call in the recording pass too, which stops there), not a call for every
+    depth at or above it."""
+    teacher = tiny_bert(layers=4)
+    student = from_bert(teacher, attention_type="shared", fit_method="invariant")
+    runs = {}
+    hooks = [layer.register_forward_pre_hook(lambda m, a, key=(model, depth): runs.update({key: runs.get(key, 0) + 1}))
+             for model, layers in (("student", student.encoder.layer), ("teacher", teacher.encoder.layer))
+             for depth, layer in enumerate(layers)]
+    calibrate(student, teacher, id_batches(seed=1, count=2))
+    for hook in hooks:
+        hook.remove()
+    assert runs == {(model, depth): 2 * 3 for model in ("student", "teacher") for depth in range(4)}, runs
 
 
 def test_standard_attention_is_exact_already_and_left_alone():

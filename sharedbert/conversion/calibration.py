@@ -21,6 +21,7 @@ sharing of attention (one set cannot match several different teacher layers; hea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +59,62 @@ class _Capture:
     def output(self, module, args, output):
         self.tensor = output
         raise _Stop
+
+
+class _LayerByLayer:
+    """A model's stack run one depth at a time over the calibration batches. One forward pass records how the stack
+    calls each layer on each batch (the attention mask, the sublayers a SharedBert stack lends the depth, ...); each
+    depth then runs alone on the states the depth below left. That is L layer passes in all, where rerunning the model
+    from its embeddings for every depth costs L²/2, and the student's states are those of its layers as refitted."""
+
+    def __init__(self, model, layers, batches):
+        self.layers, self.calls, self.states = layers, [], []
+        hooks = [layer.register_forward_pre_hook(self._record, with_kwargs=True) for layer in layers]
+        try:
+            for batch in batches:
+                self.calls.append([])
+                _run(model, batch)
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def _record(self, layer, args, kwargs):
+        calls = self.calls[-1]
+        if not calls:
+            self.states.append(args[0])  # the embeddings' output: the first layer's input
+        calls.append((args[1:], kwargs))
+        if len(calls) == len(self.layers):
+            raise _Stop  # the last layer runs later, on the refitted states
+
+    def run(self, depth: int, batch_index: int) -> torch.Tensor:
+        """Layer `depth` on batch `batch_index`'s states: its output states (a SharedBert layer returns them first in
+        a tuple, transformers' BertLayer alone)."""
+        args, kwargs = self.calls[batch_index][depth]
+        output = self.layers[depth](self.states[batch_index], *args, **kwargs)
+        return output[0] if isinstance(output, tuple) else output
+
+    def advance(self, depth: int) -> None:
+        """The states become layer `depth`'s outputs, run with its weights as they are now."""
+        self.states = [self.run(depth, index) for index in range(len(self.states))]
+
+    def input_of(self, module, depth: int, batch_index: int, mask) -> torch.Tensor:
+        """`module`'s first input over the real tokens (`mask`) while layer `depth` runs on a batch, stopped there."""
+        return self._captured(depth, batch_index, lambda capture: module.register_forward_pre_hook(capture.input), mask)
+
+    def output_of(self, module, depth: int, batch_index: int, mask) -> torch.Tensor:
+        """`module`'s output over the real tokens (`mask`) while layer `depth` runs on a batch, stopped there."""
+        return self._captured(depth, batch_index, lambda capture: module.register_forward_hook(capture.output), mask)
+
+    def _captured(self, depth, batch_index, register, mask) -> torch.Tensor:
+        capture = _Capture()
+        hook = register(capture)
+        try:
+            self.run(depth, batch_index)
+        except _Stop:
+            pass
+        finally:
+            hook.remove()
+        return capture.tensor[mask.to(capture.tensor.device)]
 
 
 def unsupported(config) -> str | None:
@@ -110,13 +167,19 @@ def calibrate(student, teacher, batches: list[dict], ridge: float = 1e-3) -> lis
     student.eval()
     teacher.eval()
     try:
+        students = _LayerByLayer(student, base.encoder.layer, batches)
+        teachers = _LayerByLayer(teacher, teacher_layers, batches)
+        masks = [batch["attention_mask"].bool() for batch in batches]
         fits = []
         for depth, unique in enumerate(config.attention_layer_map):
             attention, teacher_attention = base.encoder.attention[unique], teacher_layers[depth].attention
-            _refit_attention(attention, teacher_attention, config,
-                             _input_moment(student, base.encoder.layer[depth], batches), ridge)
-            before, after = _refit_output(student, teacher, attention.output.dense, teacher_attention.output.dense,
-                                          batches, ridge)
+            _refit_attention(attention, teacher_attention, config, _input_moment(students.states, masks), ridge)
+            dense, teacher_dense = attention.output.dense, teacher_attention.output.dense
+            before, after = _refit_output(dense, (  # the student's attention contexts, the teacher's attention outputs
+                (students.input_of(dense, depth, index, mask), teachers.output_of(teacher_dense, depth, index, mask))
+                for index, mask in enumerate(masks)), ridge)
+            students.advance(depth)
+            teachers.advance(depth)
             fits.append(CalibrationFit(attention_set=unique, depth=depth, output_mse_before=before,
                                        output_mse_after=after))
         return fits
@@ -137,17 +200,12 @@ def _run(model, batch) -> None:
         pass
 
 
-def _input_moment(student, layer, batches) -> torch.Tensor:
-    """Σ = E[x̃x̃ᵀ] over the real tokens of the student's inputs to `layer`."""
-    total, count, capture = 0.0, 0, _Capture()
-    hook = layer.register_forward_pre_hook(capture.input)
-    try:
-        for batch in batches:
-            _run(student, batch)
-            x = _augmented(capture.tensor[batch["attention_mask"].to(capture.tensor.device).bool()])
-            total, count = total + x.T @ x, count + len(x)
-    finally:
-        hook.remove()
+def _input_moment(states: list[torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
+    """Σ = E[x̃x̃ᵀ] over the real tokens of the student's inputs to a layer (one tensor a batch)."""
+    total, count = 0.0, 0
+    for hidden_states, mask in zip(states, masks):
+        x = _augmented(hidden_states[mask.to(hidden_states.device)])
+        total, count = total + x.T @ x, count + len(x)
     return total / count
 
 
@@ -184,31 +242,23 @@ def _refit_attention(attention, teacher_attention, config, moment, ridge) -> Non
         target.copy_(value.to(target.dtype))
 
 
-def _refit_output(student, teacher, dense: nn.Linear, teacher_dense: nn.Linear, batches, ridge) -> tuple[float, float]:
-    """Least squares from the student's attention context (the input of `dense`) onto the teacher's attention output
-    (the output of `teacher_dense`); `dense` is replaced by the solution. Returns the mean squared error before and
-    after."""
+def _refit_output(dense: nn.Linear, pairs: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                  ridge: float) -> tuple[float, float]:
+    """Least squares from the student's attention contexts (the input of `dense`) onto the teacher's attention outputs
+    at that depth, `pairs` of them over the real tokens of each batch; `dense` is replaced by the solution. Returns the
+    mean squared error before and after."""
     hidden = dense.weight.shape[0]
     gram = torch.zeros(hidden + 1, hidden + 1, dtype=torch.float64, device=dense.weight.device)
     cross = torch.zeros(hidden + 1, hidden, dtype=torch.float64, device=dense.weight.device)
     target_energy, error_before, count = 0.0, 0.0, 0
     weights_before = torch.cat([dense.weight.double().T, dense.bias.double()[None]])
-    context, target = _Capture(), _Capture()
-    hooks = [dense.register_forward_pre_hook(context.input), teacher_dense.register_forward_hook(target.output)]
-    try:
-        for batch in batches:
-            _run(student, batch)
-            _run(teacher, batch)
-            mask = batch["attention_mask"].to(gram.device).bool()
-            x, y = _augmented(context.tensor[mask]), target.tensor.to(gram.device)[mask].double()
-            gram += x.T @ x
-            cross += x.T @ y
-            error_before += float((x @ weights_before - y).pow(2).sum())
-            target_energy += float(y.pow(2).sum())
-            count += y.numel()
-    finally:
-        for hook in hooks:
-            hook.remove()
+    for context, target in pairs:
+        x, y = _augmented(context.to(gram.device)), target.to(gram.device).double()
+        gram += x.T @ x
+        cross += x.T @ y
+        error_before += float((x @ weights_before - y).pow(2).sum())
+        target_energy += float(y.pow(2).sum())
+        count += y.numel()
     # Ridge towards the current projection (not towards zero): directions the text barely excites keep the fit.
     strength = ridge * gram.diagonal().mean()
     solution = torch.linalg.solve(gram + strength * torch.eye(len(gram), dtype=gram.dtype, device=gram.device),
