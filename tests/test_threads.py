@@ -9,7 +9,8 @@ from sharedbert.data import DataError
 from sharedbert.recipes.build_minilm import build_minilm_checkpoint
 from sharedbert.recipes.convert_and_heal import convert_checkpoint
 from sharedbert.threads import restores_torch_threads, torch_threads
-from sharedbert.training.healing import HealConfig, heal
+from sharedbert.training.healing import heal
+from sharedbert.training.healing_arguments import HealConfig
 
 
 @pytest.fixture

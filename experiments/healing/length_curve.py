@@ -79,7 +79,7 @@ def prefix_curve(student, teacher, tokenizer, passages: list[dict], lengths: lis
     import torch
 
     from sharedbert.training.distillation import Distiller
-    from sharedbert.training.healing import HealLossConfig
+    from sharedbert.training.healing_arguments import HealLossConfig
 
     if against not in lengths:
         raise ValueError(f"against={against} must be one of the lengths {lengths}.")

@@ -16,7 +16,7 @@ from .common import HelpFormatter, add_command, arguments_from, call_library, sh
 
 def add_parser(subparsers):
     from ..recipes.convert_and_heal import ConvertArguments
-    from ..training.healing import HealConfig
+    from ..training.healing_arguments import HealConfig
 
     parser = add_command(subparsers, "convert", [ConvertArguments, HealConfig], description=__doc__,
                          help="convert a BERT checkpoint into a SharedBert (and heal it by distillation)",
@@ -29,7 +29,7 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     from ..recipes.convert_and_heal import ConvertArguments, convert_checkpoint
-    from ..training.healing import HealConfig
+    from ..training.healing_arguments import HealConfig
 
     if args.heal and args.max_minutes is None and args.max_steps is None:
         raise SystemExit("--heal needs a budget: --minutes N or --steps N")

@@ -42,7 +42,7 @@ from ..data import corpus_files, read_text, shared_data_dir
 from ..data.location import RAW_TEXT, not_found_message, raw_text_dir
 from ..threads import restores_torch_threads
 from ..training.distillation import Distiller
-from ..training.healing import HealConfig, HealLossConfig
+from ..training.healing_arguments import HealConfig, HealLossConfig
 from ..training.models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
 from .convert_and_heal import convert_checkpoint
 

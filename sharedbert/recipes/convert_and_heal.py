@@ -33,7 +33,8 @@ from ..sharing_presets import SHARING_PRESETS, apply_sharing_preset
 from ..data import TextInMemory, TextPieces, corpus_files
 from ..data.location import raw_text_dir
 from ..threads import restores_torch_threads
-from ..training.healing import HealConfig, has_checkpoint, write_model_card
+from ..training.healing import has_checkpoint, write_model_card
+from ..training.healing_arguments import HealConfig
 from ..training.healing import heal as heal_by_distillation
 from ..training.models import HUB_BASE_MODEL, load_bert_encoder, resolve_source
 from ..training.trainer import input_paths

@@ -43,7 +43,7 @@ from ..parameter_counts import count_model_parameters
 from .. import data as data_module
 from ..data import TextInMemory
 from ..training.finetuning import finetune
-from ..training.healing import HealConfig
+from ..training.healing_arguments import HealConfig
 from ..training.models import HUB_BASE_MODEL, default_base_model, load_bert_encoder
 from ..training.trainer import atomic_write_json
 from .build_minilm import speed_ratio

@@ -16,8 +16,8 @@ option, its default and its help; the command line makes its flags from it:
 * `finetuning.finetune` (`FinetuneArguments`): a sequence classifier on a GLUE task or your own files, or with
   `Seq2SeqFinetuneArguments` (`seq2seq_finetuning`) a seq2seq model on source/target pairs;
 * `evaluation.evaluate` (`EvaluateArguments`): scores or predictions of a saved classifier;
-* `healing.heal` (`HealConfig`, whose defaults are the published recipe): a converted SharedBert healed by
-  distillation from the BERT it came from;
+* `healing.heal` (`healing_arguments.HealConfig`, whose defaults are the published recipe): a converted SharedBert
+  healed by distillation from the BERT it came from;
 
 The pieces:
 
@@ -54,7 +54,7 @@ _EXPORTS = {
     "evaluate": "evaluation",
     "EvaluateArguments": "evaluation",
     "heal": "healing",
-    "HealConfig": "healing",
+    "HealConfig": "healing_arguments",
     "TextInMemory": "..data",
     "BatchSeededCollator": "trainer",
     "DistillationTrainer": "distillation",

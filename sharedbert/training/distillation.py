@@ -111,7 +111,7 @@ def _similarity_gap(student, teacher):
 class Distiller:
     """Healing's distillation term: the loss of a student encoder against the teacher encoder it was converted from
     on one tokenised batch. `weights` is any object with `hidden_weight`, `attention_weight`, `embedding_weight` and
-    `similarity_weight` (a `healing.HealConfig`); `pooling` the sentence-transformers Pooling the model is used with
+    `similarity_weight` (a `healing_arguments.HealConfig`); `pooling` the sentence-transformers Pooling the model is used with
     (mean pooling by default). Call `close` to remove its hooks and put the teacher back on its own device (the term
     moves it to the student's)."""
 

@@ -131,7 +131,7 @@ def test_no_arguments_class_declares_more_than_about_15_fields_of_its_own():
     from sharedbert.recipes.demo import DemoArguments
     from sharedbert.training.evaluation import EvaluateArguments
     from sharedbert.generation import GenerateArguments
-    from sharedbert.training.healing import HealConfig
+    from sharedbert.training.healing_arguments import HealConfig
 
     jobs = (FinetuneArguments, Seq2SeqFinetuneArguments, PretrainArguments, DemoArguments, EvaluateArguments,
             GenerateArguments, BuildArguments, ParamsArguments, HealConfig, ConvertArguments, ExportArguments)

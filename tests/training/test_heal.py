@@ -18,7 +18,8 @@ from sharedbert.conversion.bert import from_bert
 from sharedbert import sentence_embeddings
 from sharedbert.sentence_embeddings import encode, sts_spearman
 from sharedbert.data import TextInMemory, TextPieces
-from sharedbert.training.healing import HealConfig, HealingBatches, heal
+from sharedbert.training.healing import HealingBatches, heal
+from sharedbert.training.healing_arguments import HealConfig
 from sharedbert.data import DataError
 
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
@@ -687,6 +688,24 @@ def test_convert_command_converts_to_multi_query_attention_with_a_rank_r_query(t
     assert attention.query_down.out_features == 4 and attention.key.out_features == attention.head_dim
 
 
+def test_healings_settings_still_import_and_unpickle_from_the_module_that_defined_them():
+    """The settings moved from healing to healing_arguments; a user's `from sharedbert.training.healing import ...`
+    and the TrainingArguments pickled into a Trainer checkpoint before the move (it names the class by its old module)
+    still find them."""
+    import pickle
+
+    from sharedbert.training import healing, healing_arguments
+
+    for name in ("HealConfig", "HealScheduleConfig", "HealDataConfig", "HealLossConfig", "HealRuntimeConfig",
+                 "changed_settings", "RUNTIME_SETTINGS"):
+        assert getattr(healing, name) is getattr(healing_arguments, name), name
+    config = HealConfig(max_steps=3)
+    moved = pickle.dumps(config, protocol=0)  # the text protocol: a module name is a line, free of length prefixes
+    before_the_move = moved.replace(b"sharedbert.training.healing_arguments", b"sharedbert.training.healing")
+    assert before_the_move != moved
+    assert pickle.loads(before_the_move).heal_settings() == config.heal_settings()
+
+
 def test_heal_config_is_training_arguments_keeping_healings_own_defaults_settings_and_optimizer(tmp_path):
     """HealConfig composes with TrainingArguments as the other jobs' arguments do: the Trainer takes it (a field of
     TrainingArguments set from Python reaches it), the five shared fields keep healing's defaults and meanings, what
@@ -694,7 +713,8 @@ def test_heal_config_is_training_arguments_keeping_healings_own_defaults_setting
     on vectors such as shared attention's dq/dk/dv, which Trainer's default would decay)."""
     from transformers import TrainingArguments
 
-    from sharedbert.training.healing import _optimizer, _training_arguments, changed_settings
+    from sharedbert.training.healing import _optimizer, _training_arguments
+    from sharedbert.training.healing_arguments import changed_settings
 
     config = HealConfig(max_minutes=1.0, max_grad_norm=0.5)
     assert isinstance(config, TrainingArguments)

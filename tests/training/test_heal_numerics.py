@@ -16,7 +16,8 @@ from transformers import BertConfig, BertModel, BertTokenizer
 
 from sharedbert.conversion.bert import from_bert
 from sharedbert.data import TextInMemory
-from sharedbert.training.healing import HealConfig, heal
+from sharedbert.training.healing import heal
+from sharedbert.training.healing_arguments import HealConfig
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "heal-losses.json"
 WORDS = ("the a man woman dog cat plays runs sees guitar ball park river city old young small big red blue green "
