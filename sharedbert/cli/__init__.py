@@ -13,13 +13,14 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: tuple[str, ...] = COMMANDS) -> argparse.ArgumentParser:
+    """The `sharedbert` parser with the subcommands `commands` (default: all)."""
     parser = argparse.ArgumentParser(
         prog="sharedbert",
         description="SharedBert: BERT with shared-projection attention, cross-layer sharing and tied embeddings.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in commands:
         try:
             module = importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
         except ModuleNotFoundError as error:
@@ -31,7 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A command's parser imports its job's arguments (convert's pulls in Trainer and datasets): only the command asked
+    # for is built. Without one (--help, a typo), all are, to list them.
+    parser = build_parser((argv[0],) if argv and argv[0] in COMMANDS else COMMANDS)
     args = parser.parse_args(argv)
     try:
         return args.run(args) or 0
