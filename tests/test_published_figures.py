@@ -944,11 +944,12 @@ FIGURES = [
            lambda: [100 * results(FRONTIER)["settings"]["clm-cpu"]["gqa-2"]["budget"], 10,
                     min(frontier_clm(a)["mean"] for a in frontier_at_10()),
                     max(frontier_clm(a)["mean"] for a in frontier_at_10()), 10]),
-    Figure("experiments/README.md", phrase("under way: {} of {} builds landed (`shared-projection` seed 1: STS-B {}, "
-                                           "original {})"), FRONTIER_SHIPPING,
+    Figure("experiments/README.md", phrase("under way: {} of {} builds landed (seed 1: STS-B {} `shared-projection`, "
+                                           "{} `albert-attention`; original {})"), FRONTIER_SHIPPING,
            lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
                     len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"]),
                     results(FRONTIER_SHIPPING)["builds"]["shared-projection"]["sts_b"][0],
+                    results(FRONTIER_SHIPPING)["builds"]["albert-attention"]["sts_b"][0],
                     results(FRONTIER_SHIPPING)["original_sts_b"]]),
     Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
                                            "of characters"), DOWNSTREAM_PROBE,
