@@ -944,6 +944,9 @@ FIGURES = [
            lambda: [100 * results(FRONTIER)["settings"]["clm-cpu"]["gqa-2"]["budget"], 10,
                     min(frontier_clm(a)["mean"] for a in frontier_at_10()),
                     max(frontier_clm(a)["mean"] for a in frontier_at_10()), 10]),
+    Figure("experiments/frontier/conversion/README.md", phrase("under way: {} of {} builds landed"), FRONTIER_SHIPPING,
+           lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
+                    len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"])]),
     Figure("experiments/README.md", phrase("under way: {} of {} builds landed (seed 1: STS-B {} `shared-projection`, "
                                            "{} `albert-attention`; original {})"), FRONTIER_SHIPPING,
            lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
