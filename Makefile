@@ -8,7 +8,13 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-compile -r requirements-dev.txt
+	# pip compiles what it installs to bytecode one file at a time, most of the install's time: compileall does it on
+	# every core, leaving out the torch test helper written in newer Python that pip skips too. Should that pass fail
+	# (another such file, no process pool), a serial one compiles what it left undone; a file that will not compile
+	# is left to Python, as pip leaves it.
+	$(BIN)/python -m compileall -q -j 0 -x 'py31[2-9]_' $(VENV)/lib > /dev/null \
+		|| $(BIN)/python -m compileall -q $(VENV)/lib > /dev/null || true
 	# transformers' test mixins from its sdist, checked against a pinned sha256; under CI=true, failing to fetch fails.
 	$(BIN)/python tests/model/transformers_test_suite.py
 	touch $@
