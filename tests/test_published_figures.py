@@ -948,13 +948,14 @@ FIGURES = [
            lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
                     len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"])]),
     Figure("experiments/README.md", phrase("under way: {} of {} builds landed (STS-B: `shared-projection` {} over its "
-                                           "{} seeds, `albert-attention` {} on seed {}; original {})"), FRONTIER_SHIPPING,
+                                           "{} seeds, `albert-attention` {} and {} on seeds {} and {}; original {})"),
+           FRONTIER_SHIPPING,
            lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
                     len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"]),
                     results(FRONTIER_SHIPPING)["builds"]["shared-projection"]["mean"],
                     len(results(FRONTIER_SHIPPING)["builds"]["shared-projection"]["seeds"]),
-                    results(FRONTIER_SHIPPING)["builds"]["albert-attention"]["sts_b"][0],
-                    results(FRONTIER_SHIPPING)["builds"]["albert-attention"]["seeds"][0],
+                    *results(FRONTIER_SHIPPING)["builds"]["albert-attention"]["sts_b"],
+                    *results(FRONTIER_SHIPPING)["builds"]["albert-attention"]["seeds"],
                     results(FRONTIER_SHIPPING)["original_sts_b"]]),
     Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
                                            "of characters"), DOWNSTREAM_PROBE,
