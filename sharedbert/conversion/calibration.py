@@ -46,18 +46,13 @@ class _Stop(Exception):
 
 
 class _Capture:
-    """A hook target that keeps the one tensor a pass needs (a module's first input or its output) and stops the
-    forward there."""
+    """A hook target that keeps the one tensor a pass needs (a module's first input) and stops the forward there."""
 
     def __init__(self):
         self.tensor = None
 
     def input(self, module, args):
         self.tensor = args[0]
-        raise _Stop
-
-    def output(self, module, args, output):
-        self.tensor = output
         raise _Stop
 
 
@@ -99,15 +94,8 @@ class _LayerByLayer:
 
     def input_of(self, module, depth: int, batch_index: int, mask) -> torch.Tensor:
         """`module`'s first input over the real tokens (`mask`) while layer `depth` runs on a batch, stopped there."""
-        return self._captured(depth, batch_index, lambda capture: module.register_forward_pre_hook(capture.input), mask)
-
-    def output_of(self, module, depth: int, batch_index: int, mask) -> torch.Tensor:
-        """`module`'s output over the real tokens (`mask`) while layer `depth` runs on a batch, stopped there."""
-        return self._captured(depth, batch_index, lambda capture: module.register_forward_hook(capture.output), mask)
-
-    def _captured(self, depth, batch_index, register, mask) -> torch.Tensor:
         capture = _Capture()
-        hook = register(capture)
+        hook = module.register_forward_pre_hook(capture.input)
         try:
             self.run(depth, batch_index)
         except _Stop:
@@ -115,6 +103,17 @@ class _LayerByLayer:
         finally:
             hook.remove()
         return capture.tensor[mask.to(capture.tensor.device)]
+
+    def advance_capturing(self, module, depth: int, batch_index: int, mask) -> torch.Tensor:
+        """Batch `batch_index`'s states moved on through layer `depth` (as `advance` does for every batch); returns
+        `module`'s output over the real tokens (`mask`) on the way."""
+        outputs = []
+        hook = module.register_forward_hook(lambda module, args, output: outputs.append(output))
+        try:
+            self.states[batch_index] = self.run(depth, batch_index)
+        finally:
+            hook.remove()
+        return outputs[0][mask.to(outputs[0].device)]
 
 
 def unsupported(config) -> str | None:
@@ -175,11 +174,13 @@ def calibrate(student, teacher, batches: list[dict], ridge: float = 1e-3) -> lis
             attention, teacher_attention = base.encoder.attention[unique], teacher_layers[depth].attention
             _refit_attention(attention, teacher_attention, config, _input_moment(students.states, masks), ridge)
             dense, teacher_dense = attention.output.dense, teacher_attention.output.dense
-            before, after = _refit_output(dense, (  # the student's attention contexts, the teacher's attention outputs
-                (students.input_of(dense, depth, index, mask), teachers.output_of(teacher_dense, depth, index, mask))
+            # The student's attention contexts against the teacher's attention outputs; the teacher, never refitted,
+            # moves on to the next depth in the same pass, the student once its output projection is refitted.
+            before, after = _refit_output(dense, (
+                (students.input_of(dense, depth, index, mask),
+                 teachers.advance_capturing(teacher_dense, depth, index, mask))
                 for index, mask in enumerate(masks)), ridge)
             students.advance(depth)
-            teachers.advance(depth)
             fits.append(CalibrationFit(attention_set=unique, depth=depth, output_mse_before=before,
                                        output_mse_after=after))
         return fits
