@@ -243,11 +243,11 @@ def render(summary: dict, meta: dict) -> str:
 def quiet_process(threads: int):
     """torch's threads, transformers' verbosity and datasets' progress bars set for the run and put back after it, so
     that `main` called in a process that goes on (as the test calls it) leaves that process as it found it."""
-    import torch
     import transformers
 
-    threads_before, verbosity_before = torch.get_num_threads(), transformers.logging.get_verbosity()
-    torch.set_num_threads(threads)
+    from sharedbert.threads import torch_threads
+
+    verbosity_before = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
         import datasets
@@ -257,9 +257,9 @@ def quiet_process(threads: int):
     if datasets is not None:
         datasets.disable_progress_bars()
     try:
-        yield
+        with torch_threads(threads):
+            yield
     finally:
-        torch.set_num_threads(threads_before)
         transformers.logging.set_verbosity(verbosity_before)
         if bars_before:
             datasets.enable_progress_bars()
