@@ -78,6 +78,13 @@ def frontier_at_10() -> list[str]:
     return [a for a, r in results(FRONTIER)["settings"]["clm-cpu"].items() if r["budget"] <= 0.10]
 
 
+def shipping_builds_landed() -> list[int]:
+    """The frontier's shipping builds landed so far and those declared (every preset at every declared seed)."""
+    summary = results(FRONTIER_SHIPPING)
+    return [sum(len(b["seeds"]) for b in summary["builds"].values()),
+            len(summary["presets"]) * len(summary["declared_seeds"])]
+
+
 def probe_steps_past_bag() -> int:
     """The fewest fine-tuning steps at which a pretrained probe of the downstream diagnostic beats the bag of
     characters on SST-2's training split."""
@@ -945,13 +952,11 @@ FIGURES = [
                     min(frontier_clm(a)["mean"] for a in frontier_at_10()),
                     max(frontier_clm(a)["mean"] for a in frontier_at_10()), 10]),
     Figure("experiments/frontier/conversion/README.md", phrase("under way: {} of {} builds landed"), FRONTIER_SHIPPING,
-           lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
-                    len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"])]),
+           shipping_builds_landed),
     Figure("experiments/README.md", phrase("under way: {} of {} builds landed (STS-B: `shared-projection` {} over its "
                                            "{} seeds, `albert-attention` {} and {} on seeds {} and {}; original {})"),
            FRONTIER_SHIPPING,
-           lambda: [sum(len(b["seeds"]) for b in results(FRONTIER_SHIPPING)["builds"].values()),
-                    len(results(FRONTIER_SHIPPING)["presets"]) * len(results(FRONTIER_SHIPPING)["declared_seeds"]),
+           lambda: [*shipping_builds_landed(),
                     results(FRONTIER_SHIPPING)["builds"]["shared-projection"]["mean"],
                     len(results(FRONTIER_SHIPPING)["builds"]["shared-projection"]["seeds"]),
                     *results(FRONTIER_SHIPPING)["builds"]["albert-attention"]["sts_b"],
