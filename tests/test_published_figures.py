@@ -106,6 +106,12 @@ def minilm_projection_share(attention_type: str) -> float:
     return projection_shares(attention_type, hidden=384, heads=12)[0]
 
 
+def downstream_cells_landed(path: str) -> list[int]:
+    """A downstream study's cells landed so far and those it declared (its report's summary)."""
+    summary = results(path)
+    return [summary["declared_cells"] - len(summary["missing_cells"]), summary["declared_cells"]]
+
+
 def probe_steps_past_bag() -> int:
     """The fewest fine-tuning steps at which a pretrained probe of the downstream diagnostic beats the bag of
     characters on SST-2's training split."""
@@ -152,6 +158,7 @@ DOWNSTREAM_PROBE = "experiments/downstream/results/diagnostic-text/finetune-prob
 FRONTIER = "experiments/frontier/results/summary.json"
 FRONTIER_SHIPPING = "experiments/frontier/conversion/results/summary.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
+DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
 DIRECTED_TRANSFER = "experiments/directed-attention/results/transfer.json"
 DIRECTED_TRANSFER_VERDICTS = "experiments/directed-attention/results/transfer-verdicts.json"
@@ -994,6 +1001,10 @@ FIGURES = [
     Figure("docs/model.md", phrase("{} against {}, the original {}. So `convert` keeps"), FRONTIER_SHIPPING,
            lambda: [shipping_mean("albert-attention"), shipping_mean("shared-projection"),
                     results(FRONTIER_SHIPPING)["original_sts_b"]]),
+    Figure("experiments/README.md", phrase("under way: {} of {} declared cells landed (fp32"), DOWNSTREAM_SHAKESPEARE,
+           lambda: downstream_cells_landed(DOWNSTREAM_SHAKESPEARE)),
+    Figure("experiments/downstream/shakespeare/README.md", phrase("under way: {} of {} declared cells landed"),
+           DOWNSTREAM_SHAKESPEARE, lambda: downstream_cells_landed(DOWNSTREAM_SHAKESPEARE)),
     Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
                                            "of characters"), DOWNSTREAM_PROBE,
            lambda: [probe_steps_past_bag(), probe_steps_past_bag()

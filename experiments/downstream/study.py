@@ -143,6 +143,7 @@ ARMS = {
 }
 ARM_KEYS = ("match_parameters_of", "reference")
 DEFAULT_ARMS = tuple(ARMS)
+DECLARED_SEEDS = (1, 2, 3, 4, 5)  # every arm on these seeds, paired by seed (README, "Seeds")
 
 TASKS = ("sst2", "mrpc", "rte", "cola", "stsb")
 # Each task's GLUE score (0-100) and the margin (in those points) of every verdict on it; README, "Verdict rule".
@@ -982,6 +983,9 @@ def evaluate_tsv(cell_name: str, tsv: Path, work_dir: Path, precision: str = "au
 # --------------------------------------------------------------------------------------------------------------------
 
 SUPPORTED, CONTRADICTED, OPEN = "supported", "contradicted", "left open"
+# Until every declared cell has landed a claim is PENDING (README, "Verdicts": written only when every arm has its
+# five seeds); what the cells so far would give is kept beside it as its provisional verdict.
+PENDING = "pending"
 
 
 def read_cells(results_dir: Path, recipe: str) -> list[dict]:
@@ -1037,9 +1041,10 @@ def check_conditions(cells: list[dict]) -> None:
                          "Run the odd cells again where the others ran, or move them out of the results folder.")
 
 
-def summarise(cells: list[dict]) -> dict:
+def summarise(cells: list[dict], declared: list[tuple[str, int]] | None = None) -> dict:
     """Every table and verdict of the report, from finished cells of one recipe (refused if they differ in the
-    conditions a comparison shares)."""
+    conditions a comparison shares). With `declared`, the (arm, seed) cells the study declared: while any of them is
+    missing, every claim is pending (`hold_claims`)."""
     from sharedbert.verdicts import AHEAD, ON_PAR
 
     check_conditions(cells)
@@ -1120,13 +1125,27 @@ def summarise(cells: list[dict]) -> dict:
                                "label-free views only (prediction consistency under noise on the held-out book, "
                                "MLM loss on it)"}
     provenance = {key: sorted({str(c.get(key)) for c in cells}) for key in ("git_commit", "precision", "device", "cpu")}
-    return {"arms": arms, "tasks": list(TASKS), "margins": MARGINS, "baselines": baselines, "informative": informative,
+    missing = []
+    if declared is not None:
+        landed = {(c["arm"], c["seed"]) for c in cells}
+        missing = [f"{arm}-seed{seed}" for arm, seed in declared if (arm, seed) not in landed]
+        if missing:
+            hold_claims(claims, f"{len(declared) - len(missing)} of {len(declared)} declared cells have landed")
+    return {"declared_cells": None if declared is None else len(declared), "missing_cells": missing, "arms": arms, "tasks": list(TASKS), "margins": MARGINS, "baselines": baselines, "informative": informative,
             "uninformative": [t for t in TASKS if t not in informative], "against_baseline": against_baseline,
             "scores": scores, "glue_average_informative": glue, "glue_average_all_five": glue_all,
             "learns": learns, "comparisons_to_standard": comparisons, "noise_conditions": conditions,
             "noise_drop": drops, "noise_comparisons_to_standard": noise, "held_out_book_consistency": ood_consistency,
             "held_out_book_minus_validation_loss": book_gap, "claims": claims, "paper": PAPER,
             "provenance": provenance, "cells": len(cells)}
+
+
+def hold_claims(claims: dict, landed: str) -> None:
+    """Make every claim pending, keeping what the cells so far give as its provisional verdict and reason."""
+    for claim in claims.values():
+        claim["provisional_verdict"], claim["verdict"] = claim["verdict"], PENDING
+        claim["why"] = landed + (f"; provisionally {claim['provisional_verdict']}" +
+                                 (f": {claim['why']}" if claim.get("why") else ""))
 
 
 def summary_markdown(summary: dict) -> str:
@@ -1137,6 +1156,9 @@ def summary_markdown(summary: dict) -> str:
     lines = [f"# Downstream study: summary of {summary['cells']} cells", "",
              f"Informative tasks: {', '.join(summary['informative']) or 'none'}; uninformative at this scale: "
              f"{', '.join(summary['uninformative']) or 'none'}. Provenance: {summary['provenance']}.", "",
+             *([f"**Partial: {summary['declared_cells'] - len(summary['missing_cells'])} of "
+                f"{summary['declared_cells']} declared cells have landed.** Every word below is provisional and "
+                "every claim pending until all have.", ""] if summary.get("missing_cells") else []),
              "| arm | " + " | ".join(summary["tasks"]) + " | average (informative) | learns |",
              "|---|" + "---|" * (len(summary["tasks"]) + 2)]
     for arm in summary["arms"]:
@@ -1169,7 +1191,7 @@ def write_report(results_dir: Path, recipe: str, out_dir: Path) -> dict:
     cells = read_cells(results_dir, recipe)
     if not cells:
         raise SystemExit(f"no finished cells of recipe {recipe!r} in {results_dir}: nothing to report.")
-    summary = summarise(cells)
+    summary = summarise(cells, declared=[(arm, seed) for seed in DECLARED_SEEDS for arm in DEFAULT_ARMS])
     atomic_write_text(out_dir / f"summary-{recipe}.json", json.dumps(summary, indent=1) + "\n")
     atomic_write_text(out_dir / f"summary-{recipe}.md", summary_markdown(summary))
     return summary
@@ -1199,7 +1221,7 @@ def main(argv=None) -> int:
         run_commands.append(sub)
         if name == "grid":
             sub.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS))
-            sub.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+            sub.add_argument("--seeds", nargs="+", type=int, default=list(DECLARED_SEEDS))
         else:
             sub.add_argument("--arm", required=True)
             sub.add_argument("--seed", type=int, default=1)

@@ -307,12 +307,44 @@ def test_the_report_refuses_cells_of_two_precisions_or_commits():
         study.summarise(cells)
 
 
-def test_the_report_command_writes_both_files(tmp_path, capsys):
-    for index, cell in enumerate(made_up_grid(shared_offset=0.2)):
+def declared_grid(shared_offset):
+    """made_up_grid with every declared arm: the arms it lacks score as `standard` does."""
+    cells = made_up_grid(shared_offset)
+    made = {cell["arm"] for cell in cells}
+    for cell in [c for c in cells if c["arm"] == "standard"]:
+        cells += [{**cell, "arm": arm} for arm in study.DEFAULT_ARMS if arm not in made]
+    return cells
+
+
+def test_a_partial_grid_is_reported_with_every_claim_pending(tmp_path, capsys):
+    """The declaration writes verdicts only when every arm has its five seeds: until then the report says how many
+    declared cells have landed, and each claim is pending with what the cells so far give beside it."""
+    cells = [c for c in declared_grid(shared_offset=0.2) if not (c["arm"] == "bert" and c["seed"] == 5)]
+    for index, cell in enumerate(cells):
         (tmp_path / f"{index}.json").write_text(json.dumps(cell))
     assert study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")]) == 0
-    assert json.loads((tmp_path / "out" / "summary-cpu.json").read_text())["informative"] == ["sst2", "stsb"]
-    assert "shared vs standard: **supported**" in (tmp_path / "out" / "summary-cpu.md").read_text()
+    summary = json.loads((tmp_path / "out" / "summary-cpu.json").read_text())
+    assert summary["missing_cells"] == ["bert-seed5"] and summary["declared_cells"] == 35
+    claims = summary["claims"]
+    assert {claim["verdict"] for claim in claims.values()} == {study.PENDING}
+    assert claims["shared vs standard"]["provisional_verdict"] == study.SUPPORTED
+    assert claims["shared vs standard"]["why"] == "34 of 35 declared cells have landed; provisionally supported"
+    assert claims["out_of_domain"]["why"].startswith("34 of 35 declared cells have landed; provisionally left open: ")
+    markdown = (tmp_path / "out" / "summary-cpu.md").read_text()
+    assert "**Partial: 34 of 35 declared cells have landed.**" in markdown
+    assert "shared vs standard: **pending**" in markdown and "**supported**" not in markdown
+
+
+def test_the_report_command_writes_both_files(tmp_path, capsys):
+    cells = declared_grid(shared_offset=0.2)
+    assert len(cells) == len(study.DEFAULT_ARMS) * len(study.DECLARED_SEEDS)
+    for index, cell in enumerate(cells):
+        (tmp_path / f"{index}.json").write_text(json.dumps(cell))
+    assert study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary-cpu.json").read_text())
+    assert summary["informative"] == ["sst2", "stsb"] and summary["missing_cells"] == []
+    markdown = (tmp_path / "out" / "summary-cpu.md").read_text()
+    assert "shared vs standard: **supported**" in markdown and "Partial" not in markdown
     with pytest.raises(SystemExit, match="no finished cells"):
         study.main(["report", "--recipe", "gpu", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path)])
 
