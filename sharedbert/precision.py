@@ -31,8 +31,9 @@ def _cpuinfo_field(name: str, cpuinfo: str | Path) -> str | None:
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith(name):
-            return line.partition(":")[2].strip()
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
     return None
 
 
@@ -42,8 +43,14 @@ def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
 
 
 def cpu_name(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
-    """The CPU's model name as Linux reports it, for results files (None where there is no /proc/cpuinfo)."""
-    return _cpuinfo_field("model name", cpuinfo)
+    """The CPU for results files: its model name as Linux reports it, with its family and model numbers where Linux
+    gives them (None where there is no /proc/cpuinfo). A virtual machine may report a bare "AMD EPYC" for CPUs of
+    different generations, one with native bf16 and one without; the numbers tell them apart."""
+    name = _cpuinfo_field("model name", cpuinfo)
+    family, model = _cpuinfo_field("cpu family", cpuinfo), _cpuinfo_field("model", cpuinfo)
+    if name is None or family is None or model is None:
+        return name
+    return f"{name} (family {family}, model {model})"
 
 
 def native_bf16(device: str = "cpu") -> bool:

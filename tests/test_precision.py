@@ -30,10 +30,21 @@ def test_no_cpuinfo_means_no_native_bf16(tmp_path):
 
 def test_the_cpu_name_for_results_files_is_cpuinfos_model_name_or_none(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2\n")
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2\nvmx flags\t: ept\n")
     assert precision.cpu_name(cpuinfo) == "AMD EPYC 9R14"
     assert precision.cpu_flags(cpuinfo) == frozenset({"fpu", "avx2"})
     assert precision.cpu_name(tmp_path / "missing") is None
+
+
+def test_the_cpu_name_tells_apart_two_cpus_a_virtual_machine_names_alike(tmp_path):
+    """Two sittings' machines both reported a bare "AMD EPYC": one computes bf16 natively, one does not."""
+    names = []
+    for family, model in (("25", "1"), ("25", "17")):
+        cpuinfo = tmp_path / f"cpuinfo-{model}"
+        cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+                           "model name\t: AMD EPYC\nstepping\t: 1\n")
+        names.append(precision.cpu_name(cpuinfo))
+    assert names == ["AMD EPYC (family 25, model 1)", "AMD EPYC (family 25, model 17)"]
 
 
 def test_unknown_precision_is_refused():
