@@ -1131,7 +1131,8 @@ def summarise(cells: list[dict], declared: list[tuple[str, int]] | None = None) 
         missing = [f"{arm}-seed{seed}" for arm, seed in declared if (arm, seed) not in landed]
         if missing:
             hold_claims(claims, f"{len(declared) - len(missing)} of {len(declared)} declared cells have landed")
-    return {"declared_cells": None if declared is None else len(declared), "missing_cells": missing, "arms": arms, "tasks": list(TASKS), "margins": MARGINS, "baselines": baselines, "informative": informative,
+    return {"declared_cells": None if declared is None else len(declared), "missing_cells": missing, "arms": arms,
+            "tasks": list(TASKS), "margins": MARGINS, "baselines": baselines, "informative": informative,
             "uninformative": [t for t in TASKS if t not in informative], "against_baseline": against_baseline,
             "scores": scores, "glue_average_informative": glue, "glue_average_all_five": glue_all,
             "learns": learns, "comparisons_to_standard": comparisons, "noise_conditions": conditions,
