@@ -189,7 +189,8 @@ def comparisons_between(judged: dict, arms: tuple, reference: str, cells: dict) 
 
 def drift(cells: dict, earlier_cells: Path | None = None) -> dict:
     """Per cell that an earlier study also ran (same name; by default the charlm study): new − old, with both cells'
-    CPU, precision and commit."""
+    CPU, precision and commit. `other_precision` lists the pairs whose precisions differ: their difference measures
+    the commit and the arithmetic together."""
     earlier_cells = CHARLM_CELLS if earlier_cells is None else earlier_cells
     rows = []
     for arms in cells.values():
@@ -202,9 +203,10 @@ def drift(cells: dict, earlier_cells: Path | None = None) -> dict:
                                  "old": old["final_validation_loss"],
                                  "difference": cell["final_validation_loss"] - old["final_validation_loss"],
                                  "old_commit": old.get("git_commit"), "old_cpu": old.get("cpu"),
-                                 "old_precision": old.get("precision")})
+                                 "old_precision": old.get("precision"), "new_precision": cell.get("precision")})
     moved = [row["cell"] for row in rows if abs(row["difference"]) > DRIFT]
-    return {"threshold": DRIFT, "cells": rows, "moved": moved,
+    other_precision = [row["cell"] for row in rows if row["old_precision"] != row["new_precision"]]
+    return {"threshold": DRIFT, "cells": rows, "moved": moved, "other_precision": other_precision,
             "max_abs_difference": max((abs(r["difference"]) for r in rows), default=None)}
 
 
@@ -315,7 +317,7 @@ def main(plan: Plan = FRONTIER, title: str = "The frontier", plot_name: str = "f
           f"{len(summary['width_256_rule']['pending'])} arms)")
     print(f"best (<= 35%): {summary['best']}\nbest_at_10: {summary['best_at_10']}")
     print(f"drift: {len(summary['drift']['cells'])} cells, max |difference| {summary['drift']['max_abs_difference']}, "
-          f"moved: {summary['drift']['moved']}")
+          f"moved: {summary['drift']['moved']}, in another precision: {summary['drift']['other_precision']}")
     return 0
 
 

@@ -201,6 +201,10 @@ def test_the_drift_check_pairs_each_cell_with_the_charlm_cell_of_the_same_name(t
     drift = report.drift(cells)
     assert [row["cell"] for row in drift["cells"]] == ["clm-cpu-standard-seed1"]
     assert drift["cells"][0]["difference"] == pytest.approx(0.015) and drift["moved"] == ["clm-cpu-standard-seed1"]
+    # a pair of two precisions is named as such: its difference is not the commit's alone
+    assert drift["cells"][0]["new_precision"] == "bf16" and drift["other_precision"] == []
+    cells["clm-cpu"]["standard"][1]["precision"] = "fp32"
+    assert report.drift(cells)["other_precision"] == ["clm-cpu-standard-seed1"]
 
 
 def test_the_plotted_envelope_keeps_the_points_no_other_point_beats_on_both_axes():
