@@ -419,9 +419,11 @@ def matched_intermediate_size(arm: str, objective: str, recipe: Recipe, vocab_si
 
 def matched_width(arm: str, objective: str, recipe: Recipe, vocab_size: int) -> tuple[int, int]:
     """The model width (a multiple of the head count, FFN 4 × width, the recipe's heads and layers) at which `arm`'s
-    parameter count is the closest to the arm it is matched to; ties go to the narrower. Returns (width, target)."""
+    parameter count is the closest to the arm it is matched to; ties go to the narrower. Only widths the arm can be
+    built at count: with a rank-r query of r = width / divisor, r must be at least 1. Returns (width, target)."""
     target = parameter_count(ARMS[arm]["match_parameters_of"], objective, recipe, vocab_size)
-    candidates = range(recipe.heads, 4 * recipe.width + 1, recipe.heads)
+    divisor = ARMS[arm].get("query_rank_divisor", 1)
+    candidates = [w for w in range(recipe.heads, 4 * recipe.width + 1, recipe.heads) if w // divisor >= 1]
     width = min(candidates, key=lambda w: (abs(parameter_count(arm, objective, dataclasses.replace(recipe, width=w),
                                                                vocab_size, 4 * w) - target), w))
     return width, target

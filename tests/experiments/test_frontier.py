@@ -56,6 +56,27 @@ def test_matching_by_width_picks_the_width_whose_count_is_closest():
     assert gap < abs(count(width - recipe.heads) - target) and gap < abs(count(width + recipe.heads) - target)
 
 
+def test_matching_by_width_searches_only_widths_a_rank_r_query_can_be_built_at(monkeypatch):
+    """A rank-r query with r = width / 8 cannot be built at width 4 (r = 0): the search skips such widths instead of
+    stopping at SharedBertConfig's refusal, and the matched arm keeps its budget under a tenth of standard's."""
+    import dataclasses
+
+    monkeypatch.setitem(study.ARMS, "mqa-query-eighth-att1-wide", {
+        **study.MQA, "query_rank_divisor": 8, **study.ATT, "num_unique_layers": 1, "match_parameters_of": "standard",
+        "match_by": "width"})
+    recipe = study.RECIPES["cpu"]
+    width, target = study.matched_width("mqa-query-eighth-att1-wide", "clm", recipe, 65)
+    assert width > recipe.width and width % recipe.heads == 0 and width // 8 >= 1
+    assert target == study.parameter_count("standard", "clm", recipe, 65)
+    wide = study.describe("mqa-query-eighth-att1-wide", "clm", recipe, 65)
+    assert wide["config"]["hidden_size"] == width and wide["config"]["query_rank"] == width // 8
+    standard = study.describe("standard", "clm", recipe, 65)
+    assert wide["attention_projection_parameters"] < standard["attention_projection_parameters"] / 10
+    assert abs(wide["parameters"] - target) < abs(study.parameter_count(
+        "mqa-query-eighth-att1-wide", "clm", dataclasses.replace(recipe, width=width + recipe.heads), 65,
+        4 * (width + recipe.heads)) - target)
+
+
 def test_budgets_and_flops_count_what_is_stored_and_what_is_computed():
     recipe = study.RECIPES["cpu"]
     described = {arm: study.describe(arm, "clm", recipe, 65)
