@@ -137,6 +137,13 @@ QUERY_RANK_ARMS = {
                                    "match_parameters_of": "standard"},
 }
 ARMS.update(QUERY_RANK_ARMS)
+# Its follow-up (experiments/frontier/query-rank-wide): the eighth-rank query stored once, with the parameters it saves
+# spent on the model's width (as `standard-att1-wide` spends `standard-att1`'s), matched to `standard`'s count.
+QUERY_RANK_WIDE_ARMS = {
+    "mqa-query-eighth-att1-wide": {**MQA, "query_rank_divisor": 8, **ATT, "num_unique_layers": 1,
+                                   "match_parameters_of": "standard", "match_by": "width"},
+}
+ARMS.update(QUERY_RANK_WIDE_ARMS)
 # Keys of an arm that are not SharedBertConfig fields.
 ARM_KEYS = ("match_parameters_of", "match_by", "query_rank_divisor")
 

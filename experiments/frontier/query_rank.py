@@ -30,17 +30,21 @@ PLAN = report.Plan(arms=ARMS, seeds=frontier.SEEDS, results=RESULTS, equal_param
                    earlier_cells=HERE / "results" / "cells")
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def run(plan: report.Plan, title: str, argv: list[str]) -> int:
+    """The frontier's grid, describe and report for a follow-up study's plan: its arms, its folder."""
     if argv[:1] == ["report"]:
-        return report.main(PLAN, title="Multi-query attention with a rank-r query", plot_name="frontier.png")
+        return report.main(plan, title=title, plot_name="frontier.png")
     if argv[:1] == ["grid"] and "--arms" not in argv:
-        argv += ["--arms", *ARMS]
+        argv += ["--arms", *plan.arms]
     if argv[:1] == ["grid"] and "--results-dir" not in argv:
-        argv += ["--results-dir", str(RESULTS / "cells")]
+        argv += ["--results-dir", str(plan.results / "cells")]
     if argv[:1] == ["describe"]:
-        argv = ["describe", "--arms", *ARMS, "--out", str(PLAN.arms_file), *argv[1:]]
+        argv = ["describe", "--arms", *plan.arms, "--out", str(plan.arms_file), *argv[1:]]
     return frontier.main(argv)
+
+
+def main(argv=None) -> int:
+    return run(PLAN, "Multi-query attention with a rank-r query", list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

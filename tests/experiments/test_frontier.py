@@ -282,6 +282,46 @@ def test_the_query_rank_follow_up_runs_the_frontiers_grid_with_its_arms_into_its
     assert command[command.index("--results-dir") + 1].endswith("query-rank/results/cells")
 
 
+query_rank_wide = experiment_script("frontier/query_rank_wide.py")
+
+
+def test_the_second_follow_ups_wide_arm_stores_under_a_tenth_at_standards_parameter_count():
+    """The declared arm at both widths: width matched to `standard`'s parameters, rank width / 8, one stored attention
+    layer with one key/value head, under 10% of standard's projections; its README's arms table is arms.json."""
+    assert set(query_rank_wide.ARMS) <= set(study.ARMS) and query_rank_wide.ARMS[0] == "standard"
+    described = json.loads(query_rank_wide.PLAN.arms_file.read_text())
+    readme = (query_rank_wide.HERE / "query-rank-wide" / "README.md").read_text(encoding="utf-8")
+    rows = {row[0].strip("`"): row for row in ([c.strip() for c in line.strip("|").split("|")]
+                                                for line in readme.splitlines() if line.startswith("| `"))}
+    assert set(rows) == set(query_rank_wide.ARMS)
+    for width, heads, clm in ((128, 4, "clm-cpu"), (256, 8, "clm-cpu-w256-h8")):
+        recipe = study.make_cell("clm", "standard", 1, "cpu", {"width": width, "heads": heads}, "auto").recipe
+        fresh = study.describe("mqa-query-eighth-att1-wide", "clm", recipe, 65)
+        assert fresh == described[clm]["mqa-query-eighth-att1-wide"]  # arms.json is what the harness builds now
+        standard = described[clm]["standard"]
+        assert abs(fresh["parameters"] - standard["parameters"]) < 0.01 * standard["parameters"]
+        assert fresh["model"]["width"] > width and fresh["config"]["query_rank"] == fresh["model"]["width"] // 8
+        for arm in query_rank_wide.ARMS:
+            share = described[clm][arm]["attention_projection_parameters"] / standard["attention_projection_parameters"]
+            assert rows[arm][3 if width == 128 else 4] == f"{share:.1%}"
+            assert arm == "standard" or share < 0.10
+    assert rows["mqa-query-eighth-att1-wide"][2] == "152 / 304"
+    assert rows["mqa-query-eighth-att1-wide"][5] == f"{described['clm-cpu']['mqa-query-eighth-att1-wide']['parameters']:,}"
+
+
+def test_the_second_follow_up_runs_and_is_judged_in_its_own_folder(tmp_path, capsys):
+    assert query_rank_wide.main(["grid", "--seeds", "1", "--objectives", "clm", "--dry-run"]) == 0
+    command = capsys.readouterr().out.split()
+    assert command[command.index("--arms") + 1:command.index("--arms") + 4] == list(query_rank_wide.ARMS)
+    assert command[command.index("--results-dir") + 1].endswith("query-rank-wide/results/cells")
+    described = json.loads(query_rank_wide.PLAN.arms_file.read_text())
+    cells = fake_grid({"mqa-query-eighth-att1": 0.06, "mqa-query-eighth-att1-wide": 0.004})
+    summary = report.summarise(cells, described, dataclasses.replace(query_rank_wide.PLAN, earlier_cells=tmp_path))
+    assert summary["best_at_10"]["arm"] == "mqa-query-eighth-att1-wide" and summary["best_at_10"]["met"]
+    assert summary["best_at_10"]["config"]["w128"]["hidden_size"] == 152
+    assert summary["equal_parameters"]["clm-cpu"]["mqa-query-eighth-att1-wide"]["verdict"] == "on par"
+
+
 def readme_section(heading: str) -> str:
     text = (report.HERE / "README.md").read_text(encoding="utf-8")
     return text.split(heading, 1)[1].split("\n### ", 1)[0].split("\n**Speed.**", 1)[0]
