@@ -112,6 +112,12 @@ def downstream_cells_landed(path: str) -> list[int]:
     return [summary["declared_cells"] - len(summary["missing_cells"]), summary["declared_cells"]]
 
 
+def arm_budget(path: str, arm: str, setting: str = "clm-cpu") -> float:
+    """An arm's stored self-attention projections as a share of `standard`'s, from a study's arms.json."""
+    arms = results(path)[setting]
+    return arms[arm]["attention_projection_parameters"] / arms["standard"]["attention_projection_parameters"]
+
+
 def probe_steps_past_bag() -> int:
     """The fewest fine-tuning steps at which a pretrained probe of the downstream diagnostic beats the bag of
     characters on SST-2's training split."""
@@ -157,6 +163,8 @@ CONVERSIONS_KV_INVARIANT = "experiments/directed-attention/results/shared-kv-inv
 DOWNSTREAM_PROBE = "experiments/downstream/results/diagnostic-text/finetune-probe.json"
 FRONTIER = "experiments/frontier/results/summary.json"
 FRONTIER_SHIPPING = "experiments/frontier/conversion/results/summary.json"
+QUERY_RANK_ARMS = "experiments/frontier/query-rank/results/arms.json"
+QUERY_RANK_WIDE_ARMS = "experiments/frontier/query-rank-wide/results/arms.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
@@ -998,6 +1006,10 @@ FIGURES = [
                                    "each, paired by seed"), FRONTIER_SHIPPING,
            lambda: [results(FRONTIER_SHIPPING)["heal_steps"], 100 / 6, minilm_projection_share("shared"),
                     *shipping_gap()[:3], len(results(FRONTIER_SHIPPING)["declared_seeds"])]),
+    Figure("docs/model.md", phrase("tests the next design at {}%, and a [second]"), QUERY_RANK_ARMS,
+           lambda: [100 * arm_budget(QUERY_RANK_ARMS, "mqa-query-quarter-att1")]),
+    Figure("docs/model.md", phrase("spends what it saves on width, at {}%"), QUERY_RANK_WIDE_ARMS,
+           lambda: [100 * arm_budget(QUERY_RANK_WIDE_ARMS, "mqa-query-eighth-att1-wide")]),
     Figure("docs/model.md", phrase("{} against {}, the original {}. So `convert` keeps"), FRONTIER_SHIPPING,
            lambda: [shipping_mean("albert-attention"), shipping_mean("shared-projection"),
                     results(FRONTIER_SHIPPING)["original_sts_b"]]),
