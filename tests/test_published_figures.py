@@ -1006,6 +1006,13 @@ FIGURES = [
                                    "each, paired by seed"), FRONTIER_SHIPPING,
            lambda: [results(FRONTIER_SHIPPING)["heal_steps"], 100 / 6, minilm_projection_share("shared"),
                     *shipping_gap()[:3], len(results(FRONTIER_SHIPPING)["declared_seeds"])]),
+    Figure("experiments/README.md", phrase("spent on width to `standard`'s count ({}% of standard's projections at "
+                                           "width {}, {}% at {})"), QUERY_RANK_WIDE_ARMS,
+           lambda: [100 * arm_budget(QUERY_RANK_WIDE_ARMS, "mqa-query-eighth-att1-wide"), 128,
+                    100 * arm_budget(QUERY_RANK_WIDE_ARMS, "mqa-query-eighth-att1-wide", "clm-cpu-w256-h8"), 256]),
+    Figure("experiments/README.md", phrase("stored once for every layer ({}% of standard's projections at width {}), "
+                                           "learn like standard attention?"), QUERY_RANK_ARMS,
+           lambda: [100 * arm_budget(QUERY_RANK_ARMS, "mqa-query-quarter-att1"), 128]),
     Figure("docs/model.md", phrase("tests the next design at {}%, and a [second]"), QUERY_RANK_ARMS,
            lambda: [100 * arm_budget(QUERY_RANK_ARMS, "mqa-query-quarter-att1")]),
     Figure("docs/model.md", phrase("spends what it saves on width, at {}%"), QUERY_RANK_WIDE_ARMS,
