@@ -992,12 +992,13 @@ FIGURES = [
     Figure("experiments/README.md", phrase("complete ({} builds each): `albert-attention` trails `shared-projection` "
                                            "on STS-B by {} [{}, {}] ({}% t, paired by seed), {} against {}; both trail "
                                            "the original's {}"), FRONTIER_SHIPPING,
-           lambda: [len(results(FRONTIER_SHIPPING)["declared_seeds"]), *shipping_gap(), shipping_mean("albert-attention"),
-                    shipping_mean("shared-projection"), results(FRONTIER_SHIPPING)["original_sts_b"]]),
+           lambda: [len(results(FRONTIER_SHIPPING)["declared_seeds"]), *shipping_gap(),
+                    shipping_mean("albert-attention"), shipping_mean("shared-projection"),
+                    results(FRONTIER_SHIPPING)["original_sts_b"]]),
     Figure(README, phrase("The frontier's best sharing at ≤ {}% as a conversion: all-MiniLM-L6-v2 with one stored "
-                          "attention layer for six (`albert-attention`), healed {} steps, STS-B {} over {} builds against "
-                          "the paper's form's {} and the original's {}; it trails the paper's form by {} [{}, {}] ({}% t, "
-                          "paired by seed)"), FRONTIER_SHIPPING,
+                          "attention layer for six (`albert-attention`), healed {} steps, STS-B {} over {} builds "
+                          "against the paper's form's {} and the original's {}; it trails the paper's form by {} "
+                          "[{}, {}] ({}% t, paired by seed)"), FRONTIER_SHIPPING,
            lambda: [35, results(FRONTIER_SHIPPING)["heal_steps"], shipping_mean("albert-attention"),
                     len(results(FRONTIER_SHIPPING)["declared_seeds"]), shipping_mean("shared-projection"),
                     results(FRONTIER_SHIPPING)["original_sts_b"], *shipping_gap()]),
@@ -1650,8 +1651,9 @@ VERDICTS += [Verdict("docs/model.md", frontier_guide_row(arm, NUMBER_UNCAPTURED,
              for arm in FRONTIER_GUIDE_ARMS]
 VERDICTS += [
     # The frontier's shipping builds: albert-attention against shared-projection, each against the original
-    Verdict("experiments/README.md", verdict_phrase("`albert-attention` {v} `shared-projection` on STS-B by {} [{}, {}] "
-                                                    "({}% t, paired by seed), {} against {}; both {v} the original's"),
+    Verdict("experiments/README.md", verdict_phrase("`albert-attention` {v} `shared-projection` on STS-B by {} "
+                                                    "[{}, {}] ({}% t, paired by seed), {} against {}; both {v} the "
+                                                    "original's"),
             FRONTIER_SHIPPING,
             lambda: [results(FRONTIER_SHIPPING)["shipped_against_baseline"]["verdict"],
                      one_word(*(c["verdict"] for c in results(FRONTIER_SHIPPING)["against_original"].values()),

@@ -56,14 +56,11 @@ def test_matching_by_width_picks_the_width_whose_count_is_closest():
     assert gap < abs(count(width - recipe.heads) - target) and gap < abs(count(width + recipe.heads) - target)
 
 
-def test_matching_by_width_searches_only_widths_a_rank_r_query_can_be_built_at(monkeypatch):
+def test_matching_by_width_searches_only_widths_a_rank_r_query_can_be_built_at():
     """A rank-r query with r = width / 8 cannot be built at width 4 (r = 0): the search skips such widths instead of
     stopping at SharedBertConfig's refusal, and the matched arm keeps its budget under a tenth of standard's."""
     import dataclasses
 
-    monkeypatch.setitem(study.ARMS, "mqa-query-eighth-att1-wide", {
-        **study.MQA, "query_rank_divisor": 8, **study.ATT, "num_unique_layers": 1, "match_parameters_of": "standard",
-        "match_by": "width"})
     recipe = study.RECIPES["cpu"]
     width, target = study.matched_width("mqa-query-eighth-att1-wide", "clm", recipe, 65)
     assert width > recipe.width and width % recipe.heads == 0 and width // 8 >= 1
@@ -306,7 +303,8 @@ def test_the_second_follow_ups_wide_arm_stores_under_a_tenth_at_standards_parame
             assert rows[arm][3 if width == 128 else 4] == f"{share:.1%}"
             assert arm == "standard" or share < 0.10
     assert rows["mqa-query-eighth-att1-wide"][2] == "152 / 304"
-    assert rows["mqa-query-eighth-att1-wide"][5] == f"{described['clm-cpu']['mqa-query-eighth-att1-wide']['parameters']:,}"
+    wide_clm = described["clm-cpu"]["mqa-query-eighth-att1-wide"]
+    assert rows["mqa-query-eighth-att1-wide"][5] == f"{wide_clm['parameters']:,}"
 
 
 def test_the_second_follow_up_runs_and_is_judged_in_its_own_folder(tmp_path, capsys):
