@@ -4,7 +4,7 @@ SST-2, out of domain. README.md beside this file is the declared design and the 
 
     python experiments/downstream/study.py cell --arm standard --seed 1 --threads 1      # one cell, resumable
     python experiments/downstream/study.py grid --arms standard shared --seeds 1 2 3 4 5 --threads 1
-    python experiments/downstream/study.py report                                         # results/summary.{json,md}
+    python experiments/downstream/study.py report                                   # results/summary-cpu.{json,md,png}
     python experiments/downstream/study.py evaluate --cell cpu-standard-seed1 --tsv my.tsv  # SST-2 model on a TSV
     python experiments/downstream/study.py pilot --arm shared --seed 1 --threads 1        # train-split scores only
 
@@ -1186,6 +1186,96 @@ def summary_markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def noise_curves(cells: list[dict], tasks: list[str]) -> dict:
+    """{arm: {noise type: [(intensity, drop)]}}: the drop is the mean over `tasks` of the clean dev score minus the
+    noisy one, averaged over the arm's seeds; intensity 0 is the clean score itself (drop 0)."""
+    curves: dict = {}
+    for arm in dict.fromkeys(c["arm"] for c in cells):
+        mine = [c for c in cells if c["arm"] == arm]
+        names = sorted({n for c in mine for n in c["tasks"][tasks[0]]["dev"] if n != "clean"})
+        for name in names:
+            kind, intensity = name.rsplit("-", 1)
+            drop = mean_of(mean_of(c["tasks"][t]["dev"]["clean"]["score"] - c["tasks"][t]["dev"][name]["score"]
+                                   for t in tasks) for c in mine)
+            curves.setdefault(arm, {}).setdefault(kind, [(0.0, 0.0)]).append((float(intensity), drop))
+    return {arm: {kind: sorted(points) for kind, points in kinds.items()} for arm, kinds in curves.items()}
+
+
+def pretraining_curves(cells: list[dict]) -> dict:
+    """{arm: [(iteration, validation loss averaged over the arm's seeds)]}, at the iterations every seed recorded."""
+    curves = {}
+    for arm in dict.fromkeys(c["arm"] for c in cells):
+        recorded = [{p["iteration"]: p["loss"] for p in c["pretraining"].get("curve", [])}
+                    for c in cells if c["arm"] == arm]
+        common = sorted(set.intersection(*(set(r) for r in recorded))) if recorded else []
+        if common:
+            curves[arm] = [(i, mean_of(r[i] for r in recorded)) for i in common]
+    return curves
+
+
+def plot_report(summary: dict, cells: list[dict], path: Path) -> None:
+    """Pretraining curves against the context-free null, each task's clean score above its baseline, the held-out
+    book's loss gap, and the score each noise type takes off at each intensity: one arm a colour, means over seeds."""
+    import io
+
+    import matplotlib
+
+    from sharedbert.atomic import atomic_write_bytes
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = summary["arms"]
+    colour = {arm: f"C{i}" for i, arm in enumerate(arms)}
+    tasks = summary["informative"] or list(summary["tasks"])
+    noise = noise_curves(cells, tasks)
+    kinds = sorted({kind for curves in noise.values() for kind in curves})
+    figure, axes = plt.subplots(2, max(3, len(kinds)), figsize=(5 * max(3, len(kinds)), 8.5), squeeze=False)
+    axis = axes[0][0]
+    pretraining = pretraining_curves(cells)
+    for arm in (a for a in arms if a in pretraining):
+        axis.plot(*zip(*pretraining[arm]), marker=".", color=colour[arm], label=arm)
+    nulls = [c["pretraining"]["nulls"]["validation"]["context_free"] for c in cells
+             if "nulls" in c["pretraining"]]
+    if nulls:
+        axis.axhline(mean_of(nulls), color="grey", linestyle="--", label="context-free null")
+    axis.set(xlabel="pretraining iteration", ylabel="MLM validation loss (nats)", title="Pretraining")
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize=7)
+    axis = axes[0][1]
+    width = 0.8 / len(arms)
+    for k, arm in enumerate(arms):
+        above = [(mean_of(summary["scores"][t].get(arm, {}).values()) or summary["baselines"][t])
+                 - summary["baselines"][t] for t in summary["tasks"]]
+        axis.bar([i + k * width for i in range(len(summary["tasks"]))], above, width, color=colour[arm], label=arm)
+    axis.axhline(0, color="black", linewidth=0.8)
+    axis.set_xticks([i + 0.4 - width / 2 for i in range(len(summary["tasks"]))], summary["tasks"])
+    axis.set(ylabel="clean dev score minus the task's baseline", title="GLUE, clean (baseline: majority/constant)")
+    axis.legend(fontsize=7)
+    axis = axes[0][2]
+    gaps = summary["held_out_book_minus_validation_loss"]
+    axis.bar(range(len(arms)), [mean_of(gaps.get(arm, {}).values()) or 0.0 for arm in arms],
+             color=[colour[a] for a in arms])
+    axis.set_xticks(range(len(arms)), arms, rotation=30, fontsize=8)
+    axis.set(ylabel="held-out book MLM loss minus validation loss", title="Out of domain, label-free: the held-out book")
+    for column, kind in enumerate(kinds):
+        axis = axes[1][column]
+        for arm in (a for a in arms if kind in noise.get(a, {})):
+            axis.plot(*zip(*noise[arm][kind]), marker="o", color=colour[arm], label=arm)
+        axis.set(xlabel=f"{kind}: share of characters changed", title=f"Noise: {kind}",
+                 ylabel=f"score lost, mean of {', '.join(tasks)}")
+    for extra in range(len(kinds), axes.shape[1]):
+        axes[1][extra].axis("off")
+    landed = (f"partial, {summary['declared_cells'] - len(summary['missing_cells'])} of {summary['declared_cells']} "
+              "declared cells" if summary.get("missing_cells") else f"{summary['cells']} cells")
+    figure.suptitle(f"Downstream study ({landed}); means over each arm's seeds")
+    figure.tight_layout()
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=110)
+    plt.close(figure)
+    atomic_write_bytes(path, png.getvalue())
+
+
 def write_report(results_dir: Path, recipe: str, out_dir: Path) -> dict:
     from sharedbert.atomic import atomic_write_text
 
@@ -1195,6 +1285,7 @@ def write_report(results_dir: Path, recipe: str, out_dir: Path) -> dict:
     summary = summarise(cells, declared=[(arm, seed) for seed in DECLARED_SEEDS for arm in DEFAULT_ARMS])
     atomic_write_text(out_dir / f"summary-{recipe}.json", json.dumps(summary, indent=1) + "\n")
     atomic_write_text(out_dir / f"summary-{recipe}.md", summary_markdown(summary))
+    plot_report(summary, cells, out_dir / f"summary-{recipe}.png")
     return summary
 
 
@@ -1245,7 +1336,7 @@ def main(argv=None) -> int:
     evaluate.add_argument("--tsv", type=Path, required=True)
     evaluate.add_argument("--work-dir", type=Path, default=WORK_DIR)
     evaluate.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
-    report = commands.add_parser("report", help="results/summary-RECIPE.{json,md} from the finished cells")
+    report = commands.add_parser("report", help="results/summary-RECIPE.{json,md,png} from the finished cells")
     report.add_argument("--recipe", choices=list(RECIPES), default="cpu")
     report.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     report.add_argument("--out-dir", type=Path, default=HERE / "results")

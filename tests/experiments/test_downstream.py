@@ -335,7 +335,7 @@ def test_a_partial_grid_is_reported_with_every_claim_pending(tmp_path, capsys):
     assert "shared vs standard: **pending**" in markdown and "**supported**" not in markdown
 
 
-def test_the_report_command_writes_both_files(tmp_path, capsys):
+def test_the_report_command_writes_its_three_files(tmp_path, capsys):
     cells = declared_grid(shared_offset=0.2)
     assert len(cells) == len(study.DEFAULT_ARMS) * len(study.DECLARED_SEEDS)
     for index, cell in enumerate(cells):
@@ -345,8 +345,25 @@ def test_the_report_command_writes_both_files(tmp_path, capsys):
     assert summary["informative"] == ["sst2", "stsb"] and summary["missing_cells"] == []
     markdown = (tmp_path / "out" / "summary-cpu.md").read_text()
     assert "shared vs standard: **supported**" in markdown and "Partial" not in markdown
+    assert (tmp_path / "out" / "summary-cpu.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     with pytest.raises(SystemExit, match="no finished cells"):
         study.main(["report", "--recipe", "gpu", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path)])
+
+
+def test_the_plots_noise_curves_are_the_mean_score_lost_on_the_given_tasks():
+    """made_up_grid: every task loses `drop` points at swap 0.05 and twice that at delete 0.15 (standard 2, shared 1)."""
+    curves = study.noise_curves(made_up_grid(shared_offset=0.2, noise=(2.0, 1.0)), ["sst2", "stsb"])
+    assert curves["standard"] == {"delete": [(0.0, 0.0), (0.15, pytest.approx(4.0))],
+                                  "swap": [(0.0, 0.0), (0.05, pytest.approx(2.0))]}
+    assert curves["shared"]["delete"][1] == (0.15, pytest.approx(2.0))
+
+
+def test_the_plots_pretraining_curve_averages_seeds_where_every_seed_recorded():
+    cells = made_up_grid(shared_offset=0.2)[:2]  # standard and shared, seed 1
+    cells.append({**cells[0], "seed": 2, "pretraining": {**cells[0]["pretraining"]}})
+    cells[0]["pretraining"]["curve"] = [{"iteration": 0, "loss": 4.0}, {"iteration": 10, "loss": 2.0}]
+    cells[2]["pretraining"]["curve"] = [{"iteration": 0, "loss": 3.0}, {"iteration": 5, "loss": 2.5}]
+    assert study.pretraining_curves(cells) == {"standard": [(0, 3.5)]}  # shared recorded none: no line
 
 
 def test_every_arm_builds_and_the_matched_arm_matches_standard():
