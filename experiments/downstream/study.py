@@ -1245,8 +1245,8 @@ def plot_report(summary: dict, cells: list[dict], path: Path) -> None:
     axis = axes[0][1]
     width = 0.8 / len(arms)
     for k, arm in enumerate(arms):
-        above = [(mean_of(summary["scores"][t].get(arm, {}).values()) or summary["baselines"][t])
-                 - summary["baselines"][t] for t in summary["tasks"]]
+        means = [mean_of(summary["scores"][t].get(arm, {}).values()) for t in summary["tasks"]]
+        above = [0.0 if m is None else m - summary["baselines"][t] for m, t in zip(means, summary["tasks"])]
         axis.bar([i + k * width for i in range(len(summary["tasks"]))], above, width, color=colour[arm], label=arm)
     axis.axhline(0, color="black", linewidth=0.8)
     axis.set_xticks([i + 0.4 - width / 2 for i in range(len(summary["tasks"]))], summary["tasks"])
