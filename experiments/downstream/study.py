@@ -1257,7 +1257,8 @@ def plot_report(summary: dict, cells: list[dict], path: Path) -> None:
     axis.bar(range(len(arms)), [mean_of(gaps.get(arm, {}).values()) or 0.0 for arm in arms],
              color=[colour[a] for a in arms])
     axis.set_xticks(range(len(arms)), arms, rotation=30, fontsize=8)
-    axis.set(ylabel="held-out book MLM loss minus validation loss", title="Out of domain, label-free: the held-out book")
+    axis.set(ylabel="held-out book MLM loss minus validation loss",
+             title="Out of domain, label-free: the held-out book")
     for column, kind in enumerate(kinds):
         axis = axes[1][column]
         for arm in (a for a in arms if kind in noise.get(a, {})):

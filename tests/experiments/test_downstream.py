@@ -351,7 +351,7 @@ def test_the_report_command_writes_its_three_files(tmp_path, capsys):
 
 
 def test_the_plots_noise_curves_are_the_mean_score_lost_on_the_given_tasks():
-    """made_up_grid: every task loses `drop` points at swap 0.05 and twice that at delete 0.15 (standard 2, shared 1)."""
+    """made_up_grid: each task loses `drop` points at swap 0.05 and twice that at delete 0.15 (standard 2, shared 1)."""
     curves = study.noise_curves(made_up_grid(shared_offset=0.2, noise=(2.0, 1.0)), ["sst2", "stsb"])
     assert curves["standard"] == {"delete": [(0.0, 0.0), (0.15, pytest.approx(4.0))],
                                   "swap": [(0.0, 0.0), (0.05, pytest.approx(2.0))]}
