@@ -1190,14 +1190,13 @@ def noise_curves(cells: list[dict], tasks: list[str]) -> dict:
     """{arm: {noise type: [(intensity, drop)]}}: the drop is the mean over `tasks` of the clean dev score minus the
     noisy one, averaged over the arm's seeds; intensity 0 is the clean score itself (drop 0)."""
     curves: dict = {}
-    for arm in dict.fromkeys(c["arm"] for c in cells):
-        mine = [c for c in cells if c["arm"] == arm]
-        names = sorted({n for c in mine for n in c["tasks"][tasks[0]]["dev"] if n != "clean"})
-        for name in names:
-            kind, intensity = name.rsplit("-", 1)
-            drop = mean_of(mean_of(c["tasks"][t]["dev"]["clean"]["score"] - c["tasks"][t]["dev"][name]["score"]
-                                   for t in tasks) for c in mine)
-            curves.setdefault(arm, {}).setdefault(kind, [(0.0, 0.0)]).append((float(intensity), drop))
+    for name in sorted({n for c in cells for n in c["tasks"][tasks[0]]["dev"] if n != "clean"}):
+        kind, intensity = name.rsplit("-", 1)
+        drops = by_arm_seed(cells, lambda c, n=name: mean_of(
+            c["tasks"][t]["dev"]["clean"]["score"] - c["tasks"][t]["dev"][n]["score"] for t in tasks))
+        for arm, by_seed in drops.items():
+            curves.setdefault(arm, {}).setdefault(kind, [(0.0, 0.0)]).append((float(intensity),
+                                                                              mean_of(by_seed.values())))
     return {arm: {kind: sorted(points) for kind, points in kinds.items()} for arm, kinds in curves.items()}
 
 
