@@ -63,7 +63,7 @@ def test_an_output_that_is_inside_or_around_an_input_is_refused_even_with_overwr
     with pytest.raises(OutputFolderError) as refused:
         check_output_folder(output, overwrite=True, inputs=[str(source)], label="OUT")
     message = str(refused.value)
-    assert f"is {where}" in message or f"holds the input" in message
+    assert f"is {where}" in message or "holds the input" in message
     assert str(output) in message and str(source) in message and "Pick an output folder outside" in message
     assert snapshot(tmp_path) == before
 

@@ -17,7 +17,7 @@ import torch
 
 import sharedbert
 from sharedbert.remote_code import RemoteCodeRefused, check_remote_code, remote_code_of
-from conftest import REPO_ROOT, child_pythonpath, tiny_config
+from conftest import child_pythonpath, tiny_config
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a", "it", "was", "."]
 

@@ -10,7 +10,7 @@ from transformers import BertConfig, BertModel, BertTokenizer
 
 from sharedbert import SharedBertConfig
 from sharedbert.parameter_counts import count_parameters
-from sharedbert.sharing_presets import SHARING_FIELDS, SHARING_PRESETS, apply_sharing_preset, sharing_preset
+from sharedbert.sharing_presets import SHARING_FIELDS, SHARING_PRESETS, sharing_preset
 
 # (layers, hidden, heads): the frontier study's width-128 model, a MiniLM-like one with 12 heads, and one of 2 heads.
 SIZES = [(4, 128, 4), (6, 96, 12), (2, 32, 2)]

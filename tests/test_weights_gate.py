@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, child_pythonpath, tiny_config
+from conftest import child_pythonpath, tiny_config
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 

@@ -26,7 +26,7 @@ from ..model_files import read_provenance
 from ..parameter_counts import count_model_parameters
 from .. import data as data_module
 from .arguments import DataArguments, JobTrainingArguments, ModelArguments, renamed
-from .checkpointing import RunCheckpoints, checkpoint_option, checkpoint_precision, is_main_process
+from .checkpointing import RunCheckpoints, checkpoint_precision, is_main_process
 from .finetune_recipe import FinetuneTrainer, FreezeAttentionCallback
 from .models import (
     HUB_BASE_MODEL,

@@ -17,7 +17,6 @@ from sharedbert import (
     SharedBertConfig,
     SharedBertForMaskedLM,
     SharedBertForPreTraining,
-    SharedBertForPreTraining,
     SharedBertForQuestionAnswering,
     SharedBertForSequenceClassification,
     SharedBertLMHeadModel,

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import Trainer
 
-from conftest import REPO_ROOT, child_pythonpath, run_command_here, start_child
+from conftest import child_pythonpath, run_command_here, start_child
 
 WORDS = ("the a film story actor plot scene music light dark slow quick long short night day city river song "
          "friend house road window garden paper stone").split()
