@@ -99,9 +99,15 @@ class SharedBertConfig(PreTrainedConfig):
         query_rank (`int`, *optional*):
             A rank-r query for `"standard"` attention: Q = (X·A + a)·B with A hidden × r (`query_down`, with a bias)
             and B r × hidden (`query_up`), in place of the hidden × hidden Wq, as DeepSeek-V2's multi-head latent
-            attention compresses its queries (without its normalisation of the rank-r code). Below hidden_size / 2
-            it stores fewer query parameters than Wq. None (the default): the full Wq. Applies to every standard
-            attention sublayer, like `num_key_value_heads`; refused for the other types.
+            attention compresses its queries (without its normalisation of the rank-r code unless
+            `query_latent_norm`). Below hidden_size / 2 it stores fewer query parameters than Wq. None (the
+            default): the full Wq. Applies to every standard attention sublayer, like `num_key_value_heads`; refused
+            for the other types.
+        query_latent_norm (`bool`, defaults to `False`):
+            With `query_rank`: Q = RMSNorm(X·A + a)·B, the rank-r code normalised (with a learned scale, `query_norm`)
+            before B, as multi-head latent attention does (DeepSeek-V2's `q_a_layernorm`). The product of two small
+            random factors starts the query about ten times smaller than a full Wq's; the normalisation gives the code
+            unit scale whatever A's. Refused without `query_rank`.
         layer_sharing (`str`, defaults to `"none"`):
             Which sublayers are shared across depth: `"none"`, `"all"` (attention and feed-forward), `"attention"`
             (attention blocks only) or `"ffn"` (feed-forward blocks only).
@@ -194,6 +200,7 @@ class SharedBertConfig(PreTrainedConfig):
     attention_rank: int | None = positive_int_field(default=None)
     num_key_value_heads: int | None = positive_int_field(default=None)
     query_rank: int | None = positive_int_field(default=None)
+    query_latent_norm: bool = False
     layer_sharing: Literal[LAYER_SHARING_MODES] = "none"
     num_unique_layers: int | None = positive_int_field(default=None)
     sharing_order: Literal[SHARING_ORDERS] = "sequence"
@@ -286,6 +293,13 @@ class SharedBertConfig(PreTrainedConfig):
             raise ValueError(
                 f"`query_rank` ({self.query_rank}) cannot exceed `hidden_size` ({self.hidden_size}): a rank above "
                 "it adds parameters and no expressiveness; leave it None for the full query projection."
+            )
+
+    def validate_query_latent_norm(self):
+        if self.query_latent_norm and self.query_rank is None:
+            raise ValueError(
+                "`query_latent_norm` normalises the rank-r code of a rank-r query, but `query_rank` is None (the full "
+                "query projection has no code to normalise): set query_rank, or leave query_latent_norm False."
             )
 
     def validate_layer_sharing(self):

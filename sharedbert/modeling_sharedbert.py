@@ -294,13 +294,30 @@ class SharedProjectionAttention(SharedBertAttentionBase):
         return self.value_scale
 
 
+class SharedBertRMSNorm(nn.Module):
+    """Root-mean-square normalisation with a learned scale and no bias (T5's LayerNorm, Llama's RMSNorm), computed in
+    float32: multi-head latent attention's normalisation of its rank-r query code."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        return (self.weight * hidden_states * torch.rsqrt(variance + self.variance_epsilon)).to(input_dtype)
+
+
 class StandardAttention(SharedBertAttentionBase):
     """BERT's separate query, key and value projections (the baseline). With `config.num_key_value_heads` below the
     number of heads it is grouped-query attention (Ainslie et al. 2023; multi-query with 1, Shazeer 2019): the key
     and value projections have `num_key_value_heads` heads, each serving a group of query heads, and a decoder's cache
     holds keys and values at that many heads. With `config.query_rank` = r the query is rank r: Q = (X·A + a)·B,
     A and its bias a in `query_down` (hidden → r), B in `query_up` (r → hidden), as multi-head latent attention
-    compresses queries (DeepSeek-V2, 2024)."""
+    compresses queries (DeepSeek-V2, 2024); with `config.query_latent_norm` the code X·A + a is RMS-normalised
+    before B (`query_norm`), as there."""
 
     def __init__(self, config: SharedBertConfig):
         super().__init__(config)
@@ -314,13 +331,20 @@ class StandardAttention(SharedBertAttentionBase):
             # layer with a bias as one that reads the hidden states.
             self.query_down = nn.Linear(config.hidden_size, config.query_rank)
             self.query_up = nn.Linear(config.query_rank, config.hidden_size, bias=False)
+            # Without it the query starts as the product of two small random factors, about a tenth of a full
+            # Wq's scale at BERT's initialiser; normalised, the code has unit scale whatever A's.
+            self.query_norm = (SharedBertRMSNorm(config.query_rank, eps=config.layer_norm_eps)
+                               if config.query_latent_norm else None)
         self.key = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
         self.value = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
 
     def project_query(self, hidden_states):
         if self.query_rank is None:
             return self.split_heads(self.query(hidden_states))
-        return self.split_heads(self.query_up(self.query_down(hidden_states)))
+        code = self.query_down(hidden_states)
+        if self.query_norm is not None:
+            code = self.query_norm(code)
+        return self.split_heads(self.query_up(code))
 
     def project_key_value(self, hidden_states):
         return self.split_heads(self.key(hidden_states)), self.split_heads(self.value(hidden_states))
@@ -681,6 +705,8 @@ class SharedBertPreTrainedModel(PreTrainedModel):
             if isinstance(module, SharedLowRankQueryAttention):
                 # B = 0: the query term starts at zero while A (normal, as every Linear) gives B a gradient.
                 init.zeros_(module.query_up.weight)
+        elif isinstance(module, SharedBertRMSNorm):
+            init.ones_(module.weight)
         elif isinstance(module, SharedKeyValueAttention):
             init.ones_(module.key_scale)
             init.ones_(module.value_scale)

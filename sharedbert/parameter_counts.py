@@ -131,6 +131,7 @@ def standard_bert_config(config: SharedBertConfig) -> SharedBertConfig:
     baseline.attention_type = "standard"
     baseline.num_key_value_heads = None
     baseline.query_rank = None
+    baseline.query_latent_norm = False
     baseline.layer_sharing = "none"
     baseline.num_unique_layers = baseline.num_hidden_layers
     baseline.tie_word_embeddings = True

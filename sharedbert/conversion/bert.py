@@ -122,6 +122,11 @@ def from_bert(
         # BERT's weights were trained with each LayerNorm after its residual sum; moved, they compute something else.
         raise ValueError("A BERT converts to post-LayerNorm layers only (BERT's own): drop layer_norm_position, or "
                          "train a pre-LayerNorm SharedBert from scratch (sharedbert pretrain).")
+    if config_overrides.get("query_latent_norm"):
+        # RMSNorm(X·A + a)·B is not linear in X: no choice of A, B and the scale reproduces BERT's query.
+        raise ValueError("query_latent_norm=True has no fit from a BERT's query projection (the normalised rank-r "
+                         "code is not linear in the input): convert with query_rank alone, or train the normalised "
+                         "form from scratch (sharedbert pretrain --config with query_latent_norm).")
     encoder_decoder = _load_encoder_decoder(model_or_path)
     if encoder_decoder is not None:
         if model_class is not None or return_report:

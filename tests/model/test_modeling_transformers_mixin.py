@@ -264,9 +264,10 @@ class MultiQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.Te
 
 
 class LowRankQueryMultiQuerySharedLayersDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
-    # The frontier's composition: a rank-r query, one key/value head, one attention layer stored for every depth.
-    config_overrides = {"attention_type": "standard", "query_rank": 8, "num_key_value_heads": 1,
-                        "layer_sharing": "attention", "num_unique_layers": 1}
+    # The frontier's composition: a rank-r query (its code normalised, so that the mixin's initialisation and
+    # loading checks see the norm too), one key/value head, one attention layer stored for every depth.
+    config_overrides = {"attention_type": "standard", "query_rank": 8, "query_latent_norm": True,
+                        "num_key_value_heads": 1, "layer_sharing": "attention", "num_unique_layers": 1}
 
 
 class SharedHeadQueryDecoderTest(_SharedBertDecoderMixinTest, unittest.TestCase):
