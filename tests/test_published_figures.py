@@ -165,6 +165,7 @@ FRONTIER = "experiments/frontier/results/summary.json"
 FRONTIER_SHIPPING = "experiments/frontier/conversion/results/summary.json"
 QUERY_RANK_ARMS = "experiments/frontier/query-rank/results/arms.json"
 QUERY_RANK_WIDE_ARMS = "experiments/frontier/query-rank-wide/results/arms.json"
+QUERY_NORM_ARMS = "experiments/frontier/query-norm/results/arms.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
@@ -1018,6 +1019,13 @@ FIGURES = [
            lambda: [100 * arm_budget(QUERY_RANK_ARMS, "mqa-query-quarter-att1")]),
     Figure("docs/model.md", phrase("spends what it saves on width, at {}%"), QUERY_RANK_WIDE_ARMS,
            lambda: [100 * arm_budget(QUERY_RANK_WIDE_ARMS, "mqa-query-eighth-att1-wide")]),
+    Figure("docs/model.md", phrase("as multi-head latent attention does (`query_latent_norm`), at {}%"),
+           QUERY_NORM_ARMS,
+           lambda: [100 * arm_budget(QUERY_NORM_ARMS, "mqa-query-quarter-norm-att1")]),
+    Figure("experiments/README.md", phrase("as multi-head latent attention has it; {}% of standard's projections at "
+                                           "width {}, {}% at {})"), QUERY_NORM_ARMS,
+           lambda: [100 * arm_budget(QUERY_NORM_ARMS, "mqa-query-quarter-norm-att1"), 128,
+                    100 * arm_budget(QUERY_NORM_ARMS, "mqa-query-quarter-norm-att1", "clm-cpu-w256-h8"), 256]),
     Figure("docs/model.md", phrase("{} against {}, the original {}. So `convert` keeps"), FRONTIER_SHIPPING,
            lambda: [shipping_mean("albert-attention"), shipping_mean("shared-projection"),
                     results(FRONTIER_SHIPPING)["original_sts_b"]]),

@@ -144,6 +144,15 @@ QUERY_RANK_WIDE_ARMS = {
                                    "match_parameters_of": "standard", "match_by": "width"},
 }
 ARMS.update(QUERY_RANK_WIDE_ARMS)
+# The third follow-up (experiments/frontier/query-norm): the rank-r query with its code RMS-normalised before B
+# (`query_latent_norm`), as multi-head latent attention has it, stored once for every layer.
+QUERY_NORM_ARMS = {
+    "mqa-query-quarter-norm-att1": {**MQA, "query_rank_divisor": 4, "query_latent_norm": True, **ATT,
+                                    "num_unique_layers": 1},
+    "mqa-query-eighth-norm-att1": {**MQA, "query_rank_divisor": 8, "query_latent_norm": True, **ATT,
+                                   "num_unique_layers": 1},
+}
+ARMS.update(QUERY_NORM_ARMS)
 # Keys of an arm that are not SharedBertConfig fields.
 ARM_KEYS = ("match_parameters_of", "match_by", "query_rank_divisor")
 

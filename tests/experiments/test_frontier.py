@@ -279,6 +279,106 @@ def test_the_query_rank_follow_up_runs_the_frontiers_grid_with_its_arms_into_its
     assert command[command.index("--results-dir") + 1].endswith("query-rank/results/cells")
 
 
+query_norm = experiment_script("frontier/query_norm.py")
+
+
+def _readme_rows(readme: str) -> dict:
+    lines = (line.strip() for line in readme.splitlines())  # a table may be indented under a list item
+    return {row[0].strip("`"): row for row in ([c.strip() for c in line.strip("|").split("|")]
+                                               for line in lines if line.startswith("| `"))}
+
+
+def test_the_third_follow_ups_arms_table_is_what_the_harness_builds():
+    """The declared arms: the rank-r query with its code normalised (the norm's scale counted in the budget), under a
+    tenth of standard's projections at both widths; the README's arms table is arms.json, and arms.json is what the
+    harness builds now."""
+    assert set(query_norm.ARMS) <= set(study.ARMS) and query_norm.ARMS[0] == "standard"
+    described = json.loads(query_norm.PLAN.arms_file.read_text())
+    readme = (query_norm.HERE / "query-norm" / "README.md").read_text(encoding="utf-8")
+    arms_table = readme[readme.index("**Arms**"):readme.index("**Comparisons.**")]
+    rows = _readme_rows(arms_table)
+    assert set(rows) == set(query_norm.ARMS)
+    for width, heads, clm in ((128, 4, "clm-cpu"), (256, 8, "clm-cpu-w256-h8")):
+        recipe = study.make_cell("clm", "standard", 1, "cpu", {"width": width, "heads": heads}, "auto").recipe
+        standard = described[clm]["standard"]
+        for arm in query_norm.ARMS:
+            assert study.describe(arm, "clm", recipe, 65) == described[clm][arm]
+            share = described[clm][arm]["attention_projection_parameters"] / standard["attention_projection_parameters"]
+            assert rows[arm][2 if width == 128 else 3] == f"{share:.1%}"
+            assert arm == "standard" or share < 0.10
+        plain, normed = described[clm]["mqa-query-quarter-att1"], described[clm]["mqa-query-quarter-norm-att1"]
+        assert normed["config"]["query_latent_norm"] is True and "query_latent_norm" not in plain["config"]
+        # One stored attention layer: the norm adds its r scales once.
+        assert (normed["attention_projection_parameters"] - plain["attention_projection_parameters"]
+                == normed["config"]["query_rank"] == width // 4)
+    for arm in query_norm.ARMS:
+        assert rows[arm][4] == f"{described['clm-cpu'][arm]['parameters']:,}"
+
+
+def test_the_third_follow_up_runs_and_is_judged_in_its_own_folder(tmp_path, capsys):
+    assert query_norm.main(["grid", "--seeds", "1", "--objectives", "clm", "--dry-run"]) == 0
+    command = capsys.readouterr().out.split()
+    arms = command[command.index("--arms") + 1:command.index("--arms") + 1 + len(query_norm.ARMS)]
+    assert arms == list(query_norm.ARMS)
+    assert command[command.index("--results-dir") + 1].endswith("query-norm/results/cells")
+    described = json.loads(query_norm.PLAN.arms_file.read_text())
+    cells = fake_grid({"mqa-query-quarter-att1": 0.3, "mqa-query-quarter-norm-att1": 0.004,
+                       "mqa-query-eighth-norm-att1": 0.06})
+    summary = report.summarise(cells, described, dataclasses.replace(query_norm.PLAN, earlier_cells=tmp_path))
+    assert summary["best_at_10"]["arm"] == "mqa-query-quarter-norm-att1" and summary["best_at_10"]["met"]
+    assert summary["best_at_10"]["config"]["w256"]["query_latent_norm"] is True
+    assert summary["width_256_rule"]["arms"] == ["standard", "mqa-query-quarter-norm-att1"]
+
+
+def test_plateau_exits_are_the_first_evaluation_below_the_threshold(tmp_path):
+    def cell(arm, seed, losses):
+        curve = [{"iteration": 250 * i, "loss": loss} for i, loss in enumerate(losses)]
+        path = tmp_path / f"mlm-cpu-i6000-{arm}-seed{seed}.json"
+        path.write_text(json.dumps({"arm": arm, "seed": seed, "curve": curve}))
+
+    cell("a", 1, [4.2, 3.1, 2.95, 2.89, 2.5])
+    cell("a", 2, [4.2, 2.0, 3.0])
+    cell("b", 1, [4.2, 3.1, 3.05])
+    (tmp_path / "clm-cpu-a-seed3.json").write_text(json.dumps({"arm": "a", "seed": 3, "curve": []}))  # not MLM
+    exits = query_norm.plateau_exits(tmp_path)
+    assert exits == {"a": {"seeds": {1: 750, 2: 250}, "mean": 500.0}, "b": {"seeds": {1: None}, "mean": None}}
+    assert "| `b` | 1: never | — |" in query_norm.plateau_table(exits)
+
+
+def test_the_third_follow_ups_reasons_are_the_first_follow_ups_cells():
+    """What chose the design, as the README quotes it: the first follow-up's plateau exits, MLM end points and causal
+    LM differences at the seeds it names, recomputed from the committed cells."""
+    import statistics
+
+    readme = (query_norm.HERE / "query-norm" / "README.md").read_text(encoding="utf-8")
+    why = readme[readme.index("**Why this design"):readme.index("## Method")]
+    earlier = query_norm.HERE / "query-rank" / "results" / "cells"
+    exits = query_norm.plateau_exits(earlier)
+    rows = _readme_rows(why)
+    assert len(rows) == 6
+    for arm, row in rows.items():
+        quoted = dict(part.split(": ") for part in row[1].split(", "))
+        assert {int(seed): int(it.replace(",", "")) for seed, it in quoted.items()} == {
+            seed: exits[arm]["seeds"][seed] for seed in map(int, quoted)}
+        mean = statistics.fmean(exits[arm]["seeds"][int(seed)] for seed in quoted)
+        assert row[2] == f"{mean:,.0f}"
+    cells = {}
+    for path in earlier.glob("*.json"):
+        cell = json.loads(path.read_text())
+        if cell["seed"] <= 3:
+            cells[(cell["objective"], cell["arm"], cell["seed"])] = cell["final_validation_loss"]
+
+    def clm_difference(arm):
+        return statistics.fmean(cells[("clm", arm, s)] - cells[("clm", "standard", s)] for s in (1, 2, 3))
+
+    assert f"`mqa-query-quarter-att1` +{clm_difference('mqa-query-quarter-att1'):.3f} nats" in why
+    assert f"`mqa-att1` +{clm_difference('mqa-att1'):.3f}" in why
+    rank_r = [v for (objective, arm, _), v in cells.items() if objective == "mlm" and "query" in arm]
+    standard = [v for (objective, arm, _), v in cells.items() if objective == "mlm" and arm == "standard"]
+    assert f"({min(rank_r):.2f} to {max(rank_r):.2f} nats against {min(standard):.2f} to {max(standard):.2f}" in why
+    assert all(cells[("mlm", "mqa-att1", s)] < cells[("mlm", "standard", s)] for s in (1, 2, 3))
+
+
 query_rank_wide = experiment_script("frontier/query_rank_wide.py")
 
 
