@@ -92,12 +92,19 @@ def test_base_model_export_matches_pytorch_at_other_shapes(tmp_path, attention_t
     np.testing.assert_allclose(run(tmp_path / "onnx" / "model.onnx", input_ids, attention_mask), expected, atol=1e-4)
 
 
-@pytest.mark.parametrize("num_key_value_heads, query_rank", [(1, None), (2, None), (1, 8)])
+@pytest.mark.parametrize("num_key_value_heads, query_rank, query_latent_norm",
+                         [(1, None, False), (2, None, False), (1, 8, False), (1, 8, True)])
 @pytest.mark.slow
-def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_value_heads, query_rank):
+def test_grouped_query_attention_exports_and_matches_pytorch(tmp_path, num_key_value_heads, query_rank,
+                                                             query_latent_norm):
     config = tiny_config(vocab_size=len(VOCAB), num_hidden_layers=LAYERS, attention_type="standard",
-                         num_key_value_heads=num_key_value_heads, query_rank=query_rank)
+                         num_key_value_heads=num_key_value_heads, query_rank=query_rank,
+                         query_latent_norm=query_latent_norm)
     model = SharedBertModel(config).eval()
+    if query_latent_norm:  # a learned scale, not the ones it starts at, so that the export must carry it
+        with torch.no_grad():
+            for attention in model.encoder.attention:
+                attention.self.query_norm.weight.uniform_(0.5, 1.5)
     report = export(model=save(model, tmp_path / "model"), output_dir=tmp_path / "onnx")
     assert report.max_abs_difference <= 1e-4 and not report.folded
     input_ids, attention_mask = other_shape_inputs(len(VOCAB))
