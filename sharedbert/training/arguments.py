@@ -109,6 +109,9 @@ class JobTrainingArguments(TrainingArguments):
     # Keys a signature written before the job had its own class holds, at the values they always had for this job (only
     # where a committed fixture of a released version needs them: finetuning.FinetuneArguments).
     former_signature: ClassVar[dict] = {}
+    # Fields a job gained after its runs had signatures: stored only away from their default, so that a signature
+    # written before (without them) still matches a run that leaves them alone.
+    added_to_signature: ClassVar[frozenset] = frozenset()
 
     def __post_init__(self):
         resolve_precision(self.precision)  # names the allowed values
@@ -135,7 +138,8 @@ class JobTrainingArguments(TrainingArguments):
         a checkpoint written before the arguments were built on TrainingArguments still resumes; and any of
         `TRAJECTORY_FIELDS` a caller set away from transformers' default."""
         own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name not in _TRANSFORMERS_DEFAULTS and f.name not in self.not_in_signature}
+               if f.name not in _TRANSFORMERS_DEFAULTS and f.name not in self.not_in_signature
+               and not (f.name in self.added_to_signature and getattr(self, f.name) == f.default)}
         training = {_FORMER_NAMES.get(name, name): getattr(self, name) for name in self.signature_training_fields}
         changed = {name: getattr(self, name) for name in TRAJECTORY_FIELDS
                    if getattr(self, name) != _TRANSFORMERS_DEFAULTS[name]}

@@ -101,6 +101,8 @@ class PretrainModelArguments:
                                               "head).")
     query_rank: int | None = _option(None, "standard attention: a rank-r query (default: the config's, else the full "
                                      "query projection).")
+    query_latent_norm: bool = _option(False, "With a rank-r query: RMS-normalise its rank-r code before the "
+                                      "up-projection, as multi-head latent attention does (default: the config's).")
     sharing_preset: str | None = _option(None, "A named way to share (sharedbert.sharing_presets; docs/model.md): "
                                          "sets the attention type and every sharing option above, over the config's; "
                                          "those options may then only repeat the preset's values.",
@@ -136,6 +138,7 @@ class PretrainArguments(PretrainModelArguments, PretrainDataArguments, JobTraini
     }
     signature_training_fields: ClassVar[tuple] = tuple(
         name for name in JobTrainingArguments.signature_training_fields if name != "num_train_epochs")
+    added_to_signature: ClassVar[frozenset] = frozenset({"query_latent_norm"})
 
     def __post_init__(self):
         apply_sharing_preset(self)
@@ -223,6 +226,9 @@ def _model_values(args: PretrainArguments) -> dict:
         values.pop("num_unique_layers")  # let the config derive it from the new sharing mode
     if args.sharing_preset is not None:  # the whole description: its None values replace the config's too
         values.update({key: getattr(args, key) for key in SHARING_FIELDS})
+        values["query_latent_norm"] = args.query_latent_norm  # a preset's query is unnormalised unless asked
+    elif args.query_latent_norm:
+        values["query_latent_norm"] = True
     if args.no_tie_embeddings:
         values["tie_word_embeddings"] = False
     # Logits (and the loss) only where tokens are masked while training: the same loss, a fraction of the head's cost.

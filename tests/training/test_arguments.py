@@ -200,3 +200,25 @@ def test_pretraining_builds_grouped_query_attention_with_a_rank_r_query_and_refu
     assert "num_key_value_heads" not in _model_values(PretrainArguments(corpus=["x"]))  # unset: the config's
     with pytest.raises(Exception, match="query_rank.*attention_type='standard'"):
         _model_values(PretrainArguments(corpus=["x"], attention_type="shared", query_rank=16))
+
+
+def test_pretraining_normalises_the_rank_r_querys_code_when_asked_and_never_without_a_rank():
+    from sharedbert.training.pretraining import _model_values
+
+    argv = ["--corpus", "x", "--attention-type", "standard", "--query-rank", "16", "--query-latent-norm"]
+    assert _model_values(parse(PretrainArguments, argv))["query_latent_norm"] is True
+    assert "query_latent_norm" not in _model_values(PretrainArguments(corpus=["x"]))  # unset: the config's
+    with pytest.raises(Exception, match="query_latent_norm.*set query_rank"):
+        _model_values(PretrainArguments(corpus=["x"], attention_type="standard", query_latent_norm=True))
+    # A preset describes the whole query: with one, the flag alone decides the norm.
+    preset = _model_values(PretrainArguments(corpus=["x"], sharing_preset="mqa"))
+    assert preset["query_latent_norm"] is False and preset["query_rank"] is None
+
+
+def test_a_run_that_leaves_the_newer_query_latent_norm_off_has_the_signature_it_had_before_the_option():
+    saved = {**PRETRAIN_SIGNATURE, "num_key_value_heads": None, "query_rank": None, "sharing_preset": None}
+    assert differences(saved, PretrainArguments(corpus=["x"]).signature()) == {}
+    # Turned on, it shapes the trajectory: a checkpoint of a run without it does not resume under it.
+    assert differences(saved, PretrainArguments(corpus=["x"], attention_type="standard", query_rank=8,
+                                                query_latent_norm=True).signature()) == {
+        "attention_type": (None, "standard"), "query_rank": (None, 8), "query_latent_norm": (None, True)}
