@@ -302,12 +302,12 @@ def _model_context(loaded: LoadedModel, facts: _CardFacts) -> dict:
         "pooling": (facts.sentence or {}).get("pooling") or "mean",
         "mask_token": getattr(loaded.tokenizer, "mask_token", None),
         "attention_type": config.attention_type,
-        "attention_description": ATTENTION_DESCRIPTIONS[config.attention_type],
+        "attention_description": attention_description(config, config.attention_type),
         "stack_description": ("a BERT-style encoder and decoder" if config.is_encoder_decoder
                               else "a causal BERT-style decoder" if config.is_decoder else "a BERT encoder"),
         # Only a model with cross-attention (a decoder, a seq2seq model) has a cross-attention row.
         "cross_attention_type": config.effective_cross_attention_type if config.has_cross_attention else None,
-        "cross_attention_description": ATTENTION_DESCRIPTIONS[config.effective_cross_attention_type],
+        "cross_attention_description": attention_description(config, config.effective_cross_attention_type),
         "sharing_description": _sharing_description(config),
         "tied_embeddings": bool(config.tie_word_embeddings),
         "config": config,
@@ -425,6 +425,23 @@ def _labels(config) -> list[str]:
     labels = [_cell(id2label[i]) for i in sorted(id2label, key=int)]
     # transformers' placeholders (LABEL_0, LABEL_1, ...) say nothing: leave them out of the card.
     return [] if all(re.fullmatch(r"LABEL_\d+", label) for label in labels) else labels
+
+
+def attention_description(config, attention_type: str) -> str:
+    """What a sublayer of `attention_type` computes, with the options that change standard attention's projections
+    (they apply to every standard sublayer, self- and cross-attention alike)."""
+    description = ATTENTION_DESCRIPTIONS[attention_type]
+    if attention_type != "standard":
+        return description
+    if config.num_key_value_heads is not None and config.num_key_value_heads < config.num_attention_heads:
+        kind = "multi-query" if config.num_key_value_heads == 1 else "grouped-query"
+        description += (f"; {kind} attention: {config.num_key_value_heads} key/value head(s) for "
+                        f"{config.num_attention_heads} query heads")
+    if config.query_rank is not None:
+        description += f"; a rank-{config.query_rank} query, Q = (X·A + a)·B"
+        if config.query_latent_norm:
+            description += ", its rank-r code RMS-normalised before B (as multi-head latent attention)"
+    return description
 
 
 def _sharing_description(config) -> str:

@@ -898,3 +898,20 @@ def test_every_attention_type_has_a_model_card_description():
     from sharedbert.hub.card import ATTENTION_DESCRIPTIONS
 
     assert set(ATTENTION_DESCRIPTIONS) == set(CROSS_ATTENTION_TYPES)
+
+
+def test_the_cards_attention_row_names_grouped_query_heads_and_a_rank_r_query():
+    """A standard-attention model's card says what its projections are when they are not BERT's: the key/value heads,
+    the query's rank and whether its code is normalised; the other types, and plain standard attention, as before."""
+    describe = hub.card.attention_description
+    plain = hub.card.ATTENTION_DESCRIPTIONS["standard"]
+    assert describe(tiny_config(attention_type="standard"), "standard") == plain
+    assert describe(tiny_config(attention_type="standard", num_key_value_heads=4), "standard") == plain  # one per head
+    mqa = tiny_config(attention_type="standard", num_key_value_heads=1, query_rank=8, query_latent_norm=True)
+    assert describe(mqa, "standard") == (
+        f"{plain}; multi-query attention: 1 key/value head(s) for 4 query heads; a rank-8 query, Q = (X·A + a)·B, its "
+        "rank-r code RMS-normalised before B (as multi-head latent attention)")
+    gqa = describe(tiny_config(attention_type="standard", num_key_value_heads=2, query_rank=8), "standard")
+    assert "grouped-query attention: 2 key/value head(s) for 4 query heads" in gqa and "RMS" not in gqa
+    # A shared self-attention's card row is the type's own, whatever a standard cross-attention would carry.
+    assert describe(tiny_config(), "shared") == hub.card.ATTENTION_DESCRIPTIONS["shared"]
