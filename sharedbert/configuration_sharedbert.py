@@ -105,9 +105,9 @@ class SharedBertConfig(PreTrainedConfig):
             for the other types.
         query_latent_norm (`bool`, defaults to `False`):
             With `query_rank`: Q = RMSNorm(X·A + a)·B, the rank-r code normalised (with a learned scale, `query_norm`)
-            before B, as multi-head latent attention does (DeepSeek-V2's `q_a_layernorm`). The product of two small
-            random factors starts the query about ten times smaller than a full Wq's; the normalisation gives the code
-            unit scale whatever A's. Refused without `query_rank`.
+            before B, as multi-head latent attention does (DeepSeek-V2's `q_a_layernorm`). At BERT's initialiser the
+            product of two small random factors starts the query several times smaller than a full Wq's; the
+            normalisation gives the code unit scale whatever A's. Refused without `query_rank`.
         layer_sharing (`str`, defaults to `"none"`):
             Which sublayers are shared across depth: `"none"`, `"all"` (attention and feed-forward), `"attention"`
             (attention blocks only) or `"ffn"` (feed-forward blocks only).

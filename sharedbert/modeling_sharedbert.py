@@ -331,8 +331,8 @@ class StandardAttention(SharedBertAttentionBase):
             # layer with a bias as one that reads the hidden states.
             self.query_down = nn.Linear(config.hidden_size, config.query_rank)
             self.query_up = nn.Linear(config.query_rank, config.hidden_size, bias=False)
-            # Without it the query starts as the product of two small random factors, about a tenth of a full
-            # Wq's scale at BERT's initialiser; normalised, the code has unit scale whatever A's.
+            # Without it the query starts as the product of two small random factors, several times smaller than
+            # a full Wq's at BERT's initialiser; normalised, the code has unit scale whatever A's.
             self.query_norm = (SharedBertRMSNorm(config.query_rank, eps=config.layer_norm_eps)
                                if config.query_latent_norm else None)
         self.key = nn.Linear(config.hidden_size, num_key_value_heads * self.head_dim)
