@@ -126,7 +126,8 @@ def from_bert(
         # RMSNorm(X·A + a)·B is not linear in X: no choice of A, B and the scale reproduces BERT's query.
         raise ValueError("query_latent_norm=True has no fit from a BERT's query projection (the normalised rank-r "
                          "code is not linear in the input): convert with query_rank alone, or train the normalised "
-                         "form from scratch (sharedbert pretrain --config with query_latent_norm).")
+                         "form from scratch (sharedbert pretrain --attention-type standard --query-rank R "
+                         "--query-latent-norm).")
     encoder_decoder = _load_encoder_decoder(model_or_path)
     if encoder_decoder is not None:
         if model_class is not None or return_report:
