@@ -54,7 +54,8 @@ def plateau_exits(folder: Path) -> dict:
 def plateau_table(exits: dict) -> str:
     lines = [f"| arm | seeds: first iteration below {PLATEAU_EXIT_LOSS} nats | mean |", "|---|---|---|"]
     for arm, entry in exits.items():
-        seeds = ", ".join(f"{seed}: {'never' if it is None else f'{it:,}'}" for seed, it in sorted(entry["seeds"].items()))
+        seeds = ", ".join(f"{seed}: {'never' if it is None else f'{it:,}'}"
+                          for seed, it in sorted(entry["seeds"].items()))
         mean = "—" if entry["mean"] is None else f"{entry['mean']:,.0f}"
         lines.append(f"| `{arm}` | {seeds} | {mean} |")
     return "\n".join(lines)

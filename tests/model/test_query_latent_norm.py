@@ -81,7 +81,8 @@ def test_it_is_refused_without_a_rank_naming_the_field():
 
 
 def test_conversion_from_a_bert_refuses_it_and_names_the_way_out():
-    with pytest.raises(ValueError, match="query_latent_norm=True has no fit.*convert with query_rank alone.*--query-latent-norm"):
+    refusal = "query_latent_norm=True has no fit.*convert with query_rank alone.*--query-latent-norm"
+    with pytest.raises(ValueError, match=refusal):
         from_bert(bert(), attention_type="standard", query_rank=8, query_latent_norm=True)
 
 
