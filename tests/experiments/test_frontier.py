@@ -420,8 +420,8 @@ def test_the_second_follow_up_runs_and_is_judged_in_its_own_folder(tmp_path, cap
     assert summary["equal_parameters"]["clm-cpu"]["mqa-query-eighth-att1-wide"]["verdict"] == "on par"
 
 
-def readme_section(heading: str) -> str:
-    text = (report.HERE / "README.md").read_text(encoding="utf-8")
+def readme_section(heading: str, readme: Path = report.HERE / "README.md") -> str:
+    text = readme.read_text(encoding="utf-8")
     return text.split(heading, 1)[1].split("\n### ", 1)[0].split("\n**Speed.**", 1)[0]
 
 
@@ -545,6 +545,58 @@ def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     assert f"(9.8%, {at_10['mean_difference_width_128']:+.3f})" in decided and not at_10["carried_to_width_256"]
     assert best["verdicts"]["clm-w128"] == best["verdicts"]["mlm-w128"] == "left open"
     assert at_10["verdicts"]["clm-w128"] == "trails" and not best["met"] and not at_10["met"]
+
+
+
+QUERY_RANK_README = query_rank.HERE / "query-rank" / "README.md"
+
+
+def test_the_query_rank_reports_drift_check_is_the_summarys():
+    """The follow-up's drift sentence: the largest causal-LM move, and how many MLM cells moved by how much."""
+    drift = json.loads((query_rank.RESULTS / "summary.json").read_text())["drift"]
+    text = QUERY_RANK_README.read_text(encoding="utf-8")
+    words = " ".join(text.split("**Drift check**", 1)[1].split("###")[0].split())
+    clm = [row for row in drift["cells"] if row["cell"].startswith("clm-")]
+    mlm = [row for row in drift["cells"] if row["cell"].startswith("mlm-")]
+    assert len(clm) == 10 and f"In causal LM all {len(clm)} end within {max(abs(r['difference']) for r in clm):.4f}" \
+        in words
+    moved = [row for row in mlm if abs(row["difference"]) > drift["threshold"]]
+    assert set(drift["moved"]) == {row["cell"] for row in moved}
+    counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
+    assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
+
+
+def test_the_query_rank_reports_causal_lm_table_and_figures_are_the_summarys():
+    """The follow-up's causal-LM section: its table is the summary's, every arm with five seeds, and each figure its
+    bullets quote is read from its summary (and, for the frontier's arm it is set beside, the frontier's)."""
+    summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
+    rows = summary["settings"]["clm-cpu"]
+    section = readme_section("### Causal LM at width 128", QUERY_RANK_README)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    against = {arm: row["against_standard"]["mean"] for arm, row in rows.items() if arm != "standard"}
+    assert all(row["against_standard"]["verdict"] == "trails" for arm, row in rows.items() if arm != "standard")
+    assert "**Every arm trails `standard`**" in words and "neither goal can be met by this follow-up" in words
+    once = [arm for arm in against if "query" in arm and "att1" in arm]
+    assert len(once) == 3 and f"by {min(against[a] for a in once):.3f} to {max(against[a] for a in once):.3f} nats" \
+        in words
+    frontier_summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    at_10 = frontier_summary["best_at_10"]["arm"]
+    frontier_row = frontier_summary["settings"]["clm-cpu"][at_10]
+    assert (f"8.3%) trails by {against['mqa-query-quarter-att1']:.3f} where the frontier's choice at or under 10% "
+            f"(`best_at_10`: `{at_10}`, {frontier_row['budget']:.1%}) trails by "
+            f"{frontier_row['against_standard']['mean']:.3f}") in words
+    clm_drift = max(abs(row["difference"]) for row in summary["drift"]["cells"] if row["cell"].startswith("clm-"))
+    assert f"puts what that changes at about {clm_drift:.3f} nats a cell" in words
+    assert (f"(`mqa-att1`, 12.5%, +{against['mqa-att1']:.3f}), a query of rank width/4 adds "
+            f"{against['mqa-query-quarter-att1'] - against['mqa-att1']:.3f} nats") in words
+    assert f"adds {against['mqa-query-eighth-att1'] - against['mqa-query-quarter-att1']:.3f} more" in words
+    assert f"(`mqa-query-quarter`, 33.3%) the rank-r query trails by {against['mqa-query-quarter']:.3f}" in words
+    equal = summary["equal_parameters"]["clm-cpu"]["mqa-query-quarter-att1-ffn"]
+    assert equal["verdict"] == "trails" and (
+        f"(`mqa-query-quarter-att1-ffn`, {rows['mqa-query-quarter-att1-ffn']['parameters']:,} parameters against "
+        f"`standard`'s {rows['standard']['parameters']:,}) the arm still trails, by {equal['mean']:.3f}; the wider "
+        f"FFN buys {against['mqa-query-quarter-att1'] - equal['mean']:.3f}") in words
 
 
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
