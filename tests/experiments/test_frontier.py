@@ -599,6 +599,77 @@ def test_the_query_rank_reports_causal_lm_table_and_figures_are_the_summarys():
         f"FFN buys {against['mqa-query-quarter-att1'] - equal['mean']:.3f}") in words
 
 
+
+def last_thousand_iterations_drop(cell: dict) -> float:
+    curve = {point["iteration"]: point["loss"] for point in cell["curve"]}
+    return curve[max(curve) - 1000] - curve[max(curve)]
+
+
+def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summarys():
+    """The follow-up's MLM section (table, verdicts, the arm that does not learn, the descriptive plateau exits and
+    end slopes, read from its cells) and what its width-128 cells decide (width 256, the goals)."""
+    summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
+    rows = summary["settings"]["mlm-cpu-i6000"]
+    section = readme_section("### Masked LM at width 128", QUERY_RANK_README)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
+    assert f"the context-free null ({null:.3f} on the selected positions)" in words
+
+    rank_r = [arm for arm in against if "query" in arm]
+    assert all(against[a]["verdict"] == rows[a]["against_standard_mask"]["verdict"] == "trails" for a in rank_r)
+    worst = max(rank_r, key=lambda a: against[a]["mean"])
+    assert worst == "mqa-query-eighth-att1" and min(rank_r, key=lambda a: against[a]["mean"]) == "mqa-query-quarter"
+    assert (f"by {against['mqa-query-quarter']['mean']:.3f} (every layer stored, 33.3%) to "
+            f"{against[worst]['mean']:.3f} (`mqa-query-eighth-att1`, 6.2%)") in words
+    assert [arm for arm, row in rows.items() if not row["learns"]] == ["mqa-query-eighth-att1"]
+    seed, loss = max(rows[worst]["losses"].items(), key=lambda item: item[1])
+    assert f"its seed {seed} ends at {loss:.3f}, above the null less 0.5 ({null - 0.5:.3f})" in words
+
+    mqa = against["mqa-att1"]
+    below = sum(rows["mqa-att1"]["losses"][s] < rows["standard"]["losses"][s] for s in rows["standard"]["losses"])
+    assert mqa["verdict"] == "left open" and (
+        f"on {below} of the 5 seeds, by {-mqa['mean']:.3f} on average, but its interval "
+        f"(−{-mqa['interval'][0]:.3f} to +{mqa['interval'][1]:.3f})") in words
+    standard = rows["standard"]["losses"].values()
+    assert f"seeds end between {min(standard):.3f} and {max(standard):.3f}" in words
+
+    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells")
+    assert all(None not in entry["seeds"].values() and len(entry["seeds"]) == 5 for entry in exits.values())
+    late = [exits[arm]["mean"] for arm in rank_r]
+    assert (f"at iteration {exits['standard']['mean']:,.0f} on average over its seeds, `mqa-att1` at "
+            f"{exits['mqa-att1']['mean']:,.0f}, and the arms with a rank-r query at {min(late):,.0f} to "
+            f"{max(late):,.0f}") in words
+    drops = {arm: [last_thousand_iterations_drop(json.loads(path.read_text())) for path in
+                   sorted((query_rank.RESULTS / "cells").glob(f"mlm-cpu-i6000-{arm}-seed*.json"))]
+             for arm in rows}
+    mean_drop = {arm: sum(values) / len(values) for arm, values in drops.items()}
+    assert all(len(values) == 5 for values in drops.values())
+    assert (f"({min(mean_drop[a] for a in rank_r):.2f} to {max(mean_drop[a] for a in rank_r):.2f} nats over the last "
+            f"1,000 iterations, against {mean_drop['standard']:.2f})") in words
+    assert 1.5 <= min(mean_drop[a] for a in rank_r) / mean_drop["standard"] <= 2.5  # "about twice as fast"
+    equal = summary["equal_parameters"]["mlm-cpu-i6000"]["mqa-query-quarter-att1-ffn"]
+    assert equal["verdict"] == "trails" and f"the FFN-matched arm trails by {equal['mean']:.3f}" in words
+
+    decided = " ".join(readme_section("### What width 128 decides", QUERY_RANK_README).split())
+    rule = summary["width_256_rule"]
+    assert rule["arms"] == ["standard", "mqa-att1"] and rule["pending"] == []
+    assert "`mqa-att1` alone goes on, with `standard`" in decided
+    quarter = summary["settings"]["clm-cpu"]["mqa-query-quarter"]["against_standard"]["mean"]
+    assert quarter <= rule["threshold"] < against["mqa-query-quarter"]["mean"]
+    assert f"within it in causal LM (+{quarter:.3f}) but not in MLM" in decided
+    best, at_10 = summary["best"], summary["best_at_10"]
+    assert best["arm"] == "mqa-att1" and best["verdicts"]["clm-w128"] == "trails" and not best["met"]
+    assert at_10["arm"] == "mqa-query-quarter-att1" and not at_10["met"]
+    assert at_10["verdicts"]["clm-w128"] == at_10["verdicts"]["mlm-w128"] == "trails"
+    assert f"`best` (at most 35%) is `mqa-att1` ({best['budget']['128']:.1%})" in decided
+    assert f"`best_at_10` is `mqa-query-quarter-att1` ({at_10['budget']['128']:.1%})" in decided
+    assert "this follow-up misses both goals" in decided and "at no budget under 100%" in decided
+    assert all(row["against_standard"]["verdict"] == "trails"
+               for arm, row in summary["settings"]["clm-cpu"].items() if arm != "standard")
+
+
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
     """docs/model.md's "Which sharing for which budget": each row's `SharedBertConfig` keywords are exactly the arm's
     (on top of the recipe's sizes, `standard` attention the default), and a preset named beside them sets the same
