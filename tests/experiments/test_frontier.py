@@ -670,6 +670,35 @@ def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summar
                for arm, row in summary["settings"]["clm-cpu"].items() if arm != "standard")
 
 
+
+def test_the_query_rank_reports_depth_arithmetic_is_the_packages_counts():
+    """"Depth sets what a tenth asks": one stored attention layer's share at bert-base dims, counted on meta-device
+    builds of the package's model as the harness counts a budget, and the frontier's two causal-LM costs it quotes."""
+    from sharedbert import SharedBertConfig, SharedBertModel
+
+    def stored(**fields) -> int:
+        with torch.device("meta"):
+            model = SharedBertModel(SharedBertConfig(attention_type="standard", **fields))
+        return study.attention_projection_parameters(model)
+
+    config = SharedBertConfig()
+    assert (config.num_hidden_layers, config.num_attention_heads) == (12, 12)  # bert-base dims
+    standard, once = stored(), dict(layer_sharing="attention", num_unique_layers=1)
+    words = " ".join(readme_section("### What width 128 decides", QUERY_RANK_README).split())
+    assert (f"one stored standard attention layer is {stored(**once) / standard:.1%} of standard's projections and one "
+            f"stored multi-query layer {stored(**once, num_key_value_heads=1) / standard:.1%}") in words
+    summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
+    assert f"10% is less than one stored multi-query attention layer (`mqa-att1`, " \
+           f"{summary['settings']['clm-cpu']['mqa-att1']['budget']:.1%})" in words
+    assert (f"`standard-att1` +{frontier_clm_mean('standard-att1'):.3f} and `mqa-att1` "
+            f"+{frontier_clm_mean('mqa-att1'):.3f} nats") in words
+
+
+def frontier_clm_mean(arm: str) -> float:
+    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    return summary["settings"]["clm-cpu"][arm]["against_standard"]["mean"]
+
+
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
     """docs/model.md's "Which sharing for which budget": each row's `SharedBertConfig` keywords are exactly the arm's
     (on top of the recipe's sizes, `standard` attention the default), and a preset named beside them sets the same
