@@ -699,6 +699,32 @@ def frontier_clm_mean(arm: str) -> float:
     return summary["settings"]["clm-cpu"][arm]["against_standard"]["mean"]
 
 
+
+def test_the_query_norm_reports_drift_and_causal_lm_results_are_the_summarys():
+    """The third follow-up's results so far: the drift sentence, the causal-LM table (every arm with five seeds), its
+    figures, and the count of MLM cells landed while that section is under way."""
+    readme = query_norm.HERE / "query-norm" / "README.md"
+    summary = json.loads((query_norm.RESULTS / "summary.json").read_text())
+    drift = summary["drift"]
+    words = " ".join(readme.read_text(encoding="utf-8").split("**Drift check**", 1)[1].split("###")[0].split())
+    assert f"all {len(drift['cells'])} re-run cells" + (" so far" if len(drift["cells"]) < 20 else "") in words
+    assert drift["moved"] == [] and f"(largest |difference| {drift['max_abs_difference']:.1f} nats)" in words
+    rows = summary["settings"]["clm-cpu"]
+    section = readme_section("### Causal LM at width 128", readme)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    against = [row["against_standard"] for arm, row in rows.items() if arm != "standard"]
+    assert all(c["verdict"] == "trails" for c in against) and "neither goal can be met by this follow-up" in words
+    low, high = min(c["mean"] for c in against), max(c["mean"] for c in against)
+    assert f"by {low:.3f} to {high:.3f} nats" in words
+    moved = abs(rows["mqa-query-quarter-norm-att1"]["mean"] - rows["mqa-query-quarter-att1"]["mean"])
+    assert f"normalising the rank-r code moves the causal-LM loss by {moved:.4f} nats" in words
+    mlm = summary["settings"]["mlm-cpu-i6000"]
+    landed = sum(len(row["seeds"]) for row in mlm.values())
+    if landed < 20:
+        assert f"{landed} of its 20 cells have landed" in readme_section("### Masked LM at width 128", readme)
+
+
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
     """docs/model.md's "Which sharing for which budget": each row's `SharedBertConfig` keywords are exactly the arm's
     (on top of the recipe's sizes, `standard` attention the default), and a preset named beside them sets the same
