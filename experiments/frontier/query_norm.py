@@ -7,7 +7,8 @@ its report is the frontier's with this study's arms, seeds and folder.
     python experiments/frontier/query_norm.py grid --width 256 --arms ...   # the arms the declared rule picks
     python experiments/frontier/query_norm.py describe           # query-norm/results/arms.json
     python experiments/frontier/query_norm.py report             # query-norm/results/summary.{json,md}, the plot
-    python experiments/frontier/query_norm.py plateau [FOLDER]   # when each MLM cell leaves the plateau (descriptive)
+    python experiments/frontier/query_norm.py plateau [FOLDER]   # when each MLM cell leaves the plateau, and how
+                                                                 # fast it still falls at the end (descriptive)
 
 Two copies of `grid` may run at once (one per core): the harness claims each cell with a lock.
 """
@@ -51,6 +52,20 @@ def plateau_exits(folder: Path) -> dict:
     return exits
 
 
+def end_falls(folder: Path, span: int = 1000) -> dict:
+    """{arm: {"seeds": {seed: fall}, "mean": ...}} for every MLM cell in `folder`: how far the validation loss falls
+    over the last `span` iterations of its curve. An arm that started late still falls fast when the recipe ends."""
+    falls: dict = {}
+    for path in sorted(Path(folder).glob("mlm-*.json")):
+        cell = json.loads(path.read_text())
+        curve = {point["iteration"]: point["loss"] for point in cell["curve"]}
+        end = max(curve)
+        falls.setdefault(cell["arm"], {"seeds": {}})["seeds"][cell["seed"]] = curve[end - span] - curve[end]
+    for entry in falls.values():
+        entry["mean"] = statistics.fmean(entry["seeds"].values())
+    return falls
+
+
 def plateau_table(exits: dict) -> str:
     lines = [f"| arm | seeds: first iteration below {PLATEAU_EXIT_LOSS} nats | mean |", "|---|---|---|"]
     for arm, entry in exits.items():
@@ -64,7 +79,11 @@ def plateau_table(exits: dict) -> str:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plateau"]:
-        print(plateau_table(plateau_exits(Path(argv[1]) if len(argv) > 1 else RESULTS / "cells")))
+        folder = Path(argv[1]) if len(argv) > 1 else RESULTS / "cells"
+        print(plateau_table(plateau_exits(folder)))
+        print("\n| arm | mean fall of the loss over the last 1,000 iterations |\n|---|---|")
+        for arm, entry in end_falls(folder).items():
+            print(f"| `{arm}` | {entry['mean']:.3f} |")
         return 0
     return query_rank.run(PLAN, "The rank-r query with its code normalised", argv)
 

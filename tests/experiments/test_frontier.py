@@ -343,6 +343,9 @@ def test_plateau_exits_are_the_first_evaluation_below_the_threshold(tmp_path):
     exits = query_norm.plateau_exits(tmp_path)
     assert exits == {"a": {"seeds": {1: 750, 2: 250}, "mean": 500.0}, "b": {"seeds": {1: None}, "mean": None}}
     assert "| `b` | 1: never | — |" in query_norm.plateau_table(exits)
+    falls = query_norm.end_falls(tmp_path, span=500)
+    assert falls["a"]["seeds"] == {1: pytest.approx(2.95 - 2.5), 2: pytest.approx(4.2 - 3.0)}
+    assert falls["b"]["mean"] == pytest.approx(4.2 - 3.05)
 
 
 def test_the_third_follow_ups_reasons_are_the_first_follow_ups_cells():
@@ -547,7 +550,6 @@ def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     assert at_10["verdicts"]["clm-w128"] == "trails" and not best["met"] and not at_10["met"]
 
 
-
 QUERY_RANK_README = query_rank.HERE / "query-rank" / "README.md"
 
 
@@ -599,12 +601,6 @@ def test_the_query_rank_reports_causal_lm_table_and_figures_are_the_summarys():
         f"FFN buys {against['mqa-query-quarter-att1'] - equal['mean']:.3f}") in words
 
 
-
-def last_thousand_iterations_drop(cell: dict) -> float:
-    curve = {point["iteration"]: point["loss"] for point in cell["curve"]}
-    return curve[max(curve) - 1000] - curve[max(curve)]
-
-
 def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     """The follow-up's MLM section (table, verdicts, the arm that does not learn, the descriptive plateau exits and
     end slopes, read from its cells) and what its width-128 cells decide (width 256, the goals)."""
@@ -641,11 +637,9 @@ def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summar
     assert (f"at iteration {exits['standard']['mean']:,.0f} on average over its seeds, `mqa-att1` at "
             f"{exits['mqa-att1']['mean']:,.0f}, and the arms with a rank-r query at {min(late):,.0f} to "
             f"{max(late):,.0f}") in words
-    drops = {arm: [last_thousand_iterations_drop(json.loads(path.read_text())) for path in
-                   sorted((query_rank.RESULTS / "cells").glob(f"mlm-cpu-i6000-{arm}-seed*.json"))]
-             for arm in rows}
-    mean_drop = {arm: sum(values) / len(values) for arm, values in drops.items()}
-    assert all(len(values) == 5 for values in drops.values())
+    falls = query_norm.end_falls(query_rank.RESULTS / "cells")
+    assert sorted(falls) == sorted(rows) and all(len(entry["seeds"]) == 5 for entry in falls.values())
+    mean_drop = {arm: entry["mean"] for arm, entry in falls.items()}
     assert (f"({min(mean_drop[a] for a in rank_r):.2f} to {max(mean_drop[a] for a in rank_r):.2f} nats over the last "
             f"1,000 iterations, against {mean_drop['standard']:.2f})") in words
     assert 1.5 <= min(mean_drop[a] for a in rank_r) / mean_drop["standard"] <= 2.5  # "about twice as fast"
@@ -670,6 +664,10 @@ def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summar
                for arm, row in summary["settings"]["clm-cpu"].items() if arm != "standard")
 
 
+def frontier_clm_mean(arm: str) -> float:
+    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    return summary["settings"]["clm-cpu"][arm]["against_standard"]["mean"]
+
 
 def test_the_query_rank_reports_depth_arithmetic_is_the_packages_counts():
     """"Depth sets what a tenth asks": one stored attention layer's share at bert-base dims, counted on meta-device
@@ -692,12 +690,6 @@ def test_the_query_rank_reports_depth_arithmetic_is_the_packages_counts():
            f"{summary['settings']['clm-cpu']['mqa-att1']['budget']:.1%})" in words
     assert (f"`standard-att1` +{frontier_clm_mean('standard-att1'):.3f} and `mqa-att1` "
             f"+{frontier_clm_mean('mqa-att1'):.3f} nats") in words
-
-
-def frontier_clm_mean(arm: str) -> float:
-    summary = json.loads((report.HERE / "results" / "summary.json").read_text())
-    return summary["settings"]["clm-cpu"][arm]["against_standard"]["mean"]
-
 
 
 def test_the_query_norm_reports_drift_and_causal_lm_results_are_the_summarys():
