@@ -65,6 +65,15 @@ def query_rank_with_rank_r(setting: str) -> list[str]:
     return [arm for arm in results(QUERY_RANK)["settings"][setting] if "query" in arm]
 
 
+def query_norm(setting: str, arm: str) -> dict:
+    """The frontier's third follow-up (the rank-r query with its code normalised): `arm` against `standard`."""
+    return results(QUERY_NORM)["settings"][setting][arm]["against_standard"]
+
+
+def query_norm_arms(setting: str) -> list[str]:
+    return [arm for arm in results(QUERY_NORM)["settings"][setting] if arm != "standard"]
+
+
 ON_PAR_WORD = "on par"
 
 
@@ -180,6 +189,7 @@ QUERY_RANK_ARMS = "experiments/frontier/query-rank/results/arms.json"
 QUERY_RANK = "experiments/frontier/query-rank/results/summary.json"
 QUERY_RANK_WIDE_ARMS = "experiments/frontier/query-rank-wide/results/arms.json"
 QUERY_NORM_ARMS = "experiments/frontier/query-norm/results/arms.json"
+QUERY_NORM = "experiments/frontier/query-norm/results/summary.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
@@ -1024,6 +1034,18 @@ FIGURES = [
                     min(query_rank("mlm-cpu-i6000", a)["mean"] for a in query_rank_with_rank_r("mlm-cpu-i6000")),
                     max(query_rank("mlm-cpu-i6000", a)["mean"] for a in query_rank_with_rank_r("mlm-cpu-i6000")),
                     2 * results(QUERY_RANK)["settings"]["clm-cpu"]["standard"]["width"]]),
+    # The frontier's third follow-up (experiments/frontier/query-norm): width 128 complete
+    Figure(README, phrase("a [third](experiments/frontier/query-norm/README.md) with the query's code normalised (by {} "
+                          "and {}))"), QUERY_NORM,
+           lambda: [query_norm(s, "mqa-query-quarter-norm-att1")["mean"] for s in ("clm-cpu", "mlm-cpu-i6000")]),
+    Figure("docs/model.md", phrase("at {}%: it trails `standard` in both objectives too, by {} nats in causal LM and {} "
+                                   "in MLM"), QUERY_NORM,
+           lambda: [100 * results(QUERY_NORM)["settings"]["clm-cpu"]["mqa-query-quarter-norm-att1"]["budget"],
+                    *(query_norm(s, "mqa-query-quarter-norm-att1")["mean"] for s in ("clm-cpu", "mlm-cpu-i6000"))]),
+    Figure("experiments/README.md", phrase("the normalised quarter-rank query by {} nats in causal LM, {} in MLM; the "
+                                           "unnormalised one re-run beside it by {} and {}"), QUERY_NORM,
+           lambda: [query_norm(s, a)["mean"] for a in ("mqa-query-quarter-norm-att1", "mqa-query-quarter-att1")
+                    for s in ("clm-cpu", "mlm-cpu-i6000")]),
     Figure("experiments/frontier/conversion/README.md", phrase("complete: all {} builds landed"), FRONTIER_SHIPPING,
            lambda: [shipping_builds_complete()]),
     Figure("experiments/README.md", phrase("complete ({} builds each): `albert-attention` trails `shared-projection` "
@@ -1730,6 +1752,22 @@ VERDICTS += [
                      one_word(*(query_rank("mlm-cpu-i6000", a)["verdict"]
                                 for a in query_rank_with_rank_r("mlm-cpu-i6000"))),
                      "missed" if not (results(QUERY_RANK)["best"]["met"] or results(QUERY_RANK)["best_at_10"]["met"])
+                     else "not both missed"]),
+    # The frontier's third follow-up (experiments/frontier/query-norm)
+    Verdict(README, verdict_phrase("every layer ({}%), {v} in both objectives (by {} nats in causal LM, {} in MLM), "
+                                   "and so does a [third](experiments/frontier/query-norm/README.md)"), QUERY_NORM,
+            lambda: [one_word(*(query(s, a)["verdict"] for s in ("clm-cpu", "mlm-cpu-i6000") for query, a in
+                                ((query_rank, "mqa-query-quarter-att1"), (query_norm, "mqa-query-quarter-norm-att1"))))]),
+    Verdict("docs/model.md", verdict_phrase("at {}%: it {v} `standard` in both objectives too"), QUERY_NORM,
+            lambda: [one_word(*(query_norm(s, "mqa-query-quarter-norm-att1")["verdict"]
+                                for s in ("clm-cpu", "mlm-cpu-i6000")))]),
+    Verdict("experiments/README.md", verdict_phrase("every arm {v} `standard` in both objectives (the normalised "
+                                                    "quarter-rank query by {} nats in causal LM, {} in MLM; the "
+                                                    "unnormalised one re-run beside it by {} and {}), so both goals "
+                                                    "are {v};"), QUERY_NORM,
+            lambda: [one_word(*(query_norm(s, a)["verdict"] for s in ("clm-cpu", "mlm-cpu-i6000")
+                                for a in query_norm_arms(s))),
+                     "missed" if not (results(QUERY_NORM)["best"]["met"] or results(QUERY_NORM)["best_at_10"]["met"])
                      else "not both missed"]),
 ]
 

@@ -711,10 +711,58 @@ def test_the_query_norm_reports_drift_and_causal_lm_results_are_the_summarys():
     assert f"by {low:.3f} to {high:.3f} nats" in words
     moved = abs(rows["mqa-query-quarter-norm-att1"]["mean"] - rows["mqa-query-quarter-att1"]["mean"])
     assert f"normalising the rank-r code moves the causal-LM loss by {moved:.4f} nats" in words
-    mlm = summary["settings"]["mlm-cpu-i6000"]
-    landed = sum(len(row["seeds"]) for row in mlm.values())
-    if landed < 20:
-        assert f"{landed} of its 20 cells have landed" in readme_section("### Masked LM at width 128", readme)
+
+
+def test_the_query_norm_reports_masked_lm_table_figures_and_goals_are_the_summarys():
+    """The third follow-up's MLM section (table, verdicts, the arm that does not learn, the descriptive comparison of
+    the two 8.3% arms, the plateau exits and end falls read from its cells) and what its width-128 cells decide."""
+    readme = query_norm.HERE / "query-norm" / "README.md"
+    summary = json.loads((query_norm.RESULTS / "summary.json").read_text())
+    rows = summary["settings"]["mlm-cpu-i6000"]
+    section = readme_section("### Masked LM at width 128", readme)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
+    assert f"the context-free null ({null:.3f} on the selected positions)" in words
+    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    assert all(c["verdict"] == rows[a]["against_standard_mask"]["verdict"] == "trails" for a, c in against.items())
+    normed = ("mqa-query-quarter-norm-att1", "mqa-query-eighth-norm-att1")
+    assert (f"the quarter-rank one by {against[normed[0]]['mean']:.3f} and the eighth-rank one by "
+            f"{against[normed[1]]['mean']:.3f}") in words
+
+    plain, norm = rows["mqa-query-quarter-att1"]["losses"], rows["mqa-query-quarter-norm-att1"]["losses"]
+    above = sum(norm[seed] > plain[seed] for seed in plain)
+    gap = against[normed[0]]["mean"] - against["mqa-query-quarter-att1"]["mean"]
+    assert f"ends above the unnormalised one on {above} of the 5 seeds, by {gap:.3f} on average" in words
+
+    assert [arm for arm, row in rows.items() if not row["learns"]] == ["mqa-query-eighth-norm-att1"]
+    failing = sorted((seed, loss) for seed, loss in rows[normed[1]]["losses"].items() if loss > null - 0.5)
+    assert (f"its seeds {' and '.join(seed for seed, _ in failing)} end at "
+            f"{' and '.join(f'{loss:.3f}' for _, loss in failing)}, above the null less 0.5 ({null - 0.5:.3f})") in words
+
+    exits = query_norm.plateau_exits(query_norm.RESULTS / "cells")
+    assert all(None not in entry["seeds"].values() and len(entry["seeds"]) == 5 for entry in exits.values())
+    mean = {arm: f"{entry['mean']:,.0f}" for arm, entry in exits.items()}
+    assert (f"at iteration {mean['standard']} on average, the unnormalised quarter-rank arm at "
+            f"{mean['mqa-query-quarter-att1']}, and the normalised arms at {mean[normed[0]]} (quarter) and "
+            f"{mean[normed[1]]} (eighth)") in words
+    assert min(exits[a]["mean"] for a in normed) >= exits["mqa-query-quarter-att1"]["mean"]  # "as late"
+    falls = {arm: entry["mean"] for arm, entry in query_norm.end_falls(query_norm.RESULTS / "cells").items()}
+    rank_r = [arm for arm in rows if arm != "standard"]
+    assert (f"({min(falls[a] for a in rank_r):.2f} to {max(falls[a] for a in rank_r):.2f} nats over the last 1,000 "
+            f"iterations, against {falls['standard']:.2f})") in words
+    assert 1.5 <= min(falls[a] for a in rank_r) / falls["standard"] <= 2.5  # "about twice as fast"
+
+    decided = " ".join(readme_section("### What width 128 decides", readme).split())
+    rule = summary["width_256_rule"]
+    assert rule["arms"] == ["standard"] and rule["pending"] == [] and "no arm goes on" in decided
+    assert all(summary["settings"][s][arm]["against_standard"]["mean"] > rule["threshold"]
+               for s in ("clm-cpu", "mlm-cpu-i6000") for arm in rank_r)  # "over 0.05 in both"
+    best, at_10 = summary["best"], summary["best_at_10"]
+    assert best["arm"] == at_10["arm"] == "mqa-query-quarter-att1" and not (best["met"] or at_10["met"])
+    assert at_10["verdicts"]["clm-w128"] == at_10["verdicts"]["mlm-w128"] == "trails"
+    assert f"both `mqa-query-quarter-att1` ({at_10['budget']['128']:.1%})" in decided
+    assert "this follow-up misses both goals" in decided
 
 
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
