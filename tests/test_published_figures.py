@@ -190,6 +190,7 @@ QUERY_RANK = "experiments/frontier/query-rank/results/summary.json"
 QUERY_RANK_WIDE_ARMS = "experiments/frontier/query-rank-wide/results/arms.json"
 QUERY_NORM_ARMS = "experiments/frontier/query-norm/results/arms.json"
 QUERY_NORM = "experiments/frontier/query-norm/results/summary.json"
+DEPTH_ARMS = "experiments/frontier/depth/results/arms.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
@@ -1073,6 +1074,15 @@ FIGURES = [
     Figure("experiments/README.md", phrase("stored once for every layer ({}% of standard's projections at width {}), "
                                            "learn like standard attention?"), QUERY_RANK_ARMS,
            lambda: [100 * arm_budget(QUERY_RANK_ARMS, "mqa-query-quarter-att1"), 128]),
+    Figure("experiments/README.md", phrase("one stored multi-query attention layer shared by every layer ({}% of "
+                                           "standard's projections at width {}), and the same with its savings spent "
+                                           "on width to `standard`'s count ({}%)"), DEPTH_ARMS,
+           lambda: [100 * arm_budget(DEPTH_ARMS, "mqa-att1", "clm-cpu-l8"), 128,
+                    100 * arm_budget(DEPTH_ARMS, "mqa-att1-wide", "clm-cpu-l8")]),
+    Figure("docs/model.md", phrase("at eight layers one stored multi-query layer is {}%, and {}% with its savings "
+                                   "spent on width"), DEPTH_ARMS,
+           lambda: [100 * arm_budget(DEPTH_ARMS, "mqa-att1", "clm-cpu-l8"),
+                    100 * arm_budget(DEPTH_ARMS, "mqa-att1-wide", "clm-cpu-l8")]),
     Figure("docs/model.md", phrase("spends what it saves on width, at {}%"), QUERY_RANK_WIDE_ARMS,
            lambda: [100 * arm_budget(QUERY_RANK_WIDE_ARMS, "mqa-query-eighth-att1-wide")]),
     Figure("docs/model.md", phrase("as multi-head latent attention does (`query_latent_norm`), at {}%"),

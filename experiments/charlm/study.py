@@ -153,6 +153,12 @@ QUERY_NORM_ARMS = {
                                    "num_unique_layers": 1},
 }
 ARMS.update(QUERY_NORM_ARMS)
+# The fourth follow-up (experiments/frontier/depth): at eight layers one stored multi-query attention layer is under a
+# tenth of standard's projections; "-wide" spends what it saves on the model's width, to `standard`'s count.
+DEPTH_ARMS = {
+    "mqa-att1-wide": {**MQA, **ATT, "num_unique_layers": 1, "match_parameters_of": "standard", "match_by": "width"},
+}
+ARMS.update(DEPTH_ARMS)
 # Keys of an arm that are not SharedBertConfig fields.
 ARM_KEYS = ("match_parameters_of", "match_by", "query_rank_divisor")
 

@@ -40,6 +40,8 @@ def run(plan: report.Plan, title: str, argv: list[str]) -> int:
         argv += ["--results-dir", str(plan.results / "cells")]
     if argv[:1] == ["describe"]:
         argv = ["describe", "--arms", *plan.arms, "--out", str(plan.arms_file), *argv[1:]]
+    if argv[:1] in (["grid"], ["describe"]) and "--layers" not in argv:
+        argv += ["--layers", str(plan.layers)]
     return frontier.main(argv)
 
 

@@ -33,16 +33,14 @@ DRIFT = 0.01  # nats: a re-run cell further than this from its earlier copy has 
 BUDGETS = {"best": 0.35, "best_at_10": 0.10}
 EQUAL_PARAMETERS = ("standard-att1-ffn", "shared-lowrank-query-att1-ffn", "standard-att1-wide")
 ORDERS = ("standard-att2-cycle", "standard-att2-cycle-rev")
-SETTINGS = {width: {objective: frontier.setting_name(objective, width) for objective in frontier.OBJECTIVES}
-            for width in (128, 256)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a study of this design declares: its arms (in the report's order, `standard` first), seeds, results
     folder, the arms compared with `standard` at equal parameters, the sharing orders compared with `orders_reference`,
-    and the earlier cells its drift check reads (None: the charlm study's). A follow-up study of the frontier (a new
-    design, declared at its own commit) reuses this report with a plan of its own."""
+    the earlier cells its drift check reads (None: the charlm study's), and the models' depth. A follow-up study of
+    the frontier (a new design, declared at its own commit) reuses this report with a plan of its own."""
 
     arms: tuple
     seeds: tuple
@@ -51,10 +49,15 @@ class Plan:
     orders: tuple = ()
     orders_reference: str | None = None
     earlier_cells: Path | None = None
+    layers: int = frontier.LAYERS
 
     @property
     def arms_file(self) -> Path:
         return self.results / "arms.json"
+
+    def setting(self, objective: str, width: int) -> str:
+        """The harness's setting of this plan's cells for one objective and width."""
+        return frontier.setting_name(objective, width, self.layers)
 
 
 FRONTIER = Plan(arms=frontier.ARMS, seeds=frontier.SEEDS, results=RESULTS, equal_parameters=EQUAL_PARAMETERS,
@@ -143,7 +146,7 @@ def width_256_arms(judged: dict, plan: Plan = FRONTIER) -> dict:
     for arm in plan.arms:
         if arm in chosen:
             continue
-        rows = [judged.get(SETTINGS[128][objective], {}) for objective in frontier.OBJECTIVES]
+        rows = [judged.get(plan.setting(objective, 128), {}) for objective in frontier.OBJECTIVES]
         if not all(complete(r, arm, plan) and complete(r, "standard", plan) for r in rows):
             pending.append(arm)
         elif all(r[arm]["against_standard"]["mean"] <= WIDTH_256_RULE for r in rows):
@@ -155,25 +158,25 @@ def best_within(budget: float, judged: dict, wide: list[str], described: dict, p
     """The declared choice: among arms within `budget` at both widths (and running at width 256 by the rule), the
     smallest mean of the two width-128 mean differences; if none runs at width 256, the best at width 128 alone."""
     def fits(arm):
-        return all(described[SETTINGS[w]["clm"]][arm]["attention_projection_parameters"]
-                   <= budget * described[SETTINGS[w]["clm"]]["standard"]["attention_projection_parameters"]
+        return all(described[plan.setting("clm", w)][arm]["attention_projection_parameters"]
+                   <= budget * described[plan.setting("clm", w)]["standard"]["attention_projection_parameters"]
                    for w in (128, 256))
 
     def score(arm):
-        rows = [judged.get(SETTINGS[128][o], {}).get(arm, {}) for o in frontier.OBJECTIVES]
+        rows = [judged.get(plan.setting(o, 128), {}).get(arm, {}) for o in frontier.OBJECTIVES]
         return statistics.fmean(r["against_standard"]["mean"] for r in rows)
 
     scored = [arm for arm in plan.arms if arm != "standard" and fits(arm)
-              and all(complete(judged.get(SETTINGS[128][o], {}), arm, plan) for o in frontier.OBJECTIVES)]
+              and all(complete(judged.get(plan.setting(o, 128), {}), arm, plan) for o in frontier.OBJECTIVES)]
     if not scored:
         return None
     carried = [arm for arm in scored if arm in wide]
     arm = min(carried or scored, key=score)
-    verdicts = {f"{objective}-w{width}": judged.get(SETTINGS[width][objective], {}).get(arm, {})
+    verdicts = {f"{objective}-w{width}": judged.get(plan.setting(objective, width), {}).get(arm, {})
                 .get("against_standard", {}).get("verdict") for width in (128, 256) for objective in frontier.OBJECTIVES}
-    return {"arm": arm, "config": {f"w{w}": described[SETTINGS[w]["clm"]][arm]["config"] for w in (128, 256)},
+    return {"arm": arm, "config": {f"w{w}": described[plan.setting("clm", w)][arm]["config"] for w in (128, 256)},
             "carried_to_width_256": arm in carried,
-            "budget": {w: judged.get(SETTINGS[w]["clm"], {}).get(arm, {}).get("budget") for w in (128, 256)},
+            "budget": {w: judged.get(plan.setting("clm", w), {}).get(arm, {}).get("budget") for w in (128, 256)},
             "mean_difference_width_128": score(arm), "verdicts": verdicts,
             "met": all(v == ON_PAR for v in verdicts.values())}
 
@@ -269,7 +272,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return front
 
 
-def plot(summary: dict, path: Path, title: str = "The frontier") -> None:
+def plot(summary: dict, path: Path, title: str = "The frontier", plan: Plan = FRONTIER) -> None:
     """Validation loss against budget, total parameters and training FLOPs per token; one row per objective."""
     import matplotlib
     import matplotlib.ticker
@@ -284,7 +287,7 @@ def plot(summary: dict, path: Path, title: str = "The frontier") -> None:
         for column, (key, label) in enumerate(axes_of):
             axis = axes[row][column]
             for width, marker in ((128, "o"), (256, "s")):
-                rows = summary["settings"].get(SETTINGS[width][objective], {})
+                rows = summary["settings"].get(plan.setting(objective, width), {})
                 for arm, entry in rows.items():
                     axis.scatter(entry[key], entry["mean"], marker=marker, color="C3" if arm == "standard" else "C0")
                     axis.annotate(arm, (entry[key], entry["mean"]), fontsize=6, xytext=(2, 2),
@@ -311,7 +314,7 @@ def main(plan: Plan = FRONTIER, title: str = "The frontier", plot_name: str = "f
     (plan.results / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     text = table(summary, len(plan.seeds))
     (plan.results / "summary.md").write_text(text + "\n")
-    plot(summary, plan.results / plot_name, title)
+    plot(summary, plan.results / plot_name, title, plan)
     print(text)
     print(f"width 256 by the rule: {summary['width_256_rule']['arms']} (pending: "
           f"{len(summary['width_256_rule']['pending'])} arms)")

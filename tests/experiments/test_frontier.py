@@ -142,12 +142,12 @@ def fake_cell(setting, arm, seed, loss, commit="c" * 40, precision="bf16"):
     return cell
 
 
-def fake_grid(differences: dict, widths=(128, 256), seeds=(1, 2, 3, 4, 5)) -> dict:
+def fake_grid(differences: dict, widths=(128, 256), seeds=(1, 2, 3, 4, 5), layers: int = 4) -> dict:
     """{setting: {arm: {seed: cell}}} with standard at 2.0 (+ a seed wobble) and each arm at its difference."""
     cells = {}
     for width in widths:
         for objective in frontier.OBJECTIVES:
-            setting = frontier.setting_name(objective, width)
+            setting = frontier.setting_name(objective, width, layers)
             for seed in seeds:
                 base = 2.0 + 0.01 * seed
                 for arm, difference in {"standard": 0.0, **differences}.items():
@@ -421,6 +421,72 @@ def test_the_second_follow_up_runs_and_is_judged_in_its_own_folder(tmp_path, cap
     assert summary["best_at_10"]["arm"] == "mqa-query-eighth-att1-wide" and summary["best_at_10"]["met"]
     assert summary["best_at_10"]["config"]["w128"]["hidden_size"] == 152
     assert summary["equal_parameters"]["clm-cpu"]["mqa-query-eighth-att1-wide"]["verdict"] == "on par"
+
+
+depth = experiment_script("frontier/depth.py")
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+@pytest.mark.parametrize("width", [128, 256])
+@pytest.mark.parametrize("layers", [4, 8])
+def test_the_frontiers_setting_names_are_the_harnesss_at_every_depth(objective, width, layers):
+    """The report finds a study's cells by the setting the harness writes into them: the names must agree, with the
+    depth tagged only where it is not the CPU recipe's (so the earlier studies' settings are unchanged)."""
+    overrides = {"width": width, "heads": width // 32} if width != 128 else {}
+    overrides |= {"layers": layers} if layers != frontier.LAYERS else {}
+    overrides |= {"iters": 6000} if objective == "mlm" else {}
+    cell = study.make_cell(objective, "standard", 1, "cpu", overrides, "auto")
+    assert frontier.setting_name(objective, width, layers) == cell.setting
+    assert cell.recipe.layers == layers
+
+
+def test_the_fourth_follow_ups_arms_store_what_its_readme_says_at_eight_layers():
+    """The declared arms at both widths, 8 layers: arms.json is what the harness builds now, the README's arms table
+    is arms.json, the multi-query arms store under a tenth and the wide one is matched to `standard`'s parameters."""
+    assert set(depth.ARMS) <= set(study.ARMS) and depth.ARMS[0] == "standard" and depth.PLAN.layers == 8
+    described = json.loads(depth.PLAN.arms_file.read_text())
+    assert sorted(described) == sorted(depth.PLAN.setting(o, w) for o in frontier.OBJECTIVES for w in (128, 256))
+    readme = (depth.HERE / "depth" / "README.md").read_text(encoding="utf-8")
+    rows = {row[0].strip("`"): row for row in ([c.strip() for c in line.strip("|").split("|")]
+                                                for line in readme.splitlines() if line.startswith("| `"))}
+    assert set(rows) == set(depth.ARMS)
+    for width, heads in ((128, 4), (256, 8)):
+        clm = depth.PLAN.setting("clm", width)
+        recipe = study.make_cell("clm", "standard", 1, "cpu", {"width": width, "heads": heads, "layers": 8},
+                                 "auto").recipe
+        fresh = study.describe("mqa-att1-wide", "clm", recipe, 65)
+        assert fresh == described[clm]["mqa-att1-wide"]  # arms.json is what the harness builds now
+        standard = described[clm]["standard"]
+        assert standard["config"] == {"attention_type": "standard"} and fresh["model"]["width"] > width
+        assert abs(fresh["parameters"] - standard["parameters"]) < 0.03 * standard["parameters"]
+        for arm in depth.ARMS:
+            share = described[clm][arm]["attention_projection_parameters"] / standard["attention_projection_parameters"]
+            assert rows[arm][3 if width == 128 else 4] == f"{share:.1%}", (arm, width)
+            assert (share < 0.10) == arm.startswith("mqa"), (arm, width)
+    assert rows["mqa-att1-wide"][2] == "152 / 304"
+    assert [rows[arm][5] for arm in depth.ARMS] == [f"{described['clm-cpu-l8'][arm]['parameters']:,}"
+                                                     for arm in depth.ARMS]
+
+
+def test_the_fourth_follow_up_runs_at_eight_layers_and_is_judged_in_its_own_folder(tmp_path, capsys):
+    assert depth.main(["grid", "--seeds", "1", "--dry-run"]) == 0
+    commands = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [c[c.index("--objective") + 1] for c in commands] == ["clm", "mlm"]
+    for command in commands:
+        assert command[command.index("--layers") + 1] == "8"
+        assert command[command.index("--arms") + 1:command.index("--arms") + 1 + len(depth.ARMS)] == list(depth.ARMS)
+        assert command[command.index("--results-dir") + 1].endswith("depth/results/cells")
+    described = json.loads(depth.PLAN.arms_file.read_text())
+    cells = fake_grid({"standard-att1": 0.03, "mqa-att1": 0.06, "mqa-att1-wide": 0.004}, layers=8)
+    summary = report.summarise(cells, described, depth.PLAN)
+    assert sorted(summary["settings"]) == sorted(cells) and "clm-cpu-l8" in summary["settings"]
+    assert summary["width_256_rule"]["arms"] == ["standard", "standard-att1", "mqa-att1-wide"]
+    assert summary["best_at_10"]["arm"] == "mqa-att1-wide" and summary["best_at_10"]["met"]
+    assert summary["best_at_10"]["config"]["w256"]["hidden_size"] == 304
+    assert summary["equal_parameters"]["clm-cpu-l8"]["mqa-att1-wide"]["verdict"] == "on par"
+    assert summary["drift"]["cells"] == []  # no earlier study ran 8 layers
+    report.plot(summary, tmp_path / "frontier.png", plan=depth.PLAN)
+    assert (tmp_path / "frontier.png").stat().st_size > 0
 
 
 def readme_section(heading: str, readme: Path = report.HERE / "README.md") -> str:
