@@ -468,6 +468,59 @@ def test_the_fourth_follow_ups_arms_store_what_its_readme_says_at_eight_layers()
                                                      for arm in depth.ARMS]
 
 
+def test_the_fourth_follow_ups_reasons_are_the_earlier_studies_results():
+    """"Why this design": the frontier's, the first and third follow-ups' committed figures, the 6-layer count (a
+    meta-device build) and the second follow-up's cells that had landed (seeds 1-2 causal LM, seed 1 MLM)."""
+    readme = (depth.HERE / "depth" / "README.md").read_text(encoding="utf-8")
+    why = " ".join(readme[readme.index("**Why this design"):readme.index("## Method")].split())
+
+    def signed(value):
+        return f"{value:+.3f}".replace("-", "−")
+
+    frontier_summary = json.loads((report.HERE / "results" / "summary.json").read_text())
+    clm, mlm = (frontier_summary["settings"][s] for s in ("clm-cpu", "mlm-cpu-i6000"))
+    for arm in ("standard-att1", "mqa-att1", "standard-att1-wide"):
+        c = clm[arm]["against_standard"]
+        assert (f"`{arm}` ({clm[arm]['budget']:.1%}".replace(".0%", "%") + f") {signed(c['mean'])} "
+                f"[{signed(c['interval'][0])}, {signed(c['interval'][1])}]") in why, arm
+    assert all(mlm[a]["against_standard"]["verdict"] == "left open" and mlm[a]["against_standard"]["mean"] < 0
+               for a in ("standard-att1", "mqa-att1", "standard-att1-wide"))
+    assert "(" + ", ".join(signed(mlm[a]["against_standard"]["mean"]) for a in
+                           ("standard-att1", "mqa-att1", "standard-att1-wide")) + "), left open" in why
+
+    first = json.loads((query_rank.RESULTS / "summary.json").read_text())["settings"]
+    mqa = first["mlm-cpu-i6000"]["mqa-att1"]["against_standard"]
+    assert (f"`mqa-att1` again +{first['clm-cpu']['mqa-att1']['against_standard']['mean']:.3f} in causal LM and "
+            f"{signed(mqa['mean'])} [{signed(mqa['interval'][0])}, {signed(mqa['interval'][1])}] in MLM") in why
+    rank_r = [row["against_standard"]["mean"] for arm, row in first["mlm-cpu-i6000"].items() if "query" in arm]
+    assert f"trails in MLM by {min(rank_r):.3f} to {max(rank_r):.3f}" in why
+    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells")
+    lags = [exits[arm]["mean"] - exits["standard"]["mean"] for arm in exits if "query" in arm]
+    assert f"plateau {min(lags):,.0f} to {max(lags):,.0f} iterations after `standard`" in why
+    third = json.loads((query_norm.RESULTS / "summary.json").read_text())["settings"]["mlm-cpu-i6000"]
+    assert (f"(by {third['mqa-query-quarter-norm-att1']['against_standard']['mean']:.3f} and "
+            f"{third['mqa-query-eighth-norm-att1']['against_standard']['mean']:.3f})") in why
+
+    recipe = study.make_cell("clm", "standard", 1, "cpu", {"layers": 6}, "auto").recipe
+    six = {arm: study.describe(arm, "clm", recipe, 65) for arm in ("standard", "mqa-att1-wide")}
+    share = six["mqa-att1-wide"]["attention_projection_parameters"] / six["standard"]["attention_projection_parameters"]
+    assert f"at 6 layers, by the same meta-device count, it stores {share:.1%} at width " \
+           f"{six['mqa-att1-wide']['model']['width']}" in why and share > 0.10
+
+    cells = {}
+    for path in (query_rank_wide.RESULTS / "cells").glob("*.json"):
+        cell = json.loads(path.read_text())
+        cells[(cell["objective"], cell["arm"], cell["seed"])] = cell["final_validation_loss"]
+
+    def difference(objective, arm, seed):
+        return signed(cells[(objective, arm, seed)] - cells[(objective, "standard", seed)])
+
+    wide, plain = "mqa-query-eighth-att1-wide", "mqa-query-eighth-att1"
+    assert (f"causal LM seeds 1–2, its wide rank-r arm {difference('clm', wide, 1)} and {difference('clm', wide, 2)} "
+            f"against `standard`, the unwidened one {difference('clm', plain, 1)} and {difference('clm', plain, 2)}; "
+            f"MLM seed 1, {difference('mlm', wide, 1)} and {difference('mlm', plain, 1)}") in why
+
+
 def test_the_fourth_follow_up_runs_at_eight_layers_and_is_judged_in_its_own_folder(tmp_path, capsys):
     assert depth.main(["grid", "--seeds", "1", "--dry-run"]) == 0
     commands = [line.split() for line in capsys.readouterr().out.splitlines()]
