@@ -65,6 +65,11 @@ def query_rank_with_rank_r(setting: str) -> list[str]:
     return [arm for arm in results(QUERY_RANK)["settings"][setting] if "query" in arm]
 
 
+def query_rank_wide(setting: str, arm: str) -> dict:
+    """The frontier's second follow-up (the rank-r query's savings spent on width): `arm` against `standard`."""
+    return results(QUERY_RANK_WIDE)["settings"][setting][arm]["against_standard"]
+
+
 def query_norm(setting: str, arm: str) -> dict:
     """The frontier's third follow-up (the rank-r query with its code normalised): `arm` against `standard`."""
     return results(QUERY_NORM)["settings"][setting][arm]["against_standard"]
@@ -190,6 +195,7 @@ QUERY_RANK = "experiments/frontier/query-rank/results/summary.json"
 QUERY_RANK_WIDE_ARMS = "experiments/frontier/query-rank-wide/results/arms.json"
 QUERY_NORM_ARMS = "experiments/frontier/query-norm/results/arms.json"
 QUERY_NORM = "experiments/frontier/query-norm/results/summary.json"
+QUERY_RANK_WIDE = "experiments/frontier/query-rank-wide/results/summary.json"
 DEPTH_ARMS = "experiments/frontier/depth/results/arms.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
@@ -1035,6 +1041,17 @@ FIGURES = [
                     min(query_rank("mlm-cpu-i6000", a)["mean"] for a in query_rank_with_rank_r("mlm-cpu-i6000")),
                     max(query_rank("mlm-cpu-i6000", a)["mean"] for a in query_rank_with_rank_r("mlm-cpu-i6000")),
                     2 * results(QUERY_RANK)["settings"]["clm-cpu"]["standard"]["width"]]),
+    # The frontier's second follow-up (experiments/frontier/query-rank-wide): causal LM at width 128 complete
+    Figure("experiments/README.md", phrase("the wide arm is on par with `standard` ({} nats [{}, {}], {} seeds), the "
+                                           "first arm at or under {}% that is, and the same attention unwidened trails "
+                                           "by {};"), QUERY_RANK_WIDE,
+           lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["mean"],
+                    *query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["interval"],
+                    query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["n"], 10,
+                    query_rank_wide("clm-cpu", "mqa-query-eighth-att1")["mean"]]),
+    Figure("docs/model.md", phrase("at width {} that is on par with `standard` ({} nats), the first configuration at "
+                                   "or under {}% that is"), QUERY_RANK_WIDE,
+           lambda: [128, query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["mean"], 10]),
     # The frontier's third follow-up (experiments/frontier/query-norm): width 128 complete
     Figure(README, phrase("a [third](experiments/frontier/query-norm/README.md) with the query's code normalised (by {} "
                           "and {}))"), QUERY_NORM,
@@ -1763,6 +1780,14 @@ VERDICTS += [
                                 for a in query_rank_with_rank_r("mlm-cpu-i6000"))),
                      "missed" if not (results(QUERY_RANK)["best"]["met"] or results(QUERY_RANK)["best_at_10"]["met"])
                      else "not both missed"]),
+    # The frontier's second follow-up (experiments/frontier/query-rank-wide)
+    Verdict("experiments/README.md", verdict_phrase("the wide arm is {v} with `standard` ({} nats [{}, {}], {} seeds), "
+                                                    "the first arm at or under {}% that is, and the same attention "
+                                                    "unwidened {v} by {};"), QUERY_RANK_WIDE,
+            lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["verdict"],
+                     query_rank_wide("clm-cpu", "mqa-query-eighth-att1")["verdict"]]),
+    Verdict("docs/model.md", verdict_phrase("in causal LM at width {} that is {v} with `standard` ({} nats)"),
+            QUERY_RANK_WIDE, lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["verdict"]]),
     # The frontier's third follow-up (experiments/frontier/query-norm)
     Verdict(README, verdict_phrase("every layer ({}%), {v} in both objectives (by {} nats in causal LM, {} in MLM), "
                                    "and so does a [third](experiments/frontier/query-norm/README.md)"), QUERY_NORM,

@@ -884,6 +884,39 @@ def test_the_query_norm_reports_masked_lm_table_figures_and_goals_are_the_summar
     assert "this follow-up misses both goals" in decided
 
 
+def test_the_query_rank_wide_reports_drift_and_causal_lm_results_are_the_summarys():
+    """The second follow-up's results so far: the drift sentence, the causal-LM table (every arm with five seeds), its
+    figures, the claim that no earlier arm at or under 10% was on par in causal LM, and the MLM cells landed."""
+    readme = query_rank_wide.HERE / "query-rank-wide" / "README.md"
+    summary = json.loads((query_rank_wide.RESULTS / "summary.json").read_text())
+    drift = summary["drift"]
+    words = " ".join(readme.read_text(encoding="utf-8").split("**Drift check**", 1)[1].split("###")[0].split())
+    assert f"all {len(drift['cells'])} re-run cells" + (" so far" if len(drift["cells"]) < 20 else "") in words
+    assert drift["moved"] == [] and f"(largest |difference| {drift['max_abs_difference']:.1f} nats)" in words
+    rows = summary["settings"]["clm-cpu"]
+    section = readme_section("### Causal LM at width 128", readme)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    wide, plain = (rows[arm]["against_standard"] for arm in ("mqa-query-eighth-att1-wide", "mqa-query-eighth-att1"))
+    assert wide["verdict"] == "on par" and plain["verdict"] == "trails"
+    equal = summary["equal_parameters"]["clm-cpu"]["mqa-query-eighth-att1-wide"]
+    assert equal["verdict"] == "on par" and equal["differences"] == wide["differences"]  # "the same pairing"
+    parameters = [rows[arm]["parameters"] for arm in ("mqa-query-eighth-att1-wide", "standard")]
+    assert f"({parameters[0]:,} against {parameters[1]:,};" in words
+    assert f"at width 128 trails by {plain['mean']:.3f}" in words
+    assert f"by {plain['mean'] - wide['mean']:.3f} nats" in words
+
+    earlier = [json.loads((folder / "results" / "summary.json").read_text())["settings"]["clm-cpu"]
+               for folder in (report.HERE, query_rank.RESULTS.parent, query_norm.RESULTS.parent)]
+    at_10 = [row["against_standard"]["verdict"] for settings in earlier for arm, row in settings.items()
+             if arm != "standard" and row["budget"] <= 0.10 and len(row["seeds"]) == 5]
+    assert len(at_10) >= 8 and set(at_10) == {"trails"}  # "every such arm ... trails"
+    mlm = summary["settings"]["mlm-cpu-i6000"]
+    landed = sum(len(row["seeds"]) for row in mlm.values())
+    if landed < 15:
+        assert f"{landed} of its 15 cells have landed" in readme_section("### Masked LM at width 128", readme)
+
+
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
     """docs/model.md's "Which sharing for which budget": each row's `SharedBertConfig` keywords are exactly the arm's
     (on top of the recipe's sizes, `standard` attention the default), and a preset named beside them sets the same
