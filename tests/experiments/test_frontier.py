@@ -391,8 +391,7 @@ def test_the_second_follow_ups_wide_arm_stores_under_a_tenth_at_standards_parame
     assert set(query_rank_wide.ARMS) <= set(study.ARMS) and query_rank_wide.ARMS[0] == "standard"
     described = json.loads(query_rank_wide.PLAN.arms_file.read_text())
     readme = (query_rank_wide.HERE / "query-rank-wide" / "README.md").read_text(encoding="utf-8")
-    rows = {row[0].strip("`"): row for row in ([c.strip() for c in line.strip("|").split("|")]
-                                                for line in readme.splitlines() if line.startswith("| `"))}
+    rows = _readme_rows(readme[readme.index("**Arms**"):readme.index("**Comparisons.**")])
     assert set(rows) == set(query_rank_wide.ARMS)
     for width, heads, clm in ((128, 4, "clm-cpu"), (256, 8, "clm-cpu-w256-h8")):
         recipe = study.make_cell("clm", "standard", 1, "cpu", {"width": width, "heads": heads}, "auto").recipe
@@ -447,8 +446,7 @@ def test_the_fourth_follow_ups_arms_store_what_its_readme_says_at_eight_layers()
     described = json.loads(depth.PLAN.arms_file.read_text())
     assert sorted(described) == sorted(depth.PLAN.setting(o, w) for o in frontier.OBJECTIVES for w in (128, 256))
     readme = (depth.HERE / "depth" / "README.md").read_text(encoding="utf-8")
-    rows = {row[0].strip("`"): row for row in ([c.strip() for c in line.strip("|").split("|")]
-                                                for line in readme.splitlines() if line.startswith("| `"))}
+    rows = _readme_rows(readme[readme.index("**Arms**"):readme.index("**Comparisons.**")])
     assert set(rows) == set(depth.ARMS)
     for width, heads in ((128, 4), (256, 8)):
         clm = depth.PLAN.setting("clm", width)
