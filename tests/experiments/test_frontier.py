@@ -809,19 +809,25 @@ def test_the_query_rank_reports_depth_arithmetic_is_the_packages_counts():
             f"+{frontier_clm_mean('mqa-att1'):.3f} nats") in words
 
 
+def check_drift_and_causal_lm_table(readme: Path, summary: dict, re_run: int = 20) -> str:
+    """A follow-up's drift sentence (its `re_run` cells of earlier studies' names, "so far" until all have landed) and
+    its causal-LM table are the summary's; returns the causal-LM section's words for the figures under the table."""
+    drift = summary["drift"]
+    words = " ".join(readme.read_text(encoding="utf-8").split("**Drift check**", 1)[1].split("###")[0].split())
+    assert f"all {len(drift['cells'])} re-run cells" + (" so far" if len(drift["cells"]) < re_run else "") in words
+    assert drift["moved"] == [] and f"(largest |difference| {drift['max_abs_difference']:.1f} nats)" in words
+    section = readme_section("### Causal LM at width 128", readme)
+    check_table(section, summary["settings"]["clm-cpu"])
+    return " ".join(section.split())
+
+
 def test_the_query_norm_reports_drift_and_causal_lm_results_are_the_summarys():
     """The third follow-up's results so far: the drift sentence, the causal-LM table (every arm with five seeds), its
     figures, and the count of MLM cells landed while that section is under way."""
     readme = query_norm.HERE / "query-norm" / "README.md"
     summary = json.loads((query_norm.RESULTS / "summary.json").read_text())
-    drift = summary["drift"]
-    words = " ".join(readme.read_text(encoding="utf-8").split("**Drift check**", 1)[1].split("###")[0].split())
-    assert f"all {len(drift['cells'])} re-run cells" + (" so far" if len(drift["cells"]) < 20 else "") in words
-    assert drift["moved"] == [] and f"(largest |difference| {drift['max_abs_difference']:.1f} nats)" in words
+    words = check_drift_and_causal_lm_table(readme, summary)
     rows = summary["settings"]["clm-cpu"]
-    section = readme_section("### Causal LM at width 128", readme)
-    check_table(section, rows)
-    words = " ".join(section.split())
     against = [row["against_standard"] for arm, row in rows.items() if arm != "standard"]
     assert all(c["verdict"] == "trails" for c in against) and "neither goal can be met by this follow-up" in words
     low, high = min(c["mean"] for c in against), max(c["mean"] for c in against)
@@ -887,14 +893,8 @@ def test_the_query_rank_wide_reports_drift_and_causal_lm_results_are_the_summary
     figures, the claim that no earlier arm at or under 10% was on par in causal LM, and the MLM cells landed."""
     readme = query_rank_wide.HERE / "query-rank-wide" / "README.md"
     summary = json.loads((query_rank_wide.RESULTS / "summary.json").read_text())
-    drift = summary["drift"]
-    words = " ".join(readme.read_text(encoding="utf-8").split("**Drift check**", 1)[1].split("###")[0].split())
-    assert f"all {len(drift['cells'])} re-run cells" + (" so far" if len(drift["cells"]) < 20 else "") in words
-    assert drift["moved"] == [] and f"(largest |difference| {drift['max_abs_difference']:.1f} nats)" in words
+    words = check_drift_and_causal_lm_table(readme, summary)
     rows = summary["settings"]["clm-cpu"]
-    section = readme_section("### Causal LM at width 128", readme)
-    check_table(section, rows)
-    words = " ".join(section.split())
     wide, plain = (rows[arm]["against_standard"] for arm in ("mqa-query-eighth-att1-wide", "mqa-query-eighth-att1"))
     assert wide["verdict"] == "on par" and plain["verdict"] == "trails"
     equal = summary["equal_parameters"]["clm-cpu"]["mqa-query-eighth-att1-wide"]
