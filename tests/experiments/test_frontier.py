@@ -142,7 +142,7 @@ def fake_cell(setting, arm, seed, loss, commit="c" * 40, precision="bf16"):
     return cell
 
 
-def fake_grid(differences: dict, widths=(128, 256), seeds=(1, 2, 3, 4, 5), layers: int = 4) -> dict:
+def fake_grid(differences: dict, widths=(128, 256), seeds=(1, 2, 3, 4, 5), layers: int = frontier.LAYERS) -> dict:
     """{setting: {arm: {seed: cell}}} with standard at 2.0 (+ a seed wobble) and each arm at its difference."""
     cells = {}
     for width in widths:
@@ -462,8 +462,8 @@ def test_the_fourth_follow_ups_arms_store_what_its_readme_says_at_eight_layers()
             assert rows[arm][3 if width == 128 else 4] == f"{share:.1%}", (arm, width)
             assert (share < 0.10) == arm.startswith("mqa"), (arm, width)
     assert rows["mqa-att1-wide"][2] == "152 / 304"
-    assert [rows[arm][5] for arm in depth.ARMS] == [f"{described['clm-cpu-l8'][arm]['parameters']:,}"
-                                                     for arm in depth.ARMS]
+    clm = depth.PLAN.setting("clm", 128)
+    assert [rows[arm][5] for arm in depth.ARMS] == [f"{described[clm][arm]['parameters']:,}" for arm in depth.ARMS]
 
 
 def test_the_fourth_follow_ups_reasons_are_the_earlier_studies_results():
@@ -505,13 +505,12 @@ def test_the_fourth_follow_ups_reasons_are_the_earlier_studies_results():
     assert f"at 6 layers, by the same meta-device count, it stores {share:.1%} at width " \
            f"{six['mqa-att1-wide']['model']['width']}" in why and share > 0.10
 
-    cells = {}
-    for path in (query_rank_wide.RESULTS / "cells").glob("*.json"):
-        cell = json.loads(path.read_text())
-        cells[(cell["objective"], cell["arm"], cell["seed"])] = cell["final_validation_loss"]
+    cells = report.load_cells(query_rank_wide.RESULTS / "cells")
 
     def difference(objective, arm, seed):
-        return signed(cells[(objective, arm, seed)] - cells[(objective, "standard", seed)])
+        setting = query_rank_wide.PLAN.setting(objective, 128)
+        arm_loss, standard = (report.losses(cells[setting][a])[seed] for a in (arm, "standard"))
+        return signed(arm_loss - standard)
 
     wide, plain = "mqa-query-eighth-att1-wide", "mqa-query-eighth-att1"
     assert (f"causal LM seeds 1–2, its wide rank-r arm {difference('clm', wide, 1)} and {difference('clm', wide, 2)} "
