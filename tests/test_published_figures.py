@@ -1056,6 +1056,16 @@ FIGURES = [
     Figure("docs/model.md", phrase("at width {} that is on par with `standard` ({} nats), the first configuration at "
                                    "or under {}% that is"), QUERY_RANK_WIDE,
            lambda: [128, query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["mean"], 10]),
+    Figure("experiments/README.md", phrase("in MLM the wide arm trails by {} [{}, {}] (unwidened: {}), so no arm goes "
+                                           "to width {}"), QUERY_RANK_WIDE,
+           lambda: [query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["mean"],
+                    *query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["interval"],
+                    query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1")["mean"], 256]),
+    Figure(README, phrase("standard attention in causal LM ({} nats) but trails in MLM (by {});"), QUERY_RANK_WIDE,
+           lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["mean"],
+                    query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["mean"]]),
+    Figure("docs/model.md", phrase("the first configuration at or under {}% that is, but it trails in MLM (by {} nats)"),
+           QUERY_RANK_WIDE, lambda: [10, query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["mean"]]),
     # The frontier's third follow-up (experiments/frontier/query-norm): width 128 complete
     Figure(README, phrase("a [third](experiments/frontier/query-norm/README.md) with the query's code normalised (by {} "
                           "and {});"), QUERY_NORM,
@@ -1794,6 +1804,17 @@ VERDICTS += [
             QUERY_RANK_WIDE, lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["verdict"]]),
     Verdict("docs/model.md", verdict_phrase("in causal LM at width {} that is {v} with `standard` ({} nats)"),
             QUERY_RANK_WIDE, lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["verdict"]]),
+    Verdict("experiments/README.md", verdict_phrase("in MLM the wide arm {v} by {} [{}, {}] (unwidened: {}), so no arm "
+                                                    "goes to width {} and both goals are {v} |"), QUERY_RANK_WIDE,
+            lambda: [query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["verdict"],
+                     "met" if results(QUERY_RANK_WIDE)["best"]["met"] or results(QUERY_RANK_WIDE)["best_at_10"]["met"]
+                     else "missed"]),
+    Verdict(README, verdict_phrase("is {v} with standard attention in causal LM ({} nats) but {v} in MLM (by {});"),
+            QUERY_RANK_WIDE, lambda: [query_rank_wide(s, "mqa-query-eighth-att1-wide")["verdict"]
+                                      for s in ("clm-cpu", "mlm-cpu-i6000")]),
+    Verdict("docs/model.md", verdict_phrase("the first configuration at or under {}% that is, but it {v} in MLM (by {} "
+                                            "nats)"), QUERY_RANK_WIDE,
+            lambda: [query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["verdict"]]),
     # The frontier's third follow-up (experiments/frontier/query-norm)
     Verdict(README, verdict_phrase("every layer ({}%), {v} in both objectives (by {} nats in causal LM, {} in MLM), "
                                    "and so does a [third](experiments/frontier/query-norm/README.md)"), QUERY_NORM,

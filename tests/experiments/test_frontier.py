@@ -888,8 +888,8 @@ def test_the_query_norm_reports_masked_lm_table_figures_and_goals_are_the_summar
 
 
 def test_the_query_rank_wide_reports_drift_and_causal_lm_results_are_the_summarys():
-    """The second follow-up's results so far: the drift sentence, the causal-LM table (every arm with five seeds), its
-    figures, the claim that no earlier arm at or under 10% was on par in causal LM, and the MLM cells landed."""
+    """The second follow-up's drift sentence, causal-LM table (every arm with five seeds), its figures, and the claim
+    that no earlier arm at or under 10% was on par in causal LM."""
     readme = query_rank_wide.HERE / "query-rank-wide" / "README.md"
     summary = json.loads((query_rank_wide.RESULTS / "summary.json").read_text())
     words = check_drift_and_causal_lm_table(readme, summary)
@@ -908,10 +908,52 @@ def test_the_query_rank_wide_reports_drift_and_causal_lm_results_are_the_summary
     at_10 = [row["against_standard"]["verdict"] for settings in earlier for arm, row in settings.items()
              if arm != "standard" and row["budget"] <= 0.10 and len(row["seeds"]) == 5]
     assert len(at_10) >= 8 and set(at_10) == {"trails"}  # "every such arm ... trails"
-    mlm = summary["settings"]["mlm-cpu-i6000"]
-    landed = sum(len(row["seeds"]) for row in mlm.values())
-    if landed < 15:
-        assert f"{landed} of its 15 cells have landed" in readme_section("### Masked LM at width 128", readme)
+
+
+def test_the_query_rank_wide_reports_masked_lm_table_figures_and_goals_are_the_summarys():
+    """The second follow-up's MLM section (table, verdicts, what the width buys, the arm that does not learn, the
+    plateau exits and end falls read from its cells) and what its width-128 cells decide."""
+    readme = query_rank_wide.HERE / "query-rank-wide" / "README.md"
+    summary = json.loads((query_rank_wide.RESULTS / "summary.json").read_text())
+    rows = summary["settings"]["mlm-cpu-i6000"]
+    section = readme_section("### Masked LM at width 128", readme)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
+    assert f"the context-free null ({null:.3f} on the selected positions)" in words
+    wide_arm, plain_arm = "mqa-query-eighth-att1-wide", "mqa-query-eighth-att1"
+    wide, plain = rows[wide_arm]["against_standard"], rows[plain_arm]["against_standard"]
+    assert wide["verdict"] == rows[wide_arm]["against_standard_mask"]["verdict"] == "trails"
+    assert f"In MLM the wide arm trails `standard`** by {wide['mean']:.3f} nats" in words
+    equal = summary["equal_parameters"]["mlm-cpu-i6000"][wide_arm]
+    assert equal["verdict"] == "trails" and equal["differences"] == wide["differences"]  # "trails too", "same pairing"
+    assert f"unwidened trails by {plain['mean']:.3f} and does not learn" in words and plain["verdict"] == "trails"
+    assert [arm for arm, row in rows.items() if not row["learns"]] == [plain_arm]
+    assert f"by {plain['mean'] - wide['mean']:.3f} nats" in words
+
+    cells = query_rank_wide.RESULTS / "cells"
+    exits = query_norm.plateau_exits(cells)
+    assert all(None not in entry["seeds"].values() and len(entry["seeds"]) == 5 for entry in exits.values())
+    mean = {arm: f"{entry['mean']:,.0f}" for arm, entry in exits.items()}
+    assert (f"at iteration {mean['standard']} on average, the wide arm at {mean[wide_arm]} and the unwidened one at "
+            f"{mean[plain_arm]}") in words
+    assert exits[wide_arm]["mean"] - exits["standard"]["mean"] > 0.8 * (exits[plain_arm]["mean"]
+                                                                         - exits["standard"]["mean"])  # "almost as late"
+    falls = {arm: entry["mean"] for arm, entry in query_norm.end_falls(cells).items()}
+    assert {f"{falls[arm]:.2f}" for arm in (wide_arm, plain_arm)} == {"0.13"}
+    assert f"both rank-r arms still fall 0.13 nats against `standard`'s {falls['standard']:.2f}" in words
+
+    decided = " ".join(readme_section("### What width 128 decides", readme).split())
+    rule = summary["width_256_rule"]
+    assert rule["arms"] == ["standard"] and rule["pending"] == [] and "no arm goes on" in decided
+    clm = summary["settings"]["clm-cpu"][wide_arm]["against_standard"]["mean"]
+    assert abs(clm) <= rule["threshold"] < wide["mean"]  # "within it in causal LM but ... over in MLM"
+    assert f"but {wide['mean']:.3f} over `standard` in MLM" in decided
+    best, at_10 = summary["best"], summary["best_at_10"]
+    assert best["arm"] == at_10["arm"] == wide_arm and not (best["met"] or at_10["met"])
+    assert (at_10["verdicts"]["clm-w128"], at_10["verdicts"]["mlm-w128"]) == ("on par", "trails")
+    assert f"both `{wide_arm}` ({at_10['budget']['128']:.1%})" in decided
+    assert "this follow-up misses both goals" in decided
 
 
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
