@@ -956,6 +956,25 @@ def test_the_query_rank_wide_reports_masked_lm_table_figures_and_goals_are_the_s
     assert "this follow-up misses both goals" in decided
 
 
+def test_the_frontiers_summary_of_its_follow_ups_is_their_results():
+    """The frontier report's closing paragraph on its follow-ups: an arm at or under a tenth is on par in causal LM
+    (the wide arm), none at or under a tenth is on par in MLM, and every rank-r arm trails there by at least the
+    figure it quotes."""
+    follow_ups = {name: json.loads((report.HERE / name / "results" / "summary.json").read_text())["settings"]
+                  for name in ("query-rank", "query-rank-wide", "query-norm")}
+    studies = [json.loads((report.HERE / "results" / "summary.json").read_text())["settings"], *follow_ups.values()]
+    at_10 = [row for settings in studies for arm, row in settings["mlm-cpu-i6000"].items()
+             if arm != "standard" and row["budget"] <= 0.10 and len(row["seeds"]) == 5]
+    assert len(at_10) >= 8 and "on par" not in {row["against_standard"]["verdict"] for row in at_10}
+    wide = follow_ups["query-rank-wide"]["clm-cpu"]["mqa-query-eighth-att1-wide"]
+    assert wide["budget"] <= 0.10 and wide["against_standard"]["verdict"] == "on par"
+    rank_r = [row["against_standard"] for settings in follow_ups.values()
+              for arm, row in settings["mlm-cpu-i6000"].items() if "-query-" in arm]
+    assert len(rank_r) == 9 and {c["verdict"] for c in rank_r} == {"trails"}
+    words = " ".join(readme_section("## Follow-ups:").split())
+    assert f"trails by {min(c['mean'] for c in rank_r):.2f} nats or more" in words
+    assert "can learn like `standard` in causal LM (the second follow-up's wide arm), and none has in MLM" in words
+
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
     """docs/model.md's "Which sharing for which budget": each row's `SharedBertConfig` keywords are exactly the arm's
     (on top of the recipe's sizes, `standard` attention the default), and a preset named beside them sets the same
