@@ -1061,7 +1061,7 @@ FIGURES = [
            lambda: [query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["mean"],
                     *query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["interval"],
                     query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1")["mean"], 256]),
-    Figure(README, phrase("standard attention in causal LM ({} nats) but trails in MLM (by {});"), QUERY_RANK_WIDE,
+    Figure(README, phrase("standard attention in causal LM ({} nats) but trails in MLM (by {}):"), QUERY_RANK_WIDE,
            lambda: [query_rank_wide("clm-cpu", "mqa-query-eighth-att1-wide")["mean"],
                     query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["mean"]]),
     Figure("docs/model.md", phrase("the first configuration at or under {}% that is, but it trails in MLM (by {} nats)"),
@@ -1809,7 +1809,7 @@ VERDICTS += [
             lambda: [query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["verdict"],
                      "met" if results(QUERY_RANK_WIDE)["best"]["met"] or results(QUERY_RANK_WIDE)["best_at_10"]["met"]
                      else "missed"]),
-    Verdict(README, verdict_phrase("is {v} with standard attention in causal LM ({} nats) but {v} in MLM (by {});"),
+    Verdict(README, verdict_phrase("is {v} with standard attention in causal LM ({} nats) but {v} in MLM (by {}):"),
             QUERY_RANK_WIDE, lambda: [query_rank_wide(s, "mqa-query-eighth-att1-wide")["verdict"]
                                       for s in ("clm-cpu", "mlm-cpu-i6000")]),
     Verdict("docs/model.md", verdict_phrase("the first configuration at or under {}% that is, but it {v} in MLM (by {} "

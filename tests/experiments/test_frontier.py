@@ -957,9 +957,9 @@ def test_the_query_rank_wide_reports_masked_lm_table_figures_and_goals_are_the_s
 
 
 def test_the_frontiers_summary_of_its_follow_ups_is_their_results():
-    """The frontier report's closing paragraph on its follow-ups: an arm at or under a tenth is on par in causal LM
-    (the wide arm), none at or under a tenth is on par in MLM, and every rank-r arm trails there by at least the
-    figure it quotes."""
+    """The frontier report's closing paragraph on its follow-ups, and the README's line on the wide arm: one arm at or
+    under a tenth is on par in causal LM (the wide arm), none at or under a tenth is on par in MLM, and every rank-r
+    arm trails there by at least the figure the report quotes."""
     follow_ups = {name: json.loads((report.HERE / name / "results" / "summary.json").read_text())["settings"]
                   for name in ("query-rank", "query-rank-wide", "query-norm")}
     studies = [json.loads((report.HERE / "results" / "summary.json").read_text())["settings"], *follow_ups.values()]
@@ -968,6 +968,12 @@ def test_the_frontiers_summary_of_its_follow_ups_is_their_results():
     assert len(at_10) >= 8 and "on par" not in {row["against_standard"]["verdict"] for row in at_10}
     wide = follow_ups["query-rank-wide"]["clm-cpu"]["mqa-query-eighth-att1-wide"]
     assert wide["budget"] <= 0.10 and wide["against_standard"]["verdict"] == "on par"
+    on_par_at_10 = [arm for settings in studies for arm, row in settings["clm-cpu"].items()
+                    if arm != "standard" and row["budget"] <= 0.10 and row["against_standard"]["verdict"] == "on par"]
+    assert on_par_at_10 == ["mqa-query-eighth-att1-wide"]
+    front_door = " ".join((report.HERE.parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert ("the first configuration at or under a tenth that learns like standard attention in either objective;"
+            in front_door)
     rank_r = [row["against_standard"] for settings in follow_ups.values()
               for arm, row in settings["mlm-cpu-i6000"].items() if "-query-" in arm]
     assert len(rank_r) == 9 and {c["verdict"] for c in rank_r} == {"trails"}
