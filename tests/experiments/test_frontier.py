@@ -721,13 +721,9 @@ def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summar
     """The follow-up's MLM section (table, verdicts, the arm that does not learn, the descriptive plateau exits and
     end slopes, read from its cells) and what its width-128 cells decide (width 256, the goals)."""
     summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
-    rows = summary["settings"]["mlm-cpu-i6000"]
-    section = readme_section("### Masked LM at width 128", QUERY_RANK_README)
-    check_table(section, rows)
-    words = " ".join(section.split())
+    rows, words = check_masked_lm_section(QUERY_RANK_README, summary)
     against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
     null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
-    assert f"the context-free null ({null:.3f} on the selected positions)" in words
 
     rank_r = [arm for arm in against if "query" in arm]
     assert all(against[a]["verdict"] == rows[a]["against_standard_mask"]["verdict"] == "trails" for a in rank_r)
@@ -820,6 +816,18 @@ def check_drift_and_causal_lm_table(readme: Path, summary: dict, re_run: int = 2
     return " ".join(section.split())
 
 
+def check_masked_lm_section(readme: Path, summary: dict) -> tuple[dict, str]:
+    """A follow-up's MLM table is the summary's and its sentence on the "learns" test quotes the context-free null;
+    returns the setting's rows and the section's words for the figures under the table."""
+    rows = summary["settings"]["mlm-cpu-i6000"]
+    section = readme_section("### Masked LM at width 128", readme)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
+    assert f"the context-free null ({null:.3f} on the selected positions)" in words
+    return rows, words
+
+
 def test_the_query_norm_reports_drift_and_causal_lm_results_are_the_summarys():
     """The third follow-up's results so far: the drift sentence, the causal-LM table (every arm with five seeds), its
     figures, and the count of MLM cells landed while that section is under way."""
@@ -840,12 +848,8 @@ def test_the_query_norm_reports_masked_lm_table_figures_and_goals_are_the_summar
     the two 8.3% arms, the plateau exits and end falls read from its cells) and what its width-128 cells decide."""
     readme = query_norm.HERE / "query-norm" / "README.md"
     summary = json.loads((query_norm.RESULTS / "summary.json").read_text())
-    rows = summary["settings"]["mlm-cpu-i6000"]
-    section = readme_section("### Masked LM at width 128", readme)
-    check_table(section, rows)
-    words = " ".join(section.split())
+    rows, words = check_masked_lm_section(readme, summary)
     null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
-    assert f"the context-free null ({null:.3f} on the selected positions)" in words
     against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
     assert all(c["verdict"] == rows[a]["against_standard_mask"]["verdict"] == "trails" for a, c in against.items())
     normed = ("mqa-query-quarter-norm-att1", "mqa-query-eighth-norm-att1")
@@ -915,12 +919,7 @@ def test_the_query_rank_wide_reports_masked_lm_table_figures_and_goals_are_the_s
     plateau exits and end falls read from its cells) and what its width-128 cells decide."""
     readme = query_rank_wide.HERE / "query-rank-wide" / "README.md"
     summary = json.loads((query_rank_wide.RESULTS / "summary.json").read_text())
-    rows = summary["settings"]["mlm-cpu-i6000"]
-    section = readme_section("### Masked LM at width 128", readme)
-    check_table(section, rows)
-    words = " ".join(section.split())
-    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
-    assert f"the context-free null ({null:.3f} on the selected positions)" in words
+    rows, words = check_masked_lm_section(readme, summary)
     wide_arm, plain_arm = "mqa-query-eighth-att1-wide", "mqa-query-eighth-att1"
     wide, plain = rows[wide_arm]["against_standard"], rows[plain_arm]["against_standard"]
     assert wide["verdict"] == rows[wide_arm]["against_standard_mask"]["verdict"] == "trails"
