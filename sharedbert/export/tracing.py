@@ -91,10 +91,25 @@ def load_for_export(model_dir: Path, task: str, trust_remote_code: bool = False)
 
 def trace_to_onnx(module: torch.nn.Module, inputs: dict, output_name: str, opset: int = 18):
     """torch's dynamo exporter with dynamic batch and sequence axes on every input; returns the `ONNXProgram`.
-    `module(**inputs)` must return one tensor (the benchmarks export transformers' BERT through this too)."""
-    batch_dim, sequence_dim = torch.export.Dim("batch", min=1), torch.export.Dim("sequence", min=1)
+    `module(**inputs)` must return one tensor (the benchmarks export transformers' BERT through this too).
+
+    The sequence axis runs up to the model's `max_position_embeddings`: its position embeddings make longer inputs
+    impossible, and an axis declared unbounded fails torch.export's shape check, after which torch.onnx traces the
+    model a second time with the bound it suggests (the same graph, for the price of a second trace)."""
+    batch_dim = torch.export.Dim("batch", min=1)
+    sequence_dim = torch.export.Dim("sequence", min=1, max=_max_positions(module))
     with torch.no_grad():
         return torch.onnx.export(
             module, (), kwargs=inputs, dynamo=True, opset_version=opset, input_names=list(inputs),
             output_names=[output_name], dynamic_shapes={name: {0: batch_dim, 1: sequence_dim} for name in inputs},
         )
+
+
+def _max_positions(module: torch.nn.Module) -> int | None:
+    """The `max_position_embeddings` of the first model config inside `module` (None: no bound)."""
+    for submodule in module.modules():
+        limit = getattr(getattr(submodule, "config", None), "max_position_embeddings", None)
+        if isinstance(limit, int):
+            return limit
+    return None
+
