@@ -112,4 +112,3 @@ def _max_positions(module: torch.nn.Module) -> int | None:
         if isinstance(limit, int):
             return limit
     return None
-
