@@ -1181,9 +1181,15 @@ def summary_markdown(summary: dict) -> str:
         mean = measured.get("mean")
         lines.append(f"- {name}: **{claim['verdict']}**" + (f" (paper {claim['paper']:+.2f})" if "paper" in claim
                                                               else "")
-                     + (f", measured {mean:+.2f}, interval {measured['interval']}" if mean is not None else "")
+                     + (f", measured {mean:+.2f}, interval {interval_text(measured['interval'])}" if mean is not None
+                        else "")
                      + (f"; {claim['why']}" if claim.get("why") else ""))
     return "\n".join(lines) + "\n"
+
+
+def interval_text(interval) -> str:
+    """A 95% interval as the report prints it: [low, high] to two decimals, "none" with fewer than two paired seeds."""
+    return "none (fewer than two paired seeds)" if interval is None else f"[{interval[0]:+.2f}, {interval[1]:+.2f}]"
 
 
 def noise_curves(cells: list[dict], tasks: list[str]) -> dict:

@@ -271,6 +271,8 @@ def test_the_report_judges_the_claims_on_informative_tasks_only():
     assert summary["held_out_book_consistency"]["shared"][1] == 75.0
     row = summary["comparisons_to_standard"]["shared"]
     assert set(row) == {*study.TASKS, "average"} and all("differences" in c for c in row.values())
+    low, high = measured["interval"]
+    assert f"measured {measured['mean']:+.2f}, interval [{low:+.2f}, {high:+.2f}]" in study.summary_markdown(summary)
 
 
 def test_the_report_contradicts_a_trailing_shared_and_refuses_parity_without_informative_tasks():
