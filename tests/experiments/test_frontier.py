@@ -960,6 +960,41 @@ def test_the_query_rank_wide_reports_masked_lm_table_figures_and_goals_are_the_s
     assert "this follow-up misses both goals" in decided
 
 
+def test_the_depth_reports_causal_lm_table_and_figures_are_the_summarys():
+    """The fourth follow-up's causal-LM section: its table (every arm, five seeds), the wide arm on par at fewer
+    parameters, what width buys, the four-layer figures set beside these, and the width-256 rule in causal LM."""
+    readme = depth.HERE / "depth" / "README.md"
+    summary = json.loads((depth.RESULTS / "summary.json").read_text())
+    rows = summary["settings"]["clm-cpu-l8"]
+    section = readme_section("### Causal LM at width 128", readme)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
+    assert [against[a]["verdict"] for a in ("mqa-att1-wide", "standard-att1", "mqa-att1")] == ["on par", "trails",
+                                                                                                 "trails"]
+    equal = summary["equal_parameters"]["clm-cpu-l8"]["mqa-att1-wide"]
+    assert equal["verdict"] == "on par" and equal["differences"] == against["mqa-att1-wide"]["differences"]
+    parameters = [rows[arm]["parameters"] for arm in ("mqa-att1-wide", "standard")]
+    assert parameters[0] < parameters[1] and f"({parameters[0]:,} against {parameters[1]:,};" in words
+    gap, wide = against["mqa-att1"]["mean"], against["mqa-att1-wide"]["mean"]
+    assert f"trails by {gap:.3f}; spent on width, its savings move the difference to `standard` by " \
+           f"{gap - wide:.3f} nats" in words and gap - wide >= gap  # "all of the gap"
+
+    earlier = study_settings("", "query-rank", "query-rank-wide", "query-norm")
+    on_par_at_10 = [arm for settings in earlier.values() for arm, row in settings["clm-cpu"].items()
+                    if arm != "standard" and row["budget"] <= 0.10 and row["against_standard"]["verdict"] == "on par"]
+    assert on_par_at_10 == ["mqa-query-eighth-att1-wide"] and rows["mqa-att1-wide"]["budget"] <= 0.10  # "the second"
+    four = {"standard-att1": earlier[""]["clm-cpu"], "mqa-att1": earlier["query-rank"]["clm-cpu"]}
+    assert (f"plain attention stored once trails by {against['standard-att1']['mean']:.3f} here and by "
+            f"{four['standard-att1']['standard-att1']['against_standard']['mean']:.3f} in the frontier's four-layer "
+            f"grid, one stored multi-query layer by {gap:.3f} here and by "
+            f"{four['mqa-att1']['mqa-att1']['against_standard']['mean']:.3f} in the first follow-up's") in words
+    standard_at_4 = earlier["query-rank"]["clm-cpu"]["standard"]["mean"]
+    assert (f"lower `standard`'s own loss by {standard_at_4 - rows['standard']['mean']:.3f} nats against the first "
+            f"follow-up's four ({rows['standard']['mean']:.4f} against {standard_at_4:.4f})") in words
+    assert max(abs(c["mean"]) for c in against.values()) <= summary["width_256_rule"]["threshold"]  # "every arm"
+
+
 def test_the_frontiers_summary_of_its_follow_ups_is_their_results():
     """The frontier report's closing paragraph on its follow-ups, and the README's line on the wide arm: one arm at or
     under a tenth is on par in causal LM (the wide arm), none at or under a tenth is on par in MLM, and every rank-r
