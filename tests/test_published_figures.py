@@ -70,6 +70,11 @@ def query_rank_wide(setting: str, arm: str) -> dict:
     return results(QUERY_RANK_WIDE)["settings"][setting][arm]["against_standard"]
 
 
+def depth(setting: str, arm: str) -> dict:
+    """The frontier's fourth follow-up (eight layers): `arm` against `standard` at width 128."""
+    return results(DEPTH)["settings"][setting][arm]["against_standard"]
+
+
 def query_norm(setting: str, arm: str) -> dict:
     """The frontier's third follow-up (the rank-r query with its code normalised): `arm` against `standard`."""
     return results(QUERY_NORM)["settings"][setting][arm]["against_standard"]
@@ -197,6 +202,7 @@ QUERY_NORM_ARMS = "experiments/frontier/query-norm/results/arms.json"
 QUERY_NORM = "experiments/frontier/query-norm/results/summary.json"
 QUERY_RANK_WIDE = "experiments/frontier/query-rank-wide/results/summary.json"
 DEPTH_ARMS = "experiments/frontier/depth/results/arms.json"
+DEPTH = "experiments/frontier/depth/results/summary.json"
 DOWNSTREAM_DIAGNOSTIC_CELL = "experiments/downstream/results/diagnostic-text/cpu-c64-standard-seed1.json"
 DOWNSTREAM_SHAKESPEARE = "experiments/downstream/results/summary-shakespeare.json"
 DIRECTED_CALIBRATION = "experiments/directed-attention/results/calibration.json"
@@ -1034,7 +1040,7 @@ FIGURES = [
     Figure("experiments/README.md", phrase("width {} complete (fp32, on a machine without native bf16): every arm "
                                            "trails `standard` in causal LM (the rank-r query stored once, {}%, by {} "
                                            "nats) and every arm with a rank-r query trails in MLM (by {} to {} nats), "
-                                           "so both goals are missed; width {} (`mqa-att1`) not run"), QUERY_RANK,
+                                           "so both goals are missed; width {} (`mqa-att1`) under way"), QUERY_RANK,
            lambda: [results(QUERY_RANK)["settings"]["clm-cpu"]["standard"]["width"],
                     query_rank_budget("mqa-query-quarter-att1"),
                     query_rank("clm-cpu", "mqa-query-quarter-att1")["mean"],
@@ -1114,6 +1120,26 @@ FIGURES = [
                                    "spent on width"), DEPTH_ARMS,
            lambda: [100 * arm_budget(DEPTH_ARMS, "mqa-att1", "clm-cpu-l8"),
                     100 * arm_budget(DEPTH_ARMS, "mqa-att1-wide", "clm-cpu-l8")]),
+    # The frontier's fourth follow-up (experiments/frontier/depth): width 128 complete
+    Figure(README, phrase("eight with its savings spent on width ({}%): on par with standard attention in causal LM "
+                          "({} nats), left open in MLM ({}),"), DEPTH,
+           lambda: [100 * results(DEPTH)["settings"]["clm-cpu-l8"]["mqa-att1-wide"]["budget"],
+                    depth("clm-cpu-l8", "mqa-att1-wide")["mean"], depth("mlm-cpu-l8-i6000", "mqa-att1-wide")["mean"]]),
+    Figure("docs/model.md", phrase("Complete at width {}, the wide form is on par with `standard` in causal LM ({} "
+                                   "nats), with no rank-r query, and left open in MLM ({} nats)"), DEPTH,
+           lambda: [results(DEPTH)["settings"]["clm-cpu-l8"]["standard"]["width"],
+                    depth("clm-cpu-l8", "mqa-att1-wide")["mean"], depth("mlm-cpu-l8-i6000", "mqa-att1-wide")["mean"]]),
+    Figure("experiments/README.md", phrase("width {} complete (fp32, on a machine without native bf16): the wide arm "
+                                           "is on par with `standard` in causal LM ({} nats [{}, {}], {} seeds) and "
+                                           "one stored multi-query layer unwidened trails by {}; in MLM every arm is "
+                                           "left open (the wide arm {} [{}, {}]), so `standard-att1` and `mqa-att1` go "
+                                           "to width {} (not run yet)"), DEPTH,
+           lambda: [results(DEPTH)["settings"]["clm-cpu-l8"]["standard"]["width"],
+                    depth("clm-cpu-l8", "mqa-att1-wide")["mean"], *depth("clm-cpu-l8", "mqa-att1-wide")["interval"],
+                    depth("clm-cpu-l8", "mqa-att1-wide")["n"], depth("clm-cpu-l8", "mqa-att1")["mean"],
+                    depth("mlm-cpu-l8-i6000", "mqa-att1-wide")["mean"],
+                    *depth("mlm-cpu-l8-i6000", "mqa-att1-wide")["interval"],
+                    2 * results(DEPTH)["settings"]["clm-cpu-l8"]["standard"]["width"]]),
     Figure("docs/model.md", phrase("spends what it saves on width, at {}%"), QUERY_RANK_WIDE_ARMS,
            lambda: [100 * arm_budget(QUERY_RANK_WIDE_ARMS, "mqa-query-eighth-att1-wide")]),
     Figure("docs/model.md", phrase("as multi-head latent attention does (`query_latent_norm`), at {}%"),
@@ -1820,6 +1846,22 @@ VERDICTS += [
     Verdict("docs/model.md", verdict_phrase("the first configuration at or under {}% that is, but it {v} in MLM (by {} "
                                             "nats)"), QUERY_RANK_WIDE,
             lambda: [query_rank_wide("mlm-cpu-i6000", "mqa-query-eighth-att1-wide")["verdict"]]),
+    # The frontier's fourth follow-up (experiments/frontier/depth)
+    Verdict(README, verdict_phrase("spent on width ({}%): {v} with standard attention in causal LM ({} nats), {v} in "
+                                   "MLM ({}),"), DEPTH,
+            lambda: [depth(s, "mqa-att1-wide")["verdict"] for s in ("clm-cpu-l8", "mlm-cpu-l8-i6000")]),
+    Verdict("docs/model.md", verdict_phrase("the wide form is {v} with `standard` in causal LM ({} nats), with no "
+                                            "rank-r query, and {v} in MLM ({} nats)"), DEPTH,
+            lambda: [depth(s, "mqa-att1-wide")["verdict"] for s in ("clm-cpu-l8", "mlm-cpu-l8-i6000")]),
+    Verdict("experiments/README.md", verdict_phrase("the wide arm is {v} with `standard` in causal LM ({} nats [{}, "
+                                                    "{}], {} seeds) and one stored multi-query layer unwidened {v} by "
+                                                    "{}; in MLM every arm is {v} (the wide arm {} [{}, {}]), so "
+                                                    "`standard-att1` and `mqa-att1` go to width {} (not run yet) and "
+                                                    "both goals are {v} |"), DEPTH,
+            lambda: [depth("clm-cpu-l8", "mqa-att1-wide")["verdict"], depth("clm-cpu-l8", "mqa-att1")["verdict"],
+                     one_word(*(row["against_standard"]["verdict"] for arm, row in
+                                results(DEPTH)["settings"]["mlm-cpu-l8-i6000"].items() if arm != "standard")),
+                     both_goals(DEPTH)]),
     # The frontier's third follow-up (experiments/frontier/query-norm)
     Verdict(README, verdict_phrase("every layer ({}%), {v} in both objectives (by {} nats in causal LM, {} in MLM), "
                                    "and so does a [third](experiments/frontier/query-norm/README.md)"), QUERY_NORM,

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -547,9 +548,10 @@ def readme_section(heading: str, readme: Path = report.HERE / "README.md") -> st
 def check_table(section: str, rows: dict) -> None:
     """Each row of the section's table (arm, budget, mean loss, difference to `standard` with its interval, verdict,
     and for MLM the `[MASK]` view's difference and verdict and whether it learns) is the summary's; every arm of the
-    setting is there, each with its five seeds."""
+    setting is there, each with its five seeds. Only the section's first table is read (a per-seed one may follow)."""
+    first = section[section.index("\n|"):].split("\n\n", 1)[0]
     table = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
-             for line in section.splitlines() if line.startswith("| `")]
+             for line in first.splitlines() if line.startswith("| `")]
     assert sorted(row[0] for row in table) == sorted(rows)
     for arm, budget, mean, difference, verdict, *mlm in table:
         row = rows[arm]
@@ -822,14 +824,14 @@ def check_drift_and_causal_lm_table(readme: Path, summary: dict, re_run: int = 2
     return " ".join(section.split())
 
 
-def check_masked_lm_section(readme: Path, summary: dict) -> tuple[dict, str]:
+def check_masked_lm_section(readme: Path, summary: dict, setting: str = "mlm-cpu-i6000") -> tuple[dict, str]:
     """A follow-up's MLM table is the summary's and its sentence on the "learns" test quotes the context-free null;
     returns the setting's rows and the section's words for the figures under the table."""
-    rows = summary["settings"]["mlm-cpu-i6000"]
+    rows = summary["settings"][setting]
     section = readme_section("### Masked LM at width 128", readme)
     check_table(section, rows)
     words = " ".join(section.split())
-    null = summary["nulls"]["mlm-cpu-i6000"]["context_free"]["selected"]
+    null = summary["nulls"][setting]["context_free"]["selected"]
     assert f"the context-free null ({null:.3f} on the selected positions)" in words
     return rows, words
 
@@ -995,6 +997,82 @@ def test_the_depth_reports_causal_lm_table_and_figures_are_the_summarys():
     assert max(abs(c["mean"]) for c in against.values()) <= summary["width_256_rule"]["threshold"]  # "every arm"
 
 
+def test_the_depth_reports_masked_lm_tables_figures_and_goals_are_the_summarys():
+    """The fourth follow-up's MLM section (table, every verdict left open in both views, the per-seed table of losses
+    and plateau exits read from its cells, the late-exit figures) and what its width-128 cells decide."""
+    readme = depth.HERE / "depth" / "README.md"
+    summary = json.loads((depth.RESULTS / "summary.json").read_text())
+    rows, words = check_masked_lm_section(readme, summary, "mlm-cpu-l8-i6000")
+    margin = summary["margin"]
+    for arm, row in rows.items():
+        if arm != "standard":
+            for key in ("against_standard", "against_standard_mask"):  # "reaches past the margin on both sides"
+                low, high = row[key]["interval"]
+                assert row[key]["verdict"] == "left open" and low < -margin and high > margin, (arm, key)
+    assert all(row["learns"] for row in rows.values())
+
+    cells = depth.RESULTS / "cells"
+    exits = query_norm.plateau_exits(cells)
+    section = readme_section("### Masked LM at width 128", readme)
+    seeds = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
+             for line in section.split("Each seed's loss", 1)[1].splitlines() if line.startswith("| `")]
+    assert sorted(row[0] for row in seeds) == sorted(rows)
+    for arm, *shown in seeds:
+        assert shown == [f"{rows[arm]['losses'][str(seed)]:.4f} ({exits[arm]['seeds'][seed]:,})" for seed in
+                         range(1, 6)], arm
+        latest = max(range(1, 6), key=lambda seed: exits[arm]["seeds"][seed])  # "the seed that leaves latest"
+        assert max(rows[arm]["losses"].values()) == rows[arm]["losses"][str(latest)], arm
+    standard = rows["standard"]["losses"]
+    others = statistics.fmean(loss for seed, loss in standard.items() if seed != "5")
+    assert (f"`standard`'s seed 5 leaves at {exits['standard']['seeds'][5]:,} and ends {standard['5'] - others:.3f} "
+            "nats above its other seeds' mean") in words
+    falls = query_norm.end_falls(cells)
+    wide = "mqa-att1-wide"
+    assert (f"the wide arm's seed 5 leaves at {exits[wide]['seeds'][5]:,} and ends at "
+            f"{rows[wide]['losses']['5']:.3f}, still falling {falls[wide]['seeds'][5]:.3f} nats") in words
+    mean = {arm: f"{entry['mean']:,.0f}" for arm, entry in exits.items()}
+    assert mean["standard"] == mean["standard-att1"] and max(exits, key=lambda a: exits[a]["mean"]) == wide
+    assert (f"`standard` and `standard-att1` leave at {mean['standard']}, `mqa-att1` at {mean['mqa-att1']} and the "
+            f"wide arm at {mean[wide]}") in words
+    assert (f"the wide arm still falls {falls[wide]['mean']:.3f} nats against `standard`'s "
+            f"{falls['standard']['mean']:.3f}") in words
+    equal = summary["equal_parameters"]["mlm-cpu-l8-i6000"][wide]
+    assert equal["verdict"] == "left open" and equal["differences"] == rows[wide]["against_standard"]["differences"]
+    assert f"+{rows[wide]['against_standard']['mean']:.3f} nats on average, left open" in words
+    mqa = rows["mqa-att1"]["against_standard"]["mean"]
+    assert f"ends below `standard` on average ({mqa:+.3f})".replace("-", "−") in words and mqa < 0
+    four = study_settings("", "query-rank")
+    assert all(s["mlm-cpu-i6000"]["mqa-att1"]["against_standard"]["mean"] < 0 and
+               s["mlm-cpu-i6000"]["mqa-att1"]["against_standard"]["verdict"] == "left open" for s in four.values())
+
+    decided = " ".join(readme_section("### What width 128 decides", readme).split())
+    rule, clm = summary["width_256_rule"], summary["settings"]["clm-cpu-l8"]
+    assert rule["arms"] == ["standard", "standard-att1", "mqa-att1"] and rule["pending"] == []
+
+    def signed(value):
+        return f"{value:+.3f}".replace("-", "−")
+
+    for arm, text in (("standard-att1", "(+{} in causal LM, +{} in MLM)"), ("mqa-att1", "({}, {})")):
+        figures = [clm[arm]["against_standard"]["mean"], rows[arm]["against_standard"]["mean"]]
+        assert all(f <= rule["threshold"] for f in figures)
+        assert f"`{arm}` " + (text.format(*(f"{f:.3f}" for f in figures)) if arm == "standard-att1"
+                              else text.format(*map(signed, figures))) in decided, arm
+    assert (f"wide arm is within it in causal LM ({signed(clm[wide]['against_standard']['mean'])}) but "
+            f"{rows[wide]['against_standard']['mean']:.3f} over `standard` in MLM") in decided
+    best, at_10 = summary["best"], summary["best_at_10"]
+    assert best["arm"] == at_10["arm"] == "mqa-att1" and not (best["met"] or at_10["met"])
+    assert best["carried_to_width_256"] and at_10["verdicts"]["clm-w128"] == "trails"
+    assert f"both `mqa-att1` ({at_10['budget']['128']:.1%})" in decided
+    assert "this follow-up misses both goals" in decided
+    studies = [*study_settings("", "query-rank", "query-rank-wide", "query-norm").values()]
+    at_10_mlm = [row["against_standard"]["verdict"] for settings in studies
+                 for arm, row in settings["mlm-cpu-i6000"].items() if arm != "standard" and row["budget"] <= 0.10]
+    at_10_mlm += [row["against_standard"]["verdict"] for arm, row in rows.items()
+                  if arm != "standard" and row["budget"] <= 0.10]
+    assert "on par" not in at_10_mlm and "No configuration at or under a tenth has yet been placed on par" in decided
+    assert f"`standard-att1` and `mqa-att1`, 8 heads, 5 seeds, both objectives: {3 * 5 * 2} cells" in decided
+
+
 def test_the_frontiers_summary_of_its_follow_ups_is_their_results():
     """The frontier report's closing paragraph on its follow-ups, and the README's line on the wide arm: one arm at or
     under a tenth is on par in causal LM (the wide arm), none at or under a tenth is on par in MLM, and every rank-r
@@ -1018,6 +1096,14 @@ def test_the_frontiers_summary_of_its_follow_ups_is_their_results():
     words = " ".join(readme_section("## Follow-ups:").split())
     assert f"trails by {min(c['mean'] for c in rank_r):.2f} nats or more" in words
     assert "can learn like `standard` in causal LM (the second follow-up's wide arm), and none has in MLM" in words
+    eight = json.loads((depth.RESULTS / "summary.json").read_text())
+    clm, mlm = (eight["settings"][s] for s in ("clm-cpu-l8", "mlm-cpu-l8-i6000"))
+    assert (clm["mqa-att1-wide"]["against_standard"]["verdict"], mlm["mqa-att1-wide"]["against_standard"]["verdict"],
+            clm["mqa-att1"]["against_standard"]["verdict"]) == ("on par", "left open", "trails")
+    assert not (eight["best"]["met"] or eight["best_at_10"]["met"])
+    assert ("its wide arm is on par with `standard` in causal LM and left open in MLM, its unwidened arm trails in "
+            "causal LM, so it misses both goals too") in words
+    assert "(four complete at width 128)" in report.HERE.joinpath("README.md").read_text(encoding="utf-8")
 
 
 def test_the_guides_budget_table_tells_each_arm_by_the_keywords_that_build_it():
