@@ -473,9 +473,6 @@ def test_the_fourth_follow_ups_reasons_are_the_earlier_studies_results():
     readme = (depth.HERE / "depth" / "README.md").read_text(encoding="utf-8")
     why = " ".join(readme[readme.index("**Why this design"):readme.index("## Method")].split())
 
-    def signed(value):
-        return f"{value:+.3f}".replace("-", "−")
-
     frontier_summary = json.loads((report.HERE / "results" / "summary.json").read_text())
     clm, mlm = (frontier_summary["settings"][s] for s in ("clm-cpu", "mlm-cpu-i6000"))
     for arm in ("standard-att1", "mqa-att1", "standard-att1-wide"):
@@ -545,13 +542,23 @@ def readme_section(heading: str, readme: Path = report.HERE / "README.md") -> st
     return text.split(heading, 1)[1].split("\n### ", 1)[0].split("\n**Speed.**", 1)[0]
 
 
+def signed(value: float) -> str:
+    """A difference as the reports print it in prose: three decimals, its sign, a true minus."""
+    return f"{value:+.3f}".replace("-", "−")
+
+
+def first_table(text: str) -> list[list[str]]:
+    """The arm rows of the first markdown table in `text`, each cell stripped of spaces and backticks."""
+    table = text[text.index("\n|"):].split("\n\n", 1)[0]
+    return [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("| `")]
+
+
 def check_table(section: str, rows: dict) -> None:
     """Each row of the section's table (arm, budget, mean loss, difference to `standard` with its interval, verdict,
     and for MLM the `[MASK]` view's difference and verdict and whether it learns) is the summary's; every arm of the
     setting is there, each with its five seeds. Only the section's first table is read (a per-seed one may follow)."""
-    first = section[section.index("\n|"):].split("\n\n", 1)[0]
-    table = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
-             for line in first.splitlines() if line.startswith("| `")]
+    table = first_table(section)
     assert sorted(row[0] for row in table) == sorted(rows)
     for arm, budget, mean, difference, verdict, *mlm in table:
         row = rows[arm]
@@ -822,9 +829,16 @@ def check_drift_and_causal_lm_table(readme: Path, summary: dict, re_run: int = 2
     words = " ".join(readme.read_text(encoding="utf-8").split("**Drift check**", 1)[1].split("###")[0].split())
     assert f"all {len(drift['cells'])} re-run cells" + (" so far" if len(drift["cells"]) < re_run else "") in words
     assert drift["moved"] == [] and f"(largest |difference| {drift['max_abs_difference']:.1f} nats)" in words
+    return check_causal_lm_section(readme, summary)[1]
+
+
+def check_causal_lm_section(readme: Path, summary: dict, setting: str = "clm-cpu") -> tuple[dict, str]:
+    """A follow-up's causal-LM table is the summary's; returns the setting's rows and the section's words for the
+    figures under the table."""
+    rows = summary["settings"][setting]
     section = readme_section("### Causal LM at width 128", readme)
-    check_table(section, summary["settings"]["clm-cpu"])
-    return " ".join(section.split())
+    check_table(section, rows)
+    return rows, " ".join(section.split())
 
 
 def check_masked_lm_section(readme: Path, summary: dict, setting: str = "mlm-cpu-i6000") -> tuple[dict, str]:
@@ -970,10 +984,7 @@ def test_the_depth_reports_causal_lm_table_and_figures_are_the_summarys():
     parameters, what width buys, the four-layer figures set beside these, and the width-256 rule in causal LM."""
     readme = depth.HERE / "depth" / "README.md"
     summary = json.loads((depth.RESULTS / "summary.json").read_text())
-    rows = summary["settings"]["clm-cpu-l8"]
-    section = readme_section("### Causal LM at width 128", readme)
-    check_table(section, rows)
-    words = " ".join(section.split())
+    rows, words = check_causal_lm_section(readme, summary, "clm-cpu-l8")
     against = {arm: row["against_standard"] for arm, row in rows.items() if arm != "standard"}
     assert [against[a]["verdict"] for a in ("mqa-att1-wide", "standard-att1", "mqa-att1")] == ["on par", "trails",
                                                                                                  "trails"]
@@ -1016,9 +1027,7 @@ def test_the_depth_reports_masked_lm_tables_figures_and_goals_are_the_summarys()
 
     cells = depth.RESULTS / "cells"
     exits = query_norm.plateau_exits(cells)
-    section = readme_section("### Masked LM at width 128", readme)
-    seeds = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
-             for line in section.split("Each seed's loss", 1)[1].splitlines() if line.startswith("| `")]
+    seeds = first_table(readme_section("### Masked LM at width 128", readme).split("Each seed's loss", 1)[1])
     assert sorted(row[0] for row in seeds) == sorted(rows)
     for arm, *shown in seeds:
         assert shown == [f"{rows[arm]['losses'][str(seed)]:.4f} ({exits[arm]['seeds'][seed]:,})" for seed in
@@ -1043,7 +1052,7 @@ def test_the_depth_reports_masked_lm_tables_figures_and_goals_are_the_summarys()
     assert equal["verdict"] == "left open" and equal["differences"] == rows[wide]["against_standard"]["differences"]
     assert f"+{rows[wide]['against_standard']['mean']:.3f} nats on average, left open" in words
     mqa = rows["mqa-att1"]["against_standard"]["mean"]
-    assert f"ends below `standard` on average ({mqa:+.3f})".replace("-", "−") in words and mqa < 0
+    assert f"ends below `standard` on average ({signed(mqa)})" in words and mqa < 0
     four = study_settings("", "query-rank")
     assert all(s["mlm-cpu-i6000"]["mqa-att1"]["against_standard"]["mean"] < 0 and
                s["mlm-cpu-i6000"]["mqa-att1"]["against_standard"]["verdict"] == "left open" for s in four.values())
@@ -1051,15 +1060,11 @@ def test_the_depth_reports_masked_lm_tables_figures_and_goals_are_the_summarys()
     decided = " ".join(readme_section("### What width 128 decides", readme).split())
     rule, clm = summary["width_256_rule"], summary["settings"]["clm-cpu-l8"]
     assert rule["arms"] == ["standard", "standard-att1", "mqa-att1"] and rule["pending"] == []
-
-    def signed(value):
-        return f"{value:+.3f}".replace("-", "−")
-
-    for arm, text in (("standard-att1", "(+{} in causal LM, +{} in MLM)"), ("mqa-att1", "({}, {})")):
-        figures = [clm[arm]["against_standard"]["mean"], rows[arm]["against_standard"]["mean"]]
-        assert all(f <= rule["threshold"] for f in figures)
-        assert f"`{arm}` " + (text.format(*(f"{f:.3f}" for f in figures)) if arm == "standard-att1"
-                              else text.format(*map(signed, figures))) in decided, arm
+    att1, mqa_att1 = ([clm[arm]["against_standard"]["mean"], rows[arm]["against_standard"]["mean"]]
+                      for arm in ("standard-att1", "mqa-att1"))
+    assert max(att1 + mqa_att1) <= rule["threshold"]
+    assert f"`standard-att1` ({signed(att1[0])} in causal LM, {signed(att1[1])} in MLM)" in decided
+    assert f"`mqa-att1` ({signed(mqa_att1[0])}, {signed(mqa_att1[1])})" in decided
     assert (f"wide arm is within it in causal LM ({signed(clm[wide]['against_standard']['mean'])}) but "
             f"{rows[wide]['against_standard']['mean']:.3f} over `standard` in MLM") in decided
     best, at_10 = summary["best"], summary["best_at_10"]
