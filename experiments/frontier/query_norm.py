@@ -7,8 +7,8 @@ its report is the frontier's with this study's arms, seeds and folder.
     python experiments/frontier/query_norm.py grid --width 256 --arms ...   # the arms the declared rule picks
     python experiments/frontier/query_norm.py describe           # query-norm/results/arms.json
     python experiments/frontier/query_norm.py report             # query-norm/results/summary.{json,md}, the plot
-    python experiments/frontier/query_norm.py plateau [FOLDER]   # when each MLM cell leaves the plateau, and how
-                                                                 # fast it still falls at the end (descriptive)
+    python experiments/frontier/query_norm.py plateau [FOLDER]   # per MLM setting: when each cell leaves the plateau,
+                                                                 # and how fast it still falls at the end
 
 Two copies of `grid` may run at once (one per core): the harness claims each cell with a lock.
 """
@@ -38,12 +38,26 @@ PLAN = report.Plan(arms=ARMS, seeds=frontier.SEEDS, results=RESULTS,
 PLATEAU_EXIT_LOSS = 2.9
 
 
-def plateau_exits(folder: Path) -> dict:
-    """{arm: {"seeds": {seed: iteration or None}, "mean": mean over the seeds that left}} for every MLM cell in
-    `folder`: the first evaluated iteration whose validation loss is below PLATEAU_EXIT_LOSS (None: never)."""
+def mlm_cells_of_every_setting(folder: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("mlm-*.json"))]
+
+
+def mlm_cells(folder: Path, setting: str | None = None) -> list[dict]:
+    """The MLM cells in `folder` of one setting (e.g. "mlm-cpu-i6000"). Without a setting the folder must hold only
+    one: a width-256 cell read among width 128's would stand in for a seed of the same arm."""
+    cells = mlm_cells_of_every_setting(folder)
+    settings = sorted({cell["setting"] for cell in cells})
+    if setting is None and len(settings) > 1:
+        raise ValueError(f"{folder} holds MLM cells of several settings ({', '.join(settings)}): name one")
+    return [cell for cell in cells if setting in (None, cell["setting"])]
+
+
+def plateau_exits(folder: Path, setting: str | None = None) -> dict:
+    """{arm: {"seeds": {seed: iteration or None}, "mean": mean over the seeds that left}} for every MLM cell of
+    `setting` in `folder`: the first evaluated iteration whose validation loss is below PLATEAU_EXIT_LOSS (None:
+    never)."""
     exits: dict = {}
-    for path in sorted(Path(folder).glob("mlm-*.json")):
-        cell = json.loads(path.read_text())
+    for cell in mlm_cells(folder, setting):
         first = next((point["iteration"] for point in cell["curve"] if point["loss"] < PLATEAU_EXIT_LOSS), None)
         exits.setdefault(cell["arm"], {"seeds": {}})["seeds"][cell["seed"]] = first
     for entry in exits.values():
@@ -52,12 +66,11 @@ def plateau_exits(folder: Path) -> dict:
     return exits
 
 
-def end_falls(folder: Path, span: int = 1000) -> dict:
-    """{arm: {"seeds": {seed: fall}, "mean": ...}} for every MLM cell in `folder`: how far the validation loss falls
-    over the last `span` iterations of its curve. An arm that started late still falls fast when the recipe ends."""
+def end_falls(folder: Path, span: int = 1000, setting: str | None = None) -> dict:
+    """{arm: {"seeds": {seed: fall}, "mean": ...}} for every MLM cell of `setting` in `folder`: how far the validation
+    loss falls over the last `span` iterations of its curve. An arm that started late still falls fast at the end."""
     falls: dict = {}
-    for path in sorted(Path(folder).glob("mlm-*.json")):
-        cell = json.loads(path.read_text())
+    for cell in mlm_cells(folder, setting):
         curve = {point["iteration"]: point["loss"] for point in cell["curve"]}
         end = max(curve)
         falls.setdefault(cell["arm"], {"seeds": {}})["seeds"][cell["seed"]] = curve[end - span] - curve[end]
@@ -80,10 +93,12 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plateau"]:
         folder = Path(argv[1]) if len(argv) > 1 else RESULTS / "cells"
-        print(plateau_table(plateau_exits(folder)))
-        print("\n| arm | mean fall of the loss over the last 1,000 iterations |\n|---|---|")
-        for arm, entry in end_falls(folder).items():
-            print(f"| `{arm}` | {entry['mean']:.3f} |")
+        for setting in sorted({cell["setting"] for cell in mlm_cells_of_every_setting(folder)}):
+            print(f"### {setting}\n\n{plateau_table(plateau_exits(folder, setting))}")
+            print("\n| arm | mean fall of the loss over the last 1,000 iterations |\n|---|---|")
+            for arm, entry in end_falls(folder, setting=setting).items():
+                print(f"| `{arm}` | {entry['mean']:.3f} |")
+            print()
         return 0
     return query_rank.run(PLAN, "The rank-r query with its code normalised", argv)
 

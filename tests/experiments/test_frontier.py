@@ -332,10 +332,10 @@ def test_the_third_follow_up_runs_and_is_judged_in_its_own_folder(tmp_path, caps
 
 
 def test_plateau_exits_are_the_first_evaluation_below_the_threshold(tmp_path):
-    def cell(arm, seed, losses):
+    def cell(arm, seed, losses, setting="mlm-cpu-i6000"):
         curve = [{"iteration": 250 * i, "loss": loss} for i, loss in enumerate(losses)]
-        path = tmp_path / f"mlm-cpu-i6000-{arm}-seed{seed}.json"
-        path.write_text(json.dumps({"arm": arm, "seed": seed, "curve": curve}))
+        path = tmp_path / f"{setting}-{arm}-seed{seed}.json"
+        path.write_text(json.dumps({"arm": arm, "seed": seed, "setting": setting, "curve": curve}))
 
     cell("a", 1, [4.2, 3.1, 2.95, 2.89, 2.5])
     cell("a", 2, [4.2, 2.0, 3.0])
@@ -348,6 +348,16 @@ def test_plateau_exits_are_the_first_evaluation_below_the_threshold(tmp_path):
     assert falls["a"]["seeds"] == {1: pytest.approx(2.95 - 2.5), 2: pytest.approx(4.2 - 3.0)}
     assert falls["b"]["mean"] == pytest.approx(4.2 - 3.05)
 
+    # a wider cell of the same arm and seed: read only when named, never in place of the narrower one
+    cell("a", 1, [4.2, 3.1, 3.1, 3.1, 3.1], setting="mlm-cpu-w256-h8-i6000")
+    with pytest.raises(ValueError, match="several settings.*mlm-cpu-i6000, mlm-cpu-w256-h8-i6000"):
+        query_norm.plateau_exits(tmp_path)
+    with pytest.raises(ValueError, match="several settings"):
+        query_norm.end_falls(tmp_path)
+    assert query_norm.plateau_exits(tmp_path, "mlm-cpu-i6000") == exits
+    assert query_norm.plateau_exits(tmp_path, "mlm-cpu-w256-h8-i6000") == {"a": {"seeds": {1: None}, "mean": None}}
+    assert query_norm.end_falls(tmp_path, span=500, setting="mlm-cpu-i6000") == falls
+
 
 def test_the_third_follow_ups_reasons_are_the_first_follow_ups_cells():
     """What chose the design, as the README quotes it: the first follow-up's plateau exits, MLM end points and causal
@@ -357,7 +367,7 @@ def test_the_third_follow_ups_reasons_are_the_first_follow_ups_cells():
     readme = (query_norm.HERE / "query-norm" / "README.md").read_text(encoding="utf-8")
     why = readme[readme.index("**Why this design"):readme.index("## Method")]
     earlier = query_norm.HERE / "query-rank" / "results" / "cells"
-    exits = query_norm.plateau_exits(earlier)
+    exits = query_norm.plateau_exits(earlier, "mlm-cpu-i6000")
     rows = _readme_rows(why)
     assert len(rows) == 6
     for arm, row in rows.items():
@@ -369,7 +379,7 @@ def test_the_third_follow_ups_reasons_are_the_first_follow_ups_cells():
     cells = {}
     for path in earlier.glob("*.json"):
         cell = json.loads(path.read_text())
-        if cell["seed"] <= 3:
+        if cell["seed"] <= 3 and cell["setting"] in ("clm-cpu", "mlm-cpu-i6000"):  # width 128's, as then
             cells[(cell["objective"], cell["arm"], cell["seed"])] = cell["final_validation_loss"]
 
     def clm_difference(arm):
@@ -490,7 +500,7 @@ def test_the_fourth_follow_ups_reasons_are_the_earlier_studies_results():
             f"{signed(mqa['mean'])} [{signed(mqa['interval'][0])}, {signed(mqa['interval'][1])}] in MLM") in why
     rank_r = [row["against_standard"]["mean"] for arm, row in first["mlm-cpu-i6000"].items() if "query" in arm]
     assert f"trails in MLM by {min(rank_r):.3f} to {max(rank_r):.3f}" in why
-    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells")
+    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells", "mlm-cpu-i6000")
     lags = [exits[arm]["mean"] - exits["standard"]["mean"] for arm in exits if "query" in arm]
     assert f"plateau {min(lags):,.0f} to {max(lags):,.0f} iterations after `standard`" in why
     third = json.loads((query_norm.RESULTS / "summary.json").read_text())["settings"]["mlm-cpu-i6000"]
@@ -755,13 +765,13 @@ def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summar
     standard = rows["standard"]["losses"].values()
     assert f"seeds end between {min(standard):.3f} and {max(standard):.3f}" in words
 
-    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells")
+    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells", "mlm-cpu-i6000")
     assert all(None not in entry["seeds"].values() and len(entry["seeds"]) == 5 for entry in exits.values())
     late = [exits[arm]["mean"] for arm in rank_r]
     assert (f"at iteration {exits['standard']['mean']:,.0f} on average over its seeds, `mqa-att1` at "
             f"{exits['mqa-att1']['mean']:,.0f}, and the arms with a rank-r query at {min(late):,.0f} to "
             f"{max(late):,.0f}") in words
-    falls = query_norm.end_falls(query_rank.RESULTS / "cells")
+    falls = query_norm.end_falls(query_rank.RESULTS / "cells", setting="mlm-cpu-i6000")
     assert sorted(falls) == sorted(rows) and all(len(entry["seeds"]) == 5 for entry in falls.values())
     mean_drop = {arm: entry["mean"] for arm, entry in falls.items()}
     assert (f"({min(mean_drop[a] for a in rank_r):.2f} to {max(mean_drop[a] for a in rank_r):.2f} nats over the last "
@@ -891,14 +901,15 @@ def test_the_query_norm_reports_masked_lm_table_figures_and_goals_are_the_summar
     assert (f"its seeds {' and '.join(seed for seed, _ in failing)} end at "
             f"{' and '.join(f'{loss:.3f}' for _, loss in failing)}, above the null less 0.5 ({null - 0.5:.3f})") in words
 
-    exits = query_norm.plateau_exits(query_norm.RESULTS / "cells")
+    exits = query_norm.plateau_exits(query_norm.RESULTS / "cells", "mlm-cpu-i6000")
     assert all(None not in entry["seeds"].values() and len(entry["seeds"]) == 5 for entry in exits.values())
     mean = {arm: f"{entry['mean']:,.0f}" for arm, entry in exits.items()}
     assert (f"at iteration {mean['standard']} on average, the unnormalised quarter-rank arm at "
             f"{mean['mqa-query-quarter-att1']}, and the normalised arms at {mean[normed[0]]} (quarter) and "
             f"{mean[normed[1]]} (eighth)") in words
     assert min(exits[a]["mean"] for a in normed) >= exits["mqa-query-quarter-att1"]["mean"]  # "as late"
-    falls = {arm: entry["mean"] for arm, entry in query_norm.end_falls(query_norm.RESULTS / "cells").items()}
+    falls = query_norm.end_falls(query_norm.RESULTS / "cells", setting="mlm-cpu-i6000")
+    falls = {arm: entry["mean"] for arm, entry in falls.items()}
     rank_r = [arm for arm in rows if arm != "standard"]
     assert (f"({min(falls[a] for a in rank_r):.2f} to {max(falls[a] for a in rank_r):.2f} nats over the last 1,000 "
             f"iterations, against {falls['standard']:.2f})") in words
@@ -955,14 +966,15 @@ def test_the_query_rank_wide_reports_masked_lm_table_figures_and_goals_are_the_s
     assert f"by {plain['mean'] - wide['mean']:.3f} nats" in words
 
     cells = query_rank_wide.RESULTS / "cells"
-    exits = query_norm.plateau_exits(cells)
+    exits = query_norm.plateau_exits(cells, "mlm-cpu-i6000")
     assert all(None not in entry["seeds"].values() and len(entry["seeds"]) == 5 for entry in exits.values())
     mean = {arm: f"{entry['mean']:,.0f}" for arm, entry in exits.items()}
     assert (f"at iteration {mean['standard']} on average, the wide arm at {mean[wide_arm]} and the unwidened one at "
             f"{mean[plain_arm]}") in words
     assert exits[wide_arm]["mean"] - exits["standard"]["mean"] > 0.8 * (exits[plain_arm]["mean"]
                                                                          - exits["standard"]["mean"])  # "almost as late"
-    falls = {arm: f"{entry['mean']:.2f}" for arm, entry in query_norm.end_falls(cells).items()}
+    falls = query_norm.end_falls(cells, setting="mlm-cpu-i6000")
+    falls = {arm: f"{entry['mean']:.2f}" for arm, entry in falls.items()}
     assert falls[wide_arm] == falls[plain_arm]  # "both ... fall" one figure
     assert f"both rank-r arms still fall {falls[wide_arm]} nats against `standard`'s {falls['standard']}" in words
 
@@ -1026,7 +1038,7 @@ def test_the_depth_reports_masked_lm_tables_figures_and_goals_are_the_summarys()
     assert all(row["learns"] for row in rows.values())
 
     cells = depth.RESULTS / "cells"
-    exits = query_norm.plateau_exits(cells)
+    exits = query_norm.plateau_exits(cells, "mlm-cpu-l8-i6000")
     seeds = first_table(readme_section("### Masked LM at width 128", readme).split("Each seed's loss", 1)[1])
     assert sorted(row[0] for row in seeds) == sorted(rows)
     for arm, *shown in seeds:
@@ -1038,7 +1050,7 @@ def test_the_depth_reports_masked_lm_tables_figures_and_goals_are_the_summarys()
     others = statistics.fmean(loss for seed, loss in standard.items() if seed != "5")
     assert (f"`standard`'s seed 5 leaves at {exits['standard']['seeds'][5]:,} and ends {standard['5'] - others:.3f} "
             "nats above its other seeds' mean") in words
-    falls = query_norm.end_falls(cells)
+    falls = query_norm.end_falls(cells, setting="mlm-cpu-l8-i6000")
     wide = "mqa-att1-wide"
     assert (f"the wide arm's seed 5 leaves at {exits[wide]['seeds'][5]:,} and ends at "
             f"{rows[wide]['losses']['5']:.3f}, still falling {falls[wide]['seeds'][5]:.3f} nats") in words
