@@ -15,7 +15,6 @@ Two copies of `grid` may run at once (one per core): the harness claims each cel
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -38,18 +37,19 @@ PLAN = report.Plan(arms=ARMS, seeds=frontier.SEEDS, results=RESULTS,
 PLATEAU_EXIT_LOSS = 2.9
 
 
-def mlm_cells_of_every_setting(folder: Path) -> list[dict]:
-    return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("mlm-*.json"))]
+def mlm_settings(folder: Path) -> dict:
+    """{setting: {arm: {seed: cell}}} for the MLM settings of the cells in `folder` (report.load_cells)."""
+    return {setting: arms for setting, arms in report.load_cells(Path(folder)).items() if setting.startswith("mlm-")}
 
 
 def mlm_cells(folder: Path, setting: str | None = None) -> list[dict]:
     """The MLM cells in `folder` of one setting (e.g. "mlm-cpu-i6000"). Without a setting the folder must hold only
     one: a width-256 cell read among width 128's would stand in for a seed of the same arm."""
-    cells = mlm_cells_of_every_setting(folder)
-    settings = sorted({cell["setting"] for cell in cells})
+    settings = mlm_settings(folder)
     if setting is None and len(settings) > 1:
-        raise ValueError(f"{folder} holds MLM cells of several settings ({', '.join(settings)}): name one")
-    return [cell for cell in cells if setting in (None, cell["setting"])]
+        raise ValueError(f"{folder} holds MLM cells of several settings ({', '.join(sorted(settings))}): name one")
+    chosen = settings.get(setting, {}) if setting is not None else next(iter(settings.values()), {})
+    return [cell for seeds in chosen.values() for cell in seeds.values()]
 
 
 def plateau_exits(folder: Path, setting: str | None = None) -> dict:
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plateau"]:
         folder = Path(argv[1]) if len(argv) > 1 else RESULTS / "cells"
-        for setting in sorted({cell["setting"] for cell in mlm_cells_of_every_setting(folder)}):
+        for setting in sorted(mlm_settings(folder)):
             print(f"### {setting}\n\n{plateau_table(plateau_exits(folder, setting))}")
             print("\n| arm | mean fall of the loss over the last 1,000 iterations |\n|---|---|")
             for arm, entry in end_falls(folder, setting=setting).items():

@@ -340,7 +340,8 @@ def test_plateau_exits_are_the_first_evaluation_below_the_threshold(tmp_path):
     cell("a", 1, [4.2, 3.1, 2.95, 2.89, 2.5])
     cell("a", 2, [4.2, 2.0, 3.0])
     cell("b", 1, [4.2, 3.1, 3.05])
-    (tmp_path / "clm-cpu-a-seed3.json").write_text(json.dumps({"arm": "a", "seed": 3, "curve": []}))  # not MLM
+    not_mlm = {"arm": "a", "seed": 3, "setting": "clm-cpu", "curve": []}  # a causal-LM cell: never read here
+    (tmp_path / "clm-cpu-a-seed3.json").write_text(json.dumps(not_mlm))
     exits = query_norm.plateau_exits(tmp_path)
     assert exits == {"a": {"seeds": {1: 750, 2: 250}, "mean": 500.0}, "b": {"seeds": {1: None}, "mean": None}}
     assert "| `b` | 1: never | — |" in query_norm.plateau_table(exits)
