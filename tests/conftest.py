@@ -25,6 +25,10 @@ INVALID_CONFIG = (ValueError, StrictDataclassError)
 # The suite runs as two pytest-xdist workers on two cores: one thread each keeps them from fighting over the cores
 # (tiny test models gain nothing from intra-op threads). Subprocesses that train for real set their own.
 torch.set_num_threads(1)
+# The Pythons the tests start (commands, a staged folder's load-without-the-package check, accelerate's workers)
+# inherit one thread too unless a test sets its own: two workers' children each spinning up a thread per core fight
+# over the two cores, and the suite must stay within CI's 15 minutes.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
