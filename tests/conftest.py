@@ -198,8 +198,8 @@ def pytest_runtest_makereport(item, call):
 # loop's whole budget of 3. The quick loop (`-m "not slow"`) keeps it on the default encoder with every head, the
 # shared-attention decoder and the fully shared seq2seq model, less the heaviest checks the variants repeat (the
 # per-dtype reload everywhere, eager against SDPA but on the default encoder). `make test` runs every check on every
-# variant but those two, which it runs on the three classes above only: they cost 70 s of the suite's CPU on the
-# variants (half of CI's margin), and what they would find there is checked elsewhere: eager against SDPA on every
+# variant but those two, which it runs on the three classes above only: on the other variants they cost 70 s of CPU
+# in a suite at CI's 15-minute limit, and what they would find there is checked elsewhere: eager against SDPA on every
 # attention type (model/test_core.py, test_grouped_query_attention.py, test_query_rank.py, test_properties.py); the
 # per-dtype reload is PreTrainedModel's code, not a variant's.
 MIXIN_QUICK_CLASSES = {"SharedAttentionModelTest", "SharedAttentionDecoderTest", "Seq2SeqSharingEverythingTest"}
