@@ -702,7 +702,10 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
             f"{max(abs(r['difference']) for r in clm):.4f}" in words)
     moved = [row for row in mlm if abs(row["difference"]) > drift["threshold"]]
     assert set(drift["moved"]) & {row["cell"] for row in at_128} == {row["cell"] for row in moved}
-    assert "Width-256 cells join the check as they land" in words
+    at_256 = [row for row in drift["cells"] if "-w256-" in row["cell"]]
+    assert [row["cell"] for row in at_256] == ["clm-cpu-w256-h8-standard-seed1"]
+    assert (f"At width 256 the frontier has one cell of these arms (`standard`, causal LM, seed 1, bf16): this "
+            f"study's ends {abs(at_256[0]['difference']):.4f} nats from it") in words
     counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
     assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
 
@@ -738,6 +741,24 @@ def test_the_query_rank_reports_causal_lm_table_and_figures_are_the_summarys():
         f"(`mqa-query-quarter-att1-ffn`, {rows['mqa-query-quarter-att1-ffn']['parameters']:,} parameters against "
         f"`standard`'s {rows['standard']['parameters']:,}) the arm still trails, by {equal['mean']:.3f}; the wider "
         f"FFN buys {against['mqa-query-quarter-att1'] - equal['mean']:.3f}") in words
+
+
+def test_the_query_rank_reports_causal_lm_at_width_256_is_the_summarys():
+    """The follow-up's width-256 causal-LM section: its table is the summary's (both arms, five seeds each) and its
+    figures (the cost at both widths, the per-seed range, the budget) are read from the summary."""
+    summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
+    rows = summary["settings"]["clm-cpu-w256-h8"]
+    section = readme_section("### Causal LM at width 256", QUERY_RANK_README)
+    check_table(section, rows)
+    words = " ".join(section.split())
+    mqa, at_128 = rows["mqa-att1"]["against_standard"], summary["settings"]["clm-cpu"]["mqa-att1"]
+    assert mqa["verdict"] == "trails" and min(mqa["differences"]) > 0
+    assert (f"`mqa-att1` trails by {mqa['mean']:.3f} nats ({at_128['against_standard']['mean']:.3f} at width 128), on "
+            f"every seed ({min(mqa['differences']):+.3f} to {max(mqa['differences']):+.3f})") in words
+    assert f"from {at_128['budget']:.1%} to {rows['mqa-att1']['budget']:.1%}" in words
+    best = summary["best"]
+    assert best["arm"] == "mqa-att1" and best["verdicts"]["clm-w128"] == best["verdicts"]["clm-w256"] == "trails"
+    assert "`best` (`mqa-att1`) trails in causal LM at both widths" in words and not best["met"]
 
 
 def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summarys():
