@@ -761,6 +761,42 @@ def test_the_query_rank_reports_causal_lm_at_width_256_is_the_summarys():
     assert "`best` (`mqa-att1`) trails in causal LM at both widths" in words and not best["met"]
 
 
+def test_the_query_rank_reports_masked_lm_at_width_256_is_the_summarys():
+    """The follow-up's width-256 MLM section: its table is the summary's; `standard` does not learn there (which seeds
+    never leave the plateau, where they end, the one that leaves), so `mqa-att1`'s verdict is read as the report reads
+    it; plateau exits and end falls come from the cells."""
+    summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
+    setting = "mlm-cpu-w256-h8-i6000"
+    rows, words = check_masked_lm_section(QUERY_RANK_README, summary, setting, "### Masked LM at width 256")
+    null = summary["nulls"][setting]["context_free"]["selected"]
+    assert f"{null:.3f}" == f"{summary['nulls']['mlm-cpu-i6000']['context_free']['selected']:.3f}"  # "as at width 128"
+    assert not rows["standard"]["learns"] and rows["mqa-att1"]["learns"]
+
+    exits = query_norm.plateau_exits(query_rank.RESULTS / "cells", setting)
+    standard, losses = exits["standard"]["seeds"], rows["standard"]["losses"]
+    stayed = [str(seed) for seed, iteration in standard.items() if iteration is None]
+    left = [(str(seed), iteration) for seed, iteration in standard.items() if iteration is not None]
+    assert len(left) == 1 and all(losses[s] > null - 0.5 for s in losses)
+    (seed, iteration), = left
+    assert (f"{len(stayed)} of its 5 seeds never leave the context-free plateau (no evaluation below 2.9 nats) and "
+            f"end between {min(losses[s] for s in stayed):.3f} and {max(losses[s] for s in stayed):.3f}; seed {seed} "
+            f"leaves it at iteration {iteration:,} and ends at {losses[seed]:.3f}") in words
+    assert f"0.5 nats below the null ({null - 0.5:.3f})" in words
+    at_128 = query_norm.plateau_exits(query_rank.RESULTS / "cells", "mlm-cpu-i6000")["standard"]
+    assert None not in at_128["seeds"].values() and f"at iteration {at_128['mean']:,.0f} on average" in words
+
+    mqa = rows["mqa-att1"]["against_standard"]
+    assert mqa["verdict"] == rows["mqa-att1"]["against_standard_mask"]["verdict"] == "ahead"
+    assert f"**`mqa-att1` is ahead by the rule** ({signed(mqa['mean'])} nats" in words
+    mqa_exits = exits["mqa-att1"]["seeds"].values()
+    assert None not in mqa_exits and (f"leaving the plateau on every seed (at iterations {min(mqa_exits):,} to "
+                                      f"{max(mqa_exits):,})") in words
+    falls = query_norm.end_falls(query_rank.RESULTS / "cells", setting=setting)
+    assert (f"`mqa-att1` still falls {falls['mqa-att1']['mean']:.2f} nats, `standard` "
+            f"{falls['standard']['mean']:.2f}") in words
+    assert summary["best"]["verdicts"]["mlm-w256"] == "ahead" and not summary["best"]["met"]
+
+
 def test_the_query_rank_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     """The follow-up's MLM section (table, verdicts, the arm that does not learn, the descriptive plateau exits and
     end slopes, read from its cells) and what its width-128 cells decide (width 256, the goals)."""
@@ -873,11 +909,12 @@ def check_causal_lm_section(readme: Path, summary: dict, setting: str = "clm-cpu
     return rows, " ".join(section.split())
 
 
-def check_masked_lm_section(readme: Path, summary: dict, setting: str = "mlm-cpu-i6000") -> tuple[dict, str]:
+def check_masked_lm_section(readme: Path, summary: dict, setting: str = "mlm-cpu-i6000",
+                            heading: str = "### Masked LM at width 128") -> tuple[dict, str]:
     """A follow-up's MLM table is the summary's and its sentence on the "learns" test quotes the context-free null;
     returns the setting's rows and the section's words for the figures under the table."""
     rows = summary["settings"][setting]
-    section = readme_section("### Masked LM at width 128", readme)
+    section = readme_section(heading, readme)
     check_table(section, rows)
     words = " ".join(section.split())
     null = summary["nulls"][setting]["context_free"]["selected"]
