@@ -1152,7 +1152,7 @@ FIGURES = [
                                            "is on par with `standard` in causal LM ({} nats [{}, {}], {} seeds) and "
                                            "one stored multi-query layer unwidened trails by {}; in MLM every arm is "
                                            "left open (the wide arm {} [{}, {}]), so `standard-att1` and `mqa-att1` go "
-                                           "to width {} (not run yet)"), DEPTH,
+                                           "to width {} (under way)"), DEPTH,
            lambda: [results(DEPTH)["settings"]["clm-cpu-l8"]["standard"]["width"],
                     depth("clm-cpu-l8", "mqa-att1-wide")["mean"], *depth("clm-cpu-l8", "mqa-att1-wide")["interval"],
                     depth("clm-cpu-l8", "mqa-att1-wide")["n"], depth("clm-cpu-l8", "mqa-att1")["mean"],
@@ -1881,7 +1881,7 @@ VERDICTS += [
     Verdict("experiments/README.md", verdict_phrase("the wide arm is {v} with `standard` in causal LM ({} nats [{}, "
                                                     "{}], {} seeds) and one stored multi-query layer unwidened {v} by "
                                                     "{}; in MLM every arm is {v} (the wide arm {} [{}, {}]), so "
-                                                    "`standard-att1` and `mqa-att1` go to width {} (not run yet) and "
+                                                    "`standard-att1` and `mqa-att1` go to width {} (under way) and "
                                                     "both goals are {v} |"), DEPTH,
             lambda: [depth("clm-cpu-l8", "mqa-att1-wide")["verdict"], depth("clm-cpu-l8", "mqa-att1")["verdict"],
                      one_word(*(row["against_standard"]["verdict"] for arm, row in
