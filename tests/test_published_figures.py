@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, experiment_script
 
 NUMBER = r"([−+-]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:e[−-]?\d+)?)"
 
@@ -66,15 +66,12 @@ def query_rank_with_rank_r(setting: str) -> list[str]:
 
 
 def query_rank_plateau_stayers(setting: str, arm: str) -> int:
-    """How many of `arm`'s MLM seeds in the first follow-up never leave the context-free plateau: no evaluation below
-    2.9 nats (the study's plateau exit), read from the cells' curves; -1, which no sentence prints, if the summary
-    says the arm learns."""
+    """How many of `arm`'s MLM seeds in the first follow-up never leave the context-free plateau, by the studies' own
+    plateau exit read from the cells' curves; -1, which no sentence prints, if the summary says the arm learns."""
     if results(QUERY_RANK)["settings"][setting][arm]["learns"]:
         return -1
-    cells = REPO_ROOT / QUERY_RANK.rsplit("/", 1)[0] / "cells"
-    curves = [json.loads(path.read_text(encoding="utf-8"))["curve"]
-              for path in sorted(cells.glob(f"{setting}-{arm}-seed*.json"))]
-    return sum(all(point["loss"] >= 2.9 for point in curve) for curve in curves)
+    exits = experiment_script("frontier/query_norm.py").plateau_exits(REPO_ROOT / QUERY_RANK_CELLS, setting)
+    return sum(iteration is None for iteration in exits[arm]["seeds"].values())
 
 
 def query_rank_wide(setting: str, arm: str) -> dict:
@@ -209,6 +206,7 @@ FRONTIER = "experiments/frontier/results/summary.json"
 FRONTIER_SHIPPING = "experiments/frontier/conversion/results/summary.json"
 QUERY_RANK_ARMS = "experiments/frontier/query-rank/results/arms.json"
 QUERY_RANK = "experiments/frontier/query-rank/results/summary.json"
+QUERY_RANK_CELLS = "experiments/frontier/query-rank/results/cells"
 QUERY_RANK_WIDE_ARMS = "experiments/frontier/query-rank-wide/results/arms.json"
 QUERY_NORM_ARMS = "experiments/frontier/query-norm/results/arms.json"
 QUERY_NORM = "experiments/frontier/query-norm/results/summary.json"

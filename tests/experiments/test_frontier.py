@@ -747,10 +747,7 @@ def test_the_query_rank_reports_causal_lm_at_width_256_is_the_summarys():
     """The follow-up's width-256 causal-LM section: its table is the summary's (both arms, five seeds each) and its
     figures (the cost at both widths, the per-seed range, the budget) are read from the summary."""
     summary = json.loads((query_rank.RESULTS / "summary.json").read_text())
-    rows = summary["settings"]["clm-cpu-w256-h8"]
-    section = readme_section("### Causal LM at width 256", QUERY_RANK_README)
-    check_table(section, rows)
-    words = " ".join(section.split())
+    rows, words = check_causal_lm_section(QUERY_RANK_README, summary, "clm-cpu-w256-h8", "### Causal LM at width 256")
     mqa, at_128 = rows["mqa-att1"]["against_standard"], summary["settings"]["clm-cpu"]["mqa-att1"]
     assert mqa["verdict"] == "trails" and min(mqa["differences"]) > 0
     assert (f"`mqa-att1` trails by {mqa['mean']:.3f} nats ({at_128['against_standard']['mean']:.3f} at width 128), on "
@@ -900,11 +897,12 @@ def check_drift_and_causal_lm_table(readme: Path, summary: dict, re_run: int = 2
     return check_causal_lm_section(readme, summary)[1]
 
 
-def check_causal_lm_section(readme: Path, summary: dict, setting: str = "clm-cpu") -> tuple[dict, str]:
+def check_causal_lm_section(readme: Path, summary: dict, setting: str = "clm-cpu",
+                            heading: str = "### Causal LM at width 128") -> tuple[dict, str]:
     """A follow-up's causal-LM table is the summary's; returns the setting's rows and the section's words for the
     figures under the table."""
     rows = summary["settings"][setting]
-    section = readme_section("### Causal LM at width 128", readme)
+    section = readme_section(heading, readme)
     check_table(section, rows)
     return rows, " ".join(section.split())
 
