@@ -201,6 +201,7 @@ NANOGPT_GPU_LOSS = 1.4697  # nanoGPT's published validation loss for its GPU rec
 DIRECTED = "experiments/directed-attention/results/verdicts.json"
 CONVERSIONS = "experiments/directed-attention/results/conversions.json"
 CONVERSIONS_KV_INVARIANT = "experiments/directed-attention/results/shared-kv-invariant-fit/conversions.json"
+REPEATED_BUILDS = "experiments/directed-attention/results/repeated-builds.json"
 DOWNSTREAM_PROBE = "experiments/downstream/results/diagnostic-text/finetune-probe.json"
 FRONTIER = "experiments/frontier/results/summary.json"
 FRONTIER_SHIPPING = "experiments/frontier/conversion/results/summary.json"
@@ -276,6 +277,29 @@ def finetuned_in_domain(path: str, arm: str) -> float:
 
 def conversion(attention_type: str) -> dict:
     return results(CONVERSIONS)["builds"][attention_type]
+
+
+def repeated_build(attention_type: str) -> dict:
+    """A directed type's paired comparison with `shared` over the repeated conversion builds (three seeds each)."""
+    return results(REPEATED_BUILDS)["comparisons"][attention_type]
+
+
+def lowrank_ahead_of_shared() -> list[float]:
+    """`shared_lowrank_query`'s mean difference to `shared` over the repeated builds and its 95% t interval."""
+    row = repeated_build("shared_lowrank_query")
+    return [row["mean"], *row["interval"]]
+
+
+def repeated_build_steps() -> int:
+    """The healing steps every repeated build ran (the report's one condition)."""
+    (conditions,) = {tuple(row["conditions"][0]) for row in results(REPEATED_BUILDS)["comparisons"].values()}
+    return conditions[0]
+
+
+def repeated_builds_ahead() -> str:
+    """"ahead" when `shared_lowrank_query` is the one type the repeated builds put ahead of `shared`."""
+    ahead = [kind for kind, row in results(REPEATED_BUILDS)["comparisons"].items() if row["verdict"] == "ahead"]
+    return "ahead" if ahead == ["shared_lowrank_query"] else f"the types ahead are {ahead}"
 
 
 def calibration_row(attention_type: str, fit: str, sentences: int = 0) -> dict:
@@ -931,12 +955,17 @@ FIGURES = [
     Figure("docs/model.md", phrase("`shared_kv` closes {}% there at {}% of standard's projections"), DIRECTED,
            lambda: [100 * directed("clm-cpu-w256-h8", "shared-kv")["share_closed"],
                     bert_base_projection_shares("shared_kv")[0]]),
-    Figure("docs/model.md", phrase("healed {} steps (one build each), STS-B is {} with `shared_lowrank_query`, {} with "
-                                   "`shared_head_query`, {} with `shared_kv` ({} converted again with the invariant "
-                                   "fit it now gets by default) and {} with `shared`"), CONVERSIONS,
-           lambda: [conversion("shared")["heal_steps"],
-                    *[conversion(kind)["sts_b"] for kind in ("shared_lowrank_query", "shared_head_query", "shared_kv")],
-                    results(CONVERSIONS_KV_INVARIANT)["builds"]["shared_kv"]["sts_b"], conversion("shared")["sts_b"]]),
+    Figure("docs/model.md", phrase("healed {} steps, three builds (seeds) per type, mean STS-B is {} with "
+                                   "`shared_lowrank_query`, {} with `shared_head_query`, {} with `shared_kv` and {} "
+                                   "with `shared`; paired by seed, `shared_lowrank_query` is ahead of `shared` ({}, "
+                                   "95% t [{}, {}])"), REPEATED_BUILDS,
+           lambda: [repeated_build_steps(),
+                    *[results(REPEATED_BUILDS)["sts_b"][kind]["mean"]
+                      for kind in ("shared_lowrank_query", "shared_head_query", "shared_kv", "shared")],
+                    *lowrank_ahead_of_shared()]),
+    Figure("README.md", phrase("(three builds each), `shared_lowrank_query` is ahead of `shared` on STS-B ({}, 95% t "
+                               "[{}, {}])"), REPEATED_BUILDS,
+           lowrank_ahead_of_shared),
     Figure("README.md", phrase("closes at least half of shared's gap to standard attention at two widths ({}% and {}%)"),
            DIRECTED, lambda: [100 * directed(setting, "shared-lowrank-query")["share_closed"]
                               for setting in ("clm-cpu", "clm-cpu-w256-h8")]),
@@ -1709,11 +1738,25 @@ LOWRANK_CLM = lambda: one_word(*(directed(s, "shared-lowrank-query")["verdict"] 
 HEAD_CLM = lambda: one_word(*(directed(s, "shared-head-query")["verdict"] for s in ("clm-cpu", "clm-cpu-w256-h8")),
                             as_printed={"closes less than half": "less"})
 
+REPEATED_OTHERS = lambda: one_word(*(repeated_build(kind)["verdict"]
+                                      for kind in ("shared_head_query", "shared_kv")))
+
 VERDICTS = [
     Verdict(README, verdict_phrase("study's causal LM, `shared_lowrank_query` {v} of shared's gap to standard attention "
                                    "at two widths ({}% and {}%), `shared_head_query` {v};"), DIRECTED,
             lambda: [LOWRANK_CLM(), HEAD_CLM()]),
     Verdict(README, verdict_phrase("In masked LM no type {v} of the gap."), DIRECTED, lambda: [none_closes_half()]),
+    Verdict(README, verdict_phrase("(three builds each), `shared_lowrank_query` is {v} of `shared` on STS-B ({}, 95% t "
+                                   "[{}, {}]) and the other two are {v}."), REPEATED_BUILDS,
+            lambda: [repeated_build("shared_lowrank_query")["verdict"], REPEATED_OTHERS()]),
+    Verdict("docs/model.md", verdict_phrase("paired by seed, `shared_lowrank_query` is {v} of `shared` ({}, 95% t [{}, "
+                                            "{}]), `shared_head_query` and `shared_kv` are {v} (each"), REPEATED_BUILDS,
+            lambda: [repeated_build("shared_lowrank_query")["verdict"], REPEATED_OTHERS()]),
+    Verdict("docs/model.md", verdict_phrase("for a converted encoder `shared_lowrank_query`, the one shown {v} of "
+                                            "`shared` on STS-B"), REPEATED_BUILDS, lambda: [repeated_builds_ahead()]),
+    Verdict("experiments/README.md", verdict_phrase("(three builds each), `shared_lowrank_query` is {v} of `shared` on "
+                                                    "STS-B and the other two are {v};"), REPEATED_BUILDS,
+            lambda: [repeated_build("shared_lowrank_query")["verdict"], REPEATED_OTHERS()]),
     Verdict(README, verdict_phrase("Masked LM at the CPU recipe {v}, as most models"), CHARLM,
             lambda: [shared_claim("mlm-cpu")]),
     Verdict(README, verdict_phrase("H200, 3 seeds: shared ends {v} by {} nats"), CHARLM,

@@ -1,6 +1,8 @@
 """experiments/directed-attention/conversions.py: the conversion arm's declared rule (T's STS-B against shared's, to
 4 decimals, on the same healing budget, precision and CPU), on made-up builds."""
 
+import json
+
 import pytest
 from conftest import experiment_script
 
@@ -167,3 +169,24 @@ def test_a_landed_file_is_committed_alone_whatever_else_the_shared_index_holds(t
     assert git("show", "--name-only", "--format=%s", "HEAD").split() == ["shared", "seed", "1", "landed",
                                                                          "results/shared-seed1.json"]
     assert "A  theirs.txt" in git("status", "--porcelain")  # still staged, not committed
+
+
+def test_the_reports_repeated_builds_table_is_what_the_committed_builds_give():
+    """The committed report is the aggregate of the committed build files, and the study README's results table
+    prints each type's row of it: every seed's STS-B, the mean and interval, the paired differences, the verdict."""
+    summary = json.loads(json.dumps(conversions.aggregate(conversions.load_records(conversions.REPEATED_DIR))))
+    assert summary == json.loads((conversions.HERE / "results" / "repeated-builds.json").read_text())
+    if summary["builds_landed"] < summary["builds_declared"]:
+        pytest.skip("the repeated builds are under way: the README's results table comes when all have landed")
+    text = (conversions.HERE / "README.md").read_text(encoding="utf-8")
+    table = text.split("### Results of the repeated builds", 1)[1]
+    for kind in summary["types"]:
+        sts = summary["sts_b"][kind]
+        row = (f"| `{kind}` | {' / '.join(f'{v:.4f}' for v in sts['values'])} | {sts['mean']:.4f} "
+               f"[{sts['interval'][0]:.4f}, {sts['interval'][1]:.4f}] |")
+        if kind != summary["baseline"]:
+            pair = summary["comparisons"][kind]
+            assert pair["final"] and pair["n"] == 3
+            row += (f" {' / '.join(f'{d:+.4f}' for d in pair['differences'])} | {pair['mean']:+.4f} "
+                    f"[{pair['interval'][0]:+.4f}, {pair['interval'][1]:+.4f}] | {pair['verdict']} | {pair['goal']} |")
+        assert row in table, row
