@@ -702,10 +702,11 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
             f"{max(abs(r['difference']) for r in clm):.4f}" in words)
     moved = [row for row in mlm if abs(row["difference"]) > drift["threshold"]]
     assert set(drift["moved"]) & {row["cell"] for row in at_128} == {row["cell"] for row in moved}
-    at_256 = [row for row in drift["cells"] if "-w256-" in row["cell"]]
-    assert [row["cell"] for row in at_256] == ["clm-cpu-w256-h8-standard-seed1"]
-    assert (f"At width 256 the frontier has one cell of these arms (`standard`, causal LM, seed 1, bf16): this "
-            f"study's ends {abs(at_256[0]['difference']):.4f} nats from it") in words
+    at_256 = {row["cell"]: abs(row["difference"]) for row in drift["cells"] if "-w256-" in row["cell"]}
+    assert sorted(at_256) == ["clm-cpu-w256-h8-mqa-att1-seed1", "clm-cpu-w256-h8-standard-seed1"]
+    assert (f"At width 256 the frontier has two cells of these arms (causal LM, seed 1, bf16): this study's `standard` "
+            f"ends {at_256['clm-cpu-w256-h8-standard-seed1']:.4f} nats from the frontier's, its `mqa-att1` "
+            f"{at_256['clm-cpu-w256-h8-mqa-att1-seed1']:.4f}.") in words
     counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
     assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
 
