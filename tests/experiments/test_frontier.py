@@ -702,11 +702,9 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
             f"{max(abs(r['difference']) for r in clm):.4f}" in words)
     moved = [row for row in mlm if abs(row["difference"]) > drift["threshold"]]
     assert set(drift["moved"]) & {row["cell"] for row in at_128} == {row["cell"] for row in moved}
-    at_256 = {row["cell"]: abs(row["difference"]) for row in drift["cells"] if "-w256-" in row["cell"]}
-    assert sorted(at_256) == ["clm-cpu-w256-h8-mqa-att1-seed1", "clm-cpu-w256-h8-standard-seed1"]
-    assert (f"At width 256 the frontier has two cells of these arms (causal LM, seed 1, bf16): this study's `standard` "
-            f"ends {at_256['clm-cpu-w256-h8-standard-seed1']:.4f} nats from the frontier's, its `mqa-att1` "
-            f"{at_256['clm-cpu-w256-h8-mqa-att1-seed1']:.4f}.") in words
+    at_256 = [abs(row["difference"]) for row in drift["cells"] if "-w256-" in row["cell"]]
+    assert (f"At width 256 the frontier's grid, under way in bf16, has {len(at_256)} cells of these arms so far") in words
+    assert f"this study's end within {max(at_256):.4f} nats of them." in words
     counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
     assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
 
@@ -731,7 +729,9 @@ def test_the_query_rank_reports_causal_lm_table_and_figures_are_the_summarys():
     assert (f"8.3%) trails by {against['mqa-query-quarter-att1']:.3f} where the frontier's choice at or under 10% "
             f"(`best_at_10`: `{at_10}`, {frontier_row['budget']:.1%}) trails by "
             f"{frontier_row['against_standard']['mean']:.3f}") in words
-    clm_drift = max(abs(row["difference"]) for row in summary["drift"]["cells"] if row["cell"].startswith("clm-"))
+    # The sentence sets two width-128 arms side by side: the drift that bears on it is the width-128 cells'.
+    clm_drift = max(abs(row["difference"]) for row in summary["drift"]["cells"]
+                    if row["cell"].startswith("clm-") and "-w256-" not in row["cell"])
     assert f"puts what that changes at about {clm_drift:.3f} nats a cell" in words
     assert (f"(`mqa-att1`, 12.5%, +{against['mqa-att1']:.3f}), a query of rank width/4 adds "
             f"{against['mqa-query-quarter-att1'] - against['mqa-att1']:.3f} nats") in words
