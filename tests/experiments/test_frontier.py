@@ -1355,3 +1355,12 @@ def test_the_hardware_checks_mlm_reading_is_its_summary():
             f"{arms['standard']['loss_change']:+.4f}, `shared`'s {arms['shared']['loss_change']:+.4f}) and the "
             f"differences to `standard` by {min(changes):.4f} to {max(changes):.4f}").replace("-0", "−0") in words
     assert f"seeds are {min(spreads):.3f} to {max(spreads):.3f})" in words and max(changes) < max(spreads)
+
+
+def test_the_frontiers_drift_sentence_is_the_summarys():
+    """The frontier's drift check: how many cells it shares with the charlm study and the largest difference, as the
+    committed summary counts them (the count grows as width-256 cells land)."""
+    drift = json.loads((report.HERE / "results" / "summary.json").read_text())["drift"]
+    words = " ".join((report.HERE / "README.md").read_text(encoding="utf-8").split())
+    assert f"**Drift check:** the {len(drift['cells'])} cells this study shares with the charlm study" in words
+    assert f"(largest |difference| {drift['max_abs_difference']:.1f} nats" in words
