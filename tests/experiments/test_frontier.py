@@ -704,7 +704,7 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
     assert set(drift["moved"]) & {row["cell"] for row in at_128} == {row["cell"] for row in moved}
     at_256 = [abs(row["difference"]) for row in drift["cells"] if "-w256-" in row["cell"]]
     assert (f"At width 256 the frontier's grid, under way in bf16, has {len(at_256)} cells of these arms so far") in words
-    assert f"this study's end within {max(at_256):.4f} nats of them." in words
+    assert f"this study's cells end within {max(at_256):.4f} nats of them." in words
     counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
     assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
 
