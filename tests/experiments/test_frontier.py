@@ -1364,3 +1364,19 @@ def test_the_frontiers_drift_sentence_is_the_summarys():
     words = " ".join((report.HERE / "README.md").read_text(encoding="utf-8").split())
     assert f"**Drift check:** the {len(drift['cells'])} cells this study shares with the charlm study" in words
     assert f"(largest |difference| {drift['max_abs_difference']:.1f} nats" in words
+
+
+def test_the_width_256_landed_count_is_the_committed_cells():
+    """The Results section's count of width-256 cells (overall, and per objective and seed) is what the committed cell
+    files hold, so the sentence cannot fall behind the grid as cells land."""
+    rule_arms = json.loads((report.HERE / "results" / "summary.json").read_text())["width_256_rule"]["arms"]
+    cells = [json.loads(path.read_text()) for path in (report.HERE / "results" / "cells").glob("*-w256-*.json")]
+    cells = [cell for cell in cells if cell["arm"] in rule_arms]
+
+    def landed(objective):
+        seeds = sorted({cell["seed"] for cell in cells if cell["objective"] == objective})
+        counts = [sum(c["objective"] == objective and c["seed"] == seed for c in cells) for seed in seeds]
+        return ", ".join(f"seed {s}: {n} of {len(rule_arms)} arms" for s, n in zip(seeds, counts)) or "none"
+
+    words = " ".join((report.HERE / "README.md").read_text(encoding="utf-8").split())
+    assert f"{len(cells)} landed (causal LM: {landed('clm')}; MLM: {landed('mlm')}), at the same commit" in words
