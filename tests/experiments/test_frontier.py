@@ -1369,12 +1369,17 @@ def test_the_frontiers_drift_sentence_is_the_summarys():
     assert f"(largest |difference| {drift['max_abs_difference']:.1f} nats" in words
 
 
+def width_256_cells() -> list[dict]:
+    """The committed width-256 cells of the frontier's grid, loaded as its report loads them."""
+    return [cell for setting, arms in report.load_cells(report.RESULTS / "cells").items() if "-w256-" in setting
+            for seeds in arms.values() for cell in seeds.values()]
+
+
 def test_the_width_256_landed_count_is_the_committed_cells():
     """The Results section's count of width-256 cells (overall, and per objective and seed) is what the committed cell
     files hold, so the sentence cannot fall behind the grid as cells land."""
     rule_arms = json.loads((report.HERE / "results" / "summary.json").read_text())["width_256_rule"]["arms"]
-    cells = [json.loads(path.read_text()) for path in (report.HERE / "results" / "cells").glob("*-w256-*.json")]
-    cells = [cell for cell in cells if cell["arm"] in rule_arms]
+    cells = [cell for cell in width_256_cells() if cell["arm"] in rule_arms]
 
     def landed(objective):
         seeds = sorted({cell["seed"] for cell in cells if cell["objective"] == objective})
@@ -1390,7 +1395,7 @@ def test_the_reason_the_width_256_causal_lm_seeds_run_first_is_what_the_cells_ti
     own training times say so (read as 2.5 to 3.5 times, mean against mean)."""
     words = " ".join((report.HERE / "README.md").read_text(encoding="utf-8").split())
     assert "takes about three times as long as a causal-LM cell" in words
-    cells = [json.loads(path.read_text()) for path in (report.HERE / "results" / "cells").glob("*-w256-*.json")]
+    cells = width_256_cells()
     seconds = {objective: [cell["train_seconds"] for cell in cells if cell["objective"] == objective]
                for objective in ("clm", "mlm")}
     assert seconds["clm"] and seconds["mlm"]
