@@ -686,6 +686,70 @@ def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     assert at_10["verdicts"]["clm-w128"] == "trails" and not best["met"] and not at_10["met"]
 
 
+
+def test_the_reports_causal_lm_at_width_256_table_and_figures_are_the_summarys():
+    """The README's width-256 causal-LM section: the table (every rule arm, five seeds each) and each figure its
+    bullets quote, at width 256 and the width-128 figures set beside them, read from results/summary.json."""
+    summary, rows, words, against = reported_setting("clm-cpu-w256-h8", "### Causal LM at width 256")
+    at_128 = {arm: row["against_standard"] for arm, row in summary["settings"]["clm-cpu"].items() if arm != "standard"}
+    budget = {arm: f"{row['budget']:.1%}".replace(".0%", "%") for arm, row in rows.items()}  # as prose prints it
+
+    def shown(comparison: dict) -> str:
+        return report.interval(comparison).replace("-", "−")
+
+    on_par = sorted(arm for arm, c in against.items() if c["verdict"] == "on par")
+    assert on_par == ["standard-att1-ffn", "standard-att2"] and not [c for c in against.values()
+                                                                     if c["verdict"] == "ahead"]
+    assert (f"(`standard-att2`, {budget['standard-att2']}) {shown(against['standard-att2'])}" in words
+            and f"(`standard-att1-ffn`, {budget['standard-att1-ffn']}; {rows['standard-att1-ffn']['parameters']:,} "
+                f"parameters against `standard`'s {rows['standard']['parameters']:,}) "
+                f"{shown(against['standard-att1-ffn'])}" in words)
+    assert all(at_128[a]["verdict"] == "left open" for a in on_par)
+    assert (f"(+{at_128['standard-att2']['mean']:.3f} and +{at_128['standard-att1-ffn']['mean']:.3f}, left open "
+            "there)") in words
+
+    assert against["gqa-2"]["verdict"] == "left open" and against["mqa"]["verdict"] == "trails"
+    assert (f"`gqa-2` (two key/value heads of eight, {budget['gqa-2']}) costs {against['gqa-2']['mean']:.3f}, left "
+            f"open, and `mqa` ({budget['mqa']}) trails by {against['mqa']['mean']:.3f}") in words
+    gqa_128 = summary["settings"]["clm-cpu"]["gqa-2"]
+    assert at_128["gqa-2"]["verdict"] == "on par" and f"of four ({gqa_128['budget']:.1%}), `gqa-2`" in words
+
+    assert against["standard-att1"]["verdict"] == "left open" and against["mqa-att1"]["verdict"] == "trails"
+    assert (f"(`standard-att1`, {budget['standard-att1']}) costs {against['standard-att1']['mean']:.3f}, left open "
+            f"({at_128['standard-att1']['mean']:.3f} at width 128)") in words
+    assert (f"(`mqa-att1`, {budget['mqa-att1']}) it trails by {against['mqa-att1']['mean']:.3f} "
+            f"({at_128['mqa-att1']['mean']:.3f} at width 128, at "
+            f"{summary['settings']['clm-cpu']['mqa-att1']['budget']:.1%})".replace(".0%", "%")) in words
+
+    assert against["shared"]["verdict"] == at_128["shared"]["verdict"] == "trails"
+    assert f"`shared` {against['shared']['mean']:+.3f} ({at_128['shared']['mean']:+.3f} at width 128)" in words
+    narrow, shared = rows["standard-narrow"], rows["shared"]
+    assert narrow["parameters"] < shared["parameters"] and against["standard-narrow"]["verdict"] == "trails"
+    assert (f"({narrow['parameters']:,} against {shared['parameters']:,}), trails by "
+            f"{against['standard-narrow']['mean']:.3f}") in words
+
+    wide = summary["equal_parameters"]["clm-cpu-w256-h8"]["standard-att1-wide"]
+    assert all(d < 0 for d in wide["differences"]) and wide["verdict"] == "left open"
+    assert (f"ends below `standard` by {-wide['mean']:.3f} (interval {wide['interval'][0]:.3f} to "
+            f"{wide['interval'][1]:.3f})").replace("-", "−") in words
+    orders = summary["sharing_orders"]["clm-cpu-w256-h8"]
+    assert all(orders[a]["verdict"] == "on par" for a in ("standard-att2-cycle", "standard-att2-cycle-rev"))
+    assert (f"({shown(orders['standard-att2-cycle'])} and {shown(orders['standard-att2-cycle-rev'])})" in words)
+
+    best, at_10 = summary["best"], summary["best_at_10"]
+    assert best["arm"] == "standard-att1-wide" and best["verdicts"]["clm-w128"] == best["verdicts"]["clm-w256"]
+    assert best["verdicts"]["clm-w256"] == against["standard-att1-wide"]["verdict"] == "left open"
+    assert not best["met"] and not at_10["carried_to_width_256"]
+    # The status line: causal LM complete at width 256 (the table above has every arm's five seeds); MLM under way
+    # until its setting has them too.
+    mlm = summary["settings"].get("mlm-cpu-w256-h8-i6000", {})
+    mlm_done = sorted(mlm) == sorted(rows) and all(row["seeds"] == [1, 2, 3, 4, 5] for row in mlm.values())
+    status = " ".join(report.HERE.joinpath("README.md").read_text(encoding="utf-8").split("**", 2)[1].split())
+    assert status.endswith("width 256: causal LM complete, MLM " + ("complete." if mlm_done else "under way."))
+    # "about 0.2 nats behind ... about 0.04 behind"
+    assert round(against["shared"]["mean"], 1) == 0.2 and round(against["mqa-att1"]["mean"], 2) == 0.04
+
+
 QUERY_RANK_README = query_rank.HERE / "query-rank" / "README.md"
 
 
