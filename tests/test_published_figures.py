@@ -1057,7 +1057,8 @@ FIGURES = [
            lambda: [results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"],
                     min(len(r["seeds"]) for r in results(FRONTIER)["settings"][FRONTIER_W256].values()),
                     frontier_budget_256("standard-att2"), frontier_clm("standard-att2", FRONTIER_W256)["mean"],
-                    frontier_budget_256("standard-att1-ffn"), frontier_clm("standard-att1-ffn", FRONTIER_W256)["mean"]]),
+                    frontier_budget_256("standard-att1-ffn"),
+                    frontier_clm("standard-att1-ffn", FRONTIER_W256)["mean"]]),
     Figure("experiments/README.md", phrase("at width {} causal LM is complete: plain attention shared across layers is "
                                            "on par with `standard` at {}% (two stored layers, +{} nats) and at {}% "
                                            "with its savings spent on the FFN (+{}), `gqa-2` ({}% there) is left open "
@@ -1095,11 +1096,12 @@ FIGURES = [
                     frontier_clm("shared", FRONTIER_W256)["mean"],
                     results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"]]),
     Figure("docs/model.md", phrase("**At twice the width** (width {}, {} heads; causal LM, {} seeds, complete) the "
-                                   "ordering holds: the paper's form trails `standard` by {} nats, one key/value head "
-                                   "stored once ({}% there) by {}, and plain attention stored once costs {} (left "
-                                   "open); spending its savings on the feed-forward layer ({}%) is on par (+{}), and so "
-                                   "is plain attention stored for every second layer ({}%, +{}). Two key/value heads, a "
-                                   "smaller share of eight heads than of four ({}%), are left open there (+{})."),
+                                   "ordering holds: the paper's form trails `standard` by {} nats, one key/value "
+                                   "head stored once ({}% there) by {}, and plain attention stored once costs {} "
+                                   "(left open); spending its savings on the feed-forward layer ({}%) is on par (+{}), "
+                                   "and so is plain attention stored for every second layer ({}%, +{}). Two key/value "
+                                   "heads, a smaller share of eight heads than of four ({}%), are left open there "
+                                   "(+{})."),
            FRONTIER,
            lambda: [results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"],
                     results("experiments/frontier/results/cells/clm-cpu-w256-h8-standard-seed1.json")

@@ -686,7 +686,6 @@ def test_the_reports_masked_lm_table_figures_and_goals_are_the_summarys():
     assert at_10["verdicts"]["clm-w128"] == "trails" and not best["met"] and not at_10["met"]
 
 
-
 def test_the_reports_causal_lm_at_width_256_table_and_figures_are_the_summarys():
     """The README's width-256 causal-LM section: the table (every rule arm, five seeds each) and each figure its
     bullets quote, at width 256 and the width-128 figures set beside them, read from results/summary.json."""
