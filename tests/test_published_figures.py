@@ -60,11 +60,13 @@ def frontier_budget_256(arm: str) -> float:
     return 100 * results(FRONTIER)["settings"][FRONTIER_W256][arm]["budget"]
 
 
-def frontier_on_par_256() -> str:
-    """"on par" where the width-256 causal-LM arms on par with (or ahead of) `standard` are the two the guide names
-    (two stored layers, and one with its savings in the FFN), otherwise a marker that matches no sentence."""
-    level = sorted(a for a, c in frontier_clm(setting=FRONTIER_W256).items() if c["verdict"] in (ON_PAR_WORD, "ahead"))
-    return ON_PAR_WORD if level == ["standard-att1-ffn", "standard-att2"] else f"other arms: {level}"
+def frontier_width_256() -> int:
+    return results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"]
+
+
+def frontier_seeds_256() -> int:
+    """The fewest seeds any width-256 causal-LM arm has landed."""
+    return min(len(row["seeds"]) for row in results(FRONTIER)["settings"][FRONTIER_W256].values())
 
 
 def query_rank(setting: str, arm: str) -> dict:
@@ -122,11 +124,21 @@ def frontier_mlm_variants() -> str:
                       if a != "standard" and not a.startswith("shared")))
 
 
-def frontier_only_gqa_on_par() -> str:
-    """"on par" when `gqa-2` is the one causal-LM arm on par with (or ahead of) `standard` at width 128, as the
+def frontier_on_par_only(arms: list[str], setting: str = "clm-cpu") -> str:
+    """"on par" when `arms` are exactly the causal-LM arms on par with (or ahead of) `standard` in `setting`, as the
     sentences say; otherwise a marker that matches no sentence."""
-    level = [a for a, c in frontier_clm().items() if c["verdict"] in (ON_PAR_WORD, "ahead")]
-    return ON_PAR_WORD if level == ["gqa-2"] else "another arm is on par or ahead"
+    level = sorted(a for a, c in frontier_clm(setting=setting).items() if c["verdict"] in (ON_PAR_WORD, "ahead"))
+    return ON_PAR_WORD if level == sorted(arms) else f"other arms are on par or ahead: {level}"
+
+
+def frontier_only_gqa_on_par() -> str:
+    """Width 128: `gqa-2` is the one arm on par."""
+    return frontier_on_par_only(["gqa-2"])
+
+
+def frontier_on_par_256() -> str:
+    """Width 256: the two arms the sentences name, two stored layers and one with its savings in the FFN."""
+    return frontier_on_par_only(["standard-att2", "standard-att1-ffn"], FRONTIER_W256)
 
 
 def frontier_at_10() -> list[str]:
@@ -1054,8 +1066,7 @@ FIGURES = [
     Figure(README, phrase("in causal LM at width {}, {} seeds, plain attention shared across layers is on par with "
                           "standard attention at {}% (two stored layers, +{} nats) and at {}% with its savings spent "
                           "on the feed-forward layer (+{});"), FRONTIER,
-           lambda: [results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"],
-                    min(len(r["seeds"]) for r in results(FRONTIER)["settings"][FRONTIER_W256].values()),
+           lambda: [frontier_width_256(), frontier_seeds_256(),
                     frontier_budget_256("standard-att2"), frontier_clm("standard-att2", FRONTIER_W256)["mean"],
                     frontier_budget_256("standard-att1-ffn"),
                     frontier_clm("standard-att1-ffn", FRONTIER_W256)["mean"]]),
@@ -1063,11 +1074,11 @@ FIGURES = [
                                            "on par with `standard` at {}% (two stored layers, +{} nats) and at {}% "
                                            "with its savings spent on the FFN (+{}), `gqa-2` ({}% there) is left open "
                                            "and `shared` trails by {}; width-{} MLM is under way"), FRONTIER,
-           lambda: [results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"],
+           lambda: [frontier_width_256(),
                     frontier_budget_256("standard-att2"), frontier_clm("standard-att2", FRONTIER_W256)["mean"],
                     frontier_budget_256("standard-att1-ffn"), frontier_clm("standard-att1-ffn", FRONTIER_W256)["mean"],
                     frontier_budget_256("gqa-2"), frontier_clm("shared", FRONTIER_W256)["mean"],
-                    results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"]]),
+                    frontier_width_256()]),
     Figure("docs/model.md", phrase("In causal LM at width {} ({} seeds, complete) only two key/value heads (`gqa-2`, "
                                    "{}% of standard's projections) are on par with `standard`; plain attention stored "
                                    "once for every layer (the `albert-attention` preset, {}%) costs {} nats and one "
@@ -1089,12 +1100,11 @@ FIGURES = [
                                    "({}%, +{} nats) and one stored layer with its savings spent on the feed-forward "
                                    "layer ({}%, +{}); the paper's form trails by {} there. The width-{} MLM cells have "
                                    "not all run yet"), FRONTIER,
-           lambda: [results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"],
-                    min(len(r["seeds"]) for r in results(FRONTIER)["settings"][FRONTIER_W256].values()),
+           lambda: [frontier_width_256(), frontier_seeds_256(),
                     frontier_budget_256("standard-att2"), frontier_clm("standard-att2", FRONTIER_W256)["mean"],
                     frontier_budget_256("standard-att1-ffn"), frontier_clm("standard-att1-ffn", FRONTIER_W256)["mean"],
                     frontier_clm("shared", FRONTIER_W256)["mean"],
-                    results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"]]),
+                    frontier_width_256()]),
     Figure("docs/model.md", phrase("**At twice the width** (width {}, {} heads; causal LM, {} seeds, complete) the "
                                    "ordering holds: the paper's form trails `standard` by {} nats, one key/value "
                                    "head stored once ({}% there) by {}, and plain attention stored once costs {} "
@@ -1103,10 +1113,10 @@ FIGURES = [
                                    "heads, a smaller share of eight heads than of four ({}%), are left open there "
                                    "(+{})."),
            FRONTIER,
-           lambda: [results(FRONTIER)["settings"][FRONTIER_W256]["standard"]["width"],
+           lambda: [frontier_width_256(),
                     results("experiments/frontier/results/cells/clm-cpu-w256-h8-standard-seed1.json")
                     ["hyperparameters"]["heads"],
-                    min(len(r["seeds"]) for r in results(FRONTIER)["settings"][FRONTIER_W256].values()),
+                    frontier_seeds_256(),
                     frontier_clm("shared", FRONTIER_W256)["mean"], frontier_budget_256("mqa-att1"),
                     frontier_clm("mqa-att1", FRONTIER_W256)["mean"],
                     frontier_clm("standard-att1", FRONTIER_W256)["mean"],

@@ -691,7 +691,11 @@ def test_the_reports_causal_lm_at_width_256_table_and_figures_are_the_summarys()
     bullets quote, at width 256 and the width-128 figures set beside them, read from results/summary.json."""
     summary, rows, words, against = reported_setting("clm-cpu-w256-h8", "### Causal LM at width 256")
     at_128 = {arm: row["against_standard"] for arm, row in summary["settings"]["clm-cpu"].items() if arm != "standard"}
-    budget = {arm: f"{row['budget']:.1%}".replace(".0%", "%") for arm, row in rows.items()}  # as prose prints it
+
+    def prose(share: float) -> str:  # a budget as the prose prints it: "50%", "10.4%"
+        return f"{share:.1%}".replace(".0%", "%")
+
+    budget = {arm: prose(row["budget"]) for arm, row in rows.items()}
 
     def shown(comparison: dict) -> str:
         return report.interval(comparison).replace("-", "−")
@@ -718,7 +722,7 @@ def test_the_reports_causal_lm_at_width_256_table_and_figures_are_the_summarys()
             f"({at_128['standard-att1']['mean']:.3f} at width 128)") in words
     assert (f"(`mqa-att1`, {budget['mqa-att1']}) it trails by {against['mqa-att1']['mean']:.3f} "
             f"({at_128['mqa-att1']['mean']:.3f} at width 128, at "
-            f"{summary['settings']['clm-cpu']['mqa-att1']['budget']:.1%})".replace(".0%", "%")) in words
+            f"{prose(summary['settings']['clm-cpu']['mqa-att1']['budget'])})") in words
 
     assert against["shared"]["verdict"] == at_128["shared"]["verdict"] == "trails"
     assert f"`shared` {against['shared']['mean']:+.3f} ({at_128['shared']['mean']:+.3f} at width 128)" in words
