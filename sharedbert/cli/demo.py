@@ -22,7 +22,7 @@ def add_parser(subparsers):
 
     parser = add_command(
         subparsers, "demo", [DemoArguments], description=__doc__, formatter_class=HelpFormatter,
-        help="Convert all-MiniLM-L6-v2 to SharedBert, fine-tune on SST-2, compare with BERT, stage for the Hub.")
+        help="convert all-MiniLM-L6-v2 to SharedBert, fine-tune on SST-2, compare with BERT, stage for the Hub")
     parser.set_defaults(run=run)
     return parser
 

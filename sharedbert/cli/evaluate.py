@@ -15,8 +15,8 @@ from .common import HelpFormatter, add_command, arguments_from, call_library, sh
 def add_parser(subparsers):
     from ..training.evaluation import EvaluateArguments
 
-    parser = add_command(subparsers, "evaluate", [EvaluateArguments], help="Evaluate a saved classifier "
-                         "on a GLUE task or your own file; metrics as JSON.", description=__doc__,
+    parser = add_command(subparsers, "evaluate", [EvaluateArguments], help="evaluate a saved classifier "
+                         "on a GLUE task or your own file; metrics as JSON", description=__doc__,
                          formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser

@@ -25,7 +25,7 @@ def add_parser(subparsers):
 
     parser = add_command(  # the options both jobs have are the classifier's flags
         subparsers, "finetune", [FinetuneArguments, Seq2SeqFinetuneArguments],
-        help="Fine-tune a classifier (GLUE or your files) or a seq2seq model (your pairs).",
+        help="fine-tune a classifier (GLUE or your files) or a seq2seq model (your pairs)",
         description=__doc__, formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser

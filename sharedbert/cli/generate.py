@@ -14,7 +14,7 @@ def add_parser(subparsers):
     from ..generation import GenerateArguments
 
     parser = add_command(subparsers, "generate", [GenerateArguments], description=__doc__,
-                         help="Generate with a seq2seq model for a file of inputs (JSON lines).",
+                         help="generate with a seq2seq model for a file of inputs (JSON lines)",
                          formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser

@@ -23,7 +23,7 @@ def add_parser(subparsers):
     from ..training.pretraining import PretrainArguments
 
     parser = add_command(subparsers, "pretrain", [PretrainArguments], description=__doc__,
-                         help="Masked-LM pretraining from raw text files or a datasets dataset.",
+                         help="pretrain with masked LM on raw text files or a datasets dataset",
                          formatter_class=HelpFormatter)
     parser.set_defaults(run=run)
     return parser

@@ -103,6 +103,19 @@ def test_the_help_reader_sees_every_option_of_the_parser():
         assert set(options_in_help(help_text([command, "--help"]))) == expected, command
 
 
+def test_the_command_list_reads_in_one_voice():
+    """`sharedbert --help` lists each command with a one-line summary in argparse's own voice (lower case, no full
+    stop), so that the list reads as one; a command added in another style fails here."""
+    from sharedbert.cli import build_parser
+
+    subparsers = next(action for action in build_parser()._actions if action.choices)
+    summaries = {action.dest: action.help for action in subparsers._choices_actions}
+    assert sorted(summaries) == sorted(COMMANDS)
+    off = {command: summary for command, summary in summaries.items()
+           if not summary or not summary[0].islower() or summary.rstrip().endswith(".")}
+    assert not off, f"summaries not lower case without a full stop: {off}"
+
+
 def _record(path: Path = FIXTURE) -> None:
     """Write the fixture: today's options where there is none, else the recorded ones plus any new option (a recorded
     option that is gone or changed is refused)."""
