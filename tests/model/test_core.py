@@ -472,6 +472,11 @@ def test_params_command_prints_the_table(capsys):
     assert main(["params", "bert-base"]) == 0
     printed = capsys.readouterr().out
     assert "592,896" in printed and "66.54%" in printed and "95,335,680" in printed and "12.92%" in printed
+    # docs/model.md's "Parameters" shows the table itself: header, rule and every row, as the command prints them
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "model.md").read_text(encoding="utf-8")
+    block = docs.split("## Parameters", 1)[1].split("```\n", 2)[1].strip("\n").splitlines()
+    table = [line for line in printed.splitlines() if line and not line.startswith(("Parameters of", "'fewer'"))]
+    assert block == table, "docs/model.md's parameter table is not `sharedbert params bert-base`'s output"
 
 
 @pytest.mark.parametrize("preset, shares", [
