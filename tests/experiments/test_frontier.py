@@ -777,12 +777,14 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
             f"the causal-LM cells within {max(clm_256):.4f}.") in words
     counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
     assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
-    # The example of a width-256 MLM cell that moves with the precision: where each copy leaves the plateau (its first
-    # evaluation below 2.9 nats) and how far apart they end.
-    cell = "mlm-cpu-w256-h8-i6000-mqa-att1-seed2.json"
+    # The example of a width-256 MLM cell that moves with the precision: where each copy leaves the plateau and how
+    # far apart they end.
+    setting, cell = "mlm-cpu-w256-h8-i6000", "mlm-cpu-w256-h8-i6000-mqa-att1-seed2.json"
     here, there = (json.loads((folder / "cells" / cell).read_text()) for folder in (query_rank.RESULTS, report.RESULTS))
-    leaves = [next(point["iteration"] for point in copy["curve"] if point["loss"] < 2.9) for copy in (here, there)]
+    leaves = [query_norm.plateau_exits(folder / "cells", setting)["mqa-att1"]["seeds"][2]
+              for folder in (query_rank.RESULTS, report.RESULTS)]
     assert (here["precision"], there["precision"]) == ("fp32", "bf16")
+    assert f"(its first evaluation below {query_norm.PLATEAU_EXIT_LOSS} nats)" in words
     assert (f"`mqa-att1` seed 2 leaves it at iteration {leaves[0]:,} in this study's fp32 and at {leaves[1]:,} in the "
             f"frontier's bf16, and ends {there['final_validation_loss'] - here['final_validation_loss']:.3f} nats "
             "lower in fp32.") in words
