@@ -777,17 +777,22 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
             f"the causal-LM cells within {max(clm_256):.4f}.") in words
     counted = f"In MLM {len(moved)} of the {len(mlm)}" + (" so far" if len(mlm) < 10 else "")
     assert f"{counted} move by more than 0.01 nats, by up to {max(abs(r['difference']) for r in mlm):.3f}" in words
-    # The example of a width-256 MLM cell that moves with the precision: where each copy leaves the plateau and how
-    # far apart they end.
-    setting, cell = "mlm-cpu-w256-h8-i6000", "mlm-cpu-w256-h8-i6000-mqa-att1-seed2.json"
-    here, there = (json.loads((folder / "cells" / cell).read_text()) for folder in (query_rank.RESULTS, report.RESULTS))
-    leaves = [query_norm.plateau_exits(folder / "cells", setting)["mqa-att1"]["seeds"][2]
-              for folder in (query_rank.RESULTS, report.RESULTS)]
-    assert (here["precision"], there["precision"]) == ("fp32", "bf16")
+    # The examples of width-256 MLM cells that move with the precision, one each way: where each copy leaves the
+    # plateau and how far apart they end.
+    setting = "mlm-cpu-w256-h8-i6000"
     assert f"(its first evaluation below {query_norm.PLATEAU_EXIT_LOSS} nats)" in words
-    assert (f"`mqa-att1` seed 2 leaves it at iteration {leaves[0]:,} in this study's fp32 and at {leaves[1]:,} in the "
-            f"frontier's bf16, and ends {there['final_validation_loss'] - here['final_validation_loss']:.3f} nats "
-            "lower in fp32.") in words
+    exits = [query_norm.plateau_exits(folder / "cells", setting)["mqa-att1"]["seeds"]
+             for folder in (query_rank.RESULTS, report.RESULTS)]
+    for seed, lower in ((2, "fp32"), (4, "bf16")):
+        cell = f"{setting}-mqa-att1-seed{seed}.json"
+        here, there = (json.loads((folder / "cells" / cell).read_text())
+                       for folder in (query_rank.RESULTS, report.RESULTS))
+        assert (here["precision"], there["precision"]) == ("fp32", "bf16")
+        gap = there["final_validation_loss"] - here["final_validation_loss"]
+        assert (gap > 0) == (lower == "fp32")
+        fp32, bf16 = ("this study's fp32", "the frontier's bf16") if seed == 2 else ("fp32", "bf16")
+        assert (f"seed {seed} leaves it at iteration {exits[0][seed]:,} in {fp32} and at {exits[1][seed]:,} in {bf16}, "
+                f"and ends {abs(gap):.3f} nats lower in {lower}") in words
 
 
 def test_the_query_rank_reports_causal_lm_table_and_figures_are_the_summarys():
