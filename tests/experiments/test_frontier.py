@@ -843,6 +843,9 @@ def test_the_reports_answers_and_limits_are_the_summarys():
     assert set(best["verdicts"].values()) == {"left open"} and len(best["verdicts"]) == 4
     assert not best["met"] and not summary["best_at_10"]["met"]
     assert f"`best` (`{best['arm']}`, {best['budget']['128']:.1%}) is left open in all four settings" in answers
+    on_par_in_both = [arm for arm in settings["clm-cpu"] if arm != "standard" and all(
+        settings[s][arm]["against_standard"]["verdict"] == "on par" for s in ("clm-cpu", "mlm-cpu-i6000"))]
+    assert not on_par_in_both and "parity holds at no budget" in answers
     for setting, width in (("clm-cpu", 128), ("clm-cpu-w256-h8", 256)):
         on_par = [arm for arm, row in settings[setting].items()
                   if arm != "standard" and row["against_standard"]["verdict"] == "on par"]
