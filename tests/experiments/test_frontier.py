@@ -890,7 +890,7 @@ def test_the_query_rank_reports_drift_check_is_the_summarys():
     assert set(drift["moved"]) & {row["cell"] for row in at_128} == {row["cell"] for row in moved}
     at_256 = [row for row in drift["cells"] if "-w256-" in row["cell"]]
     clm_256 = [abs(row["difference"]) for row in at_256 if row["cell"].startswith("clm-")]
-    assert (f"At width 256 the frontier's grid, under way in bf16, has {len(at_256)} cells of these arms so far "
+    assert (f"At width 256 the frontier's grid, complete in bf16, has {len(at_256)} cells of these arms "
             f"({len(clm_256)} in causal LM, {len(at_256) - len(clm_256)} in MLM)") in words
     assert (f"this study's cells end within {max(abs(row['difference']) for row in at_256):.4f} nats of them, "
             f"the causal-LM cells within {max(clm_256):.4f}.") in words
