@@ -130,7 +130,7 @@ RECIPES["shakespeare"] = dataclasses.replace(
 
 # The arms, one line each: SharedBertConfig fields beyond the recipe's sizes. "reference": transformers' own BERT.
 # "match_parameters_of": the FFN width raised until the arm has the named arm's parameter count (MLM model).
-# A new arm (say the frontier study's best configuration at <= 35%) is one more line.
+# An arm may set its own sizes (hidden_size, intermediate_size) over the recipe's.
 ARMS = {
     "standard": {"attention_type": "standard"},
     "shared": {"attention_type": "shared"},
@@ -142,7 +142,15 @@ ARMS = {
     "bert": {"reference": "bert"},
 }
 ARM_KEYS = ("match_parameters_of", "reference")
-DEFAULT_ARMS = tuple(ARMS)
+DEFAULT_ARMS = tuple(ARMS)  # the declared arms: every grid's default and the report's declared cells
+# Added after the declaration, as shakespeare/README.md provides for: the frontier study's best configuration at
+# <= 35% (`best` in experiments/frontier/results/summary.json, at width 128, whose sizes are this recipe's): one
+# stored standard attention layer for all four, its savings spent on width. Run with --arms; a comparison of its own.
+ADDED_ARMS = {
+    "standard-att1-wide": {"attention_type": "standard", "layer_sharing": "attention", "num_unique_layers": 1,
+                           "hidden_size": 148, "intermediate_size": 592},
+}
+ARMS.update(ADDED_ARMS)
 DECLARED_SEEDS = (1, 2, 3, 4, 5)  # every arm on these seeds, paired by seed (README, "Seeds")
 
 TASKS = ("sst2", "mrpc", "rte", "cola", "stsb")
@@ -359,8 +367,8 @@ def mlm_model(arm: str, recipe: Recipe, vocab_size: int, intermediate_size: int 
     if intermediate_size is None and "match_parameters_of" in settings:
         intermediate_size = matched_intermediate_size(arm, recipe, vocab_size)
     fields = {key: value for key, value in settings.items() if key not in ARM_KEYS}
-    return SharedBertForMaskedLM(SharedBertConfig(intermediate_size=intermediate_size or recipe.ffn, **common,
-                                                  **fields))
+    sizes = {**common, "intermediate_size": intermediate_size or recipe.ffn, **fields}  # the arm's own sizes win
+    return SharedBertForMaskedLM(SharedBertConfig(**sizes))
 
 
 def parameter_count(arm: str, recipe: Recipe, vocab_size: int, intermediate_size: int | None = None) -> int:
@@ -1032,22 +1040,23 @@ def claim_verdict(comparison: dict, wanted: tuple[str, ...]) -> str:
 CONDITIONS = ("git_commit", "precision", "device", "cpu", "gpu")
 
 
-def check_conditions(cells: list[dict]) -> None:
+def check_conditions(cells: list[dict], conditions: tuple[str, ...] = CONDITIONS) -> None:
     """Refuse to judge cells that differ in commit, precision, device, CPU or GPU, naming the differing fields."""
-    differing = {key: sorted({str(c.get(key)) for c in cells}) for key in CONDITIONS}
+    differing = {key: sorted({str(c.get(key)) for c in cells}) for key in conditions}
     differing = {key: values for key, values in differing.items() if len(values) > 1}
     if differing:
-        raise SystemExit(f"the cells of one report must share {', '.join(CONDITIONS)}; these differ: {differing}. "
+        raise SystemExit(f"the cells of one report must share {', '.join(conditions)}; these differ: {differing}. "
                          "Run the odd cells again where the others ran, or move them out of the results folder.")
 
 
-def summarise(cells: list[dict], declared: list[tuple[str, int]] | None = None) -> dict:
+def summarise(cells: list[dict], declared: list[tuple[str, int]] | None = None,
+              conditions: tuple[str, ...] = CONDITIONS) -> dict:
     """Every table and verdict of the report, from finished cells of one recipe (refused if they differ in the
     conditions a comparison shares). With `declared`, the (arm, seed) cells the study declared: while any of them is
     missing, every claim is pending (`hold_claims`)."""
     from sharedbert.verdicts import AHEAD, ON_PAR
 
-    check_conditions(cells)
+    check_conditions(cells, conditions)
 
     arms = sorted({c["arm"] for c in cells}, key=lambda a: list(ARMS).index(a) if a in ARMS else len(ARMS))
     conditions = sorted({name for c in cells for name in c["tasks"]["sst2"]["dev"] if name != "clean"})
@@ -1184,6 +1193,17 @@ def summary_markdown(summary: dict) -> str:
                      + (f", measured {mean:+.2f}, interval {interval_text(measured['interval'])}" if mean is not None
                         else "")
                      + (f"; {claim['why']}" if claim.get("why") else ""))
+    for arm, added in summary.get("added_arms", {}).items():
+        def word(c):
+            return "n/a" if c.get("mean") is None else f"{c['mean']:+.2f} {c['verdict']}"
+        rows = added["against_standard"]
+        partial = "" if added["seeds"] == list(DECLARED_SEEDS) else "**Partial: every word is provisional.** "
+        lines += ["", f"## Added arm `{arm}` (a comparison of its own, at {', '.join(added['git_commit'])})", "",
+                  f"{partial}Seeds {added['seeds']}, learns {sum(added['learns'].values())}/{len(added['learns'])}; informative "
+                  f"tasks with `standard`: {', '.join(added['informative']) or 'none'}. Against `standard`, paired by "
+                  "seed: " + "; ".join(f"{t} {word(rows[t])}" for t in [*summary["tasks"], "average"] if t in rows)
+                  + (f"; noise, mean drop {word(added['noise_against_standard']['mean_drop'])}"
+                     if added["noise_against_standard"] else "") + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -1282,13 +1302,34 @@ def plot_report(summary: dict, cells: list[dict], path: Path) -> None:
     atomic_write_bytes(path, png.getvalue())
 
 
+def added_arm_comparisons(added: list[dict], cells: list[dict]) -> dict:
+    """Each added arm against `standard`, paired by seed: a comparison of its own beside the declared ones. Its cells
+    ran at the commit that added the arm, so they share every condition with `standard`'s but the commit (refused
+    otherwise); the tasks and noises are judged as in the declared report, the claims are not (they are the
+    declared arms')."""
+    comparisons = {}
+    standard = [c for c in cells if c["arm"] == "standard"]
+    for arm in sorted({c["arm"] for c in added}):
+        ours = [c for c in added if c["arm"] == arm]
+        paired = summarise(ours + standard, conditions=tuple(k for k in CONDITIONS if k != "git_commit"))
+        comparisons[arm] = {"config": ADDED_ARMS[arm], "seeds": sorted(c["seed"] for c in ours),
+                            "git_commit": sorted({str(c.get("git_commit")) for c in ours}),
+                            "learns": paired["learns"].get(arm, {}), "informative": paired["informative"],
+                            "against_standard": paired["comparisons_to_standard"].get(arm, {}),
+                            "noise_against_standard": paired["noise_comparisons_to_standard"].get(arm, {})}
+    return comparisons
+
+
 def write_report(results_dir: Path, recipe: str, out_dir: Path) -> dict:
     from sharedbert.atomic import atomic_write_text
 
     cells = read_cells(results_dir, recipe)
     if not cells:
         raise SystemExit(f"no finished cells of recipe {recipe!r} in {results_dir}: nothing to report.")
+    added = [c for c in cells if c["arm"] in ADDED_ARMS]
+    cells = [c for c in cells if c["arm"] not in ADDED_ARMS]
     summary = summarise(cells, declared=[(arm, seed) for seed in DECLARED_SEEDS for arm in DEFAULT_ARMS])
+    summary["added_arms"] = added_arm_comparisons(added, cells)
     atomic_write_text(out_dir / f"summary-{recipe}.json", json.dumps(summary, indent=1) + "\n")
     atomic_write_text(out_dir / f"summary-{recipe}.md", summary_markdown(summary))
     plot_report(summary, cells, out_dir / f"summary-{recipe}.png")

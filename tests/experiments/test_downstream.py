@@ -337,6 +337,49 @@ def test_a_partial_grid_is_reported_with_every_claim_pending(tmp_path, capsys):
     assert "shared vs standard: **pending**" in markdown and "**supported**" not in markdown
 
 
+def test_the_added_arm_is_the_frontiers_best_and_stays_out_of_the_declared_grid():
+    """The frontier named its best configuration at <= 35% before this grid ended, so it is one more line of ARMS,
+    as its summary gives it at width 128 (this recipe's sizes): one stored standard layer, its savings on width. The
+    declared arms, the grid's default and the declared cells are unchanged."""
+    frontier = json.loads((study.HERE.parent / "frontier" / "results" / "summary.json").read_text())["best"]
+    assert set(study.ADDED_ARMS) == {frontier["arm"]} and study.ARMS[frontier["arm"]] == frontier["config"]["w128"]
+    assert frontier["arm"] not in study.DEFAULT_ARMS and len(study.DEFAULT_ARMS) == 7
+    recipe = study.RECIPES["shakespeare"]
+    assert (recipe.width, recipe.layers, recipe.heads) == (128, 4, 4)  # the frontier's width-128 sizes
+    model = study.mlm_model(frontier["arm"], recipe, 67)
+    assert (model.config.hidden_size, model.config.intermediate_size) == (148, 592)
+    standard = study.mlm_model("standard", recipe, 67)
+    share = study.attention_projection_parameters(model) / study.attention_projection_parameters(standard)
+    assert round(share, 3) == round(frontier["budget"]["128"], 3)
+    assert abs(study.parameter_count(frontier["arm"], recipe, 67) / study.parameter_count("standard", recipe, 67)
+               - 1) < 0.011
+
+
+def test_an_added_arms_cells_are_a_comparison_of_their_own(tmp_path, capsys):
+    """The added arm's cells run at the commit that adds it: the report keeps them out of the declared summary (its
+    35 cells and claims) and pairs them by seed with `standard`'s, refusing a cell of another precision."""
+    cells = declared_grid(shared_offset=0.2)
+    wide = [{**cell, "arm": "standard-att1-wide", "git_commit": "later"} for cell in cells if cell["arm"] == "shared"]
+    for index, cell in enumerate(cells + wide):
+        (tmp_path / f"{index}.json").write_text(json.dumps(cell))
+    assert study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary-cpu.json").read_text())
+    assert summary["declared_cells"] == 35 and not summary["missing_cells"]
+    assert "standard-att1-wide" not in summary["arms"]
+    assert summary["claims"]["shared vs standard"]["verdict"] == study.SUPPORTED
+    added = summary["added_arms"]["standard-att1-wide"]
+    assert added["seeds"] == [1, 2, 3, 4, 5] and added["git_commit"] == ["later"]
+    shared = summary["comparisons_to_standard"]["shared"]
+    for task in ("sst2", "stsb"):  # the same scores as `shared`, so the same paired differences
+        assert added["against_standard"][task]["differences"] == shared[task]["differences"]
+    assert added["noise_against_standard"]["mean_drop"]["verdict"] == \
+        summary["noise_comparisons_to_standard"]["shared"]["mean_drop"]["verdict"]
+    assert "## Added arm `standard-att1-wide` (a comparison of its own, at later)" in \
+        (tmp_path / "out" / "summary-cpu.md").read_text()
+    (tmp_path / "odd.json").write_text(json.dumps({**wide[0], "seed": 6, "precision": "fp32"}))
+    with pytest.raises(SystemExit, match="precision"):
+        study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")])
+
 def test_the_report_command_writes_its_three_files(tmp_path, capsys):
     cells = declared_grid(shared_offset=0.2)
     assert len(cells) == len(study.DEFAULT_ARMS) * len(study.DECLARED_SEEDS)
