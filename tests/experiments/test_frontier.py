@@ -754,6 +754,24 @@ def test_the_reports_causal_lm_at_width_256_table_and_figures_are_the_summarys()
 
 
 
+def check_standard_stays_on_the_plateau(words: str, rows: dict, null: float, exits: dict, cells: Path) -> tuple:
+    """A width-256 MLM section's sentence that `standard` does not learn: how many seeds never leave the context-free
+    plateau and where they end, the null less 0.5 that none reaches, and where its seeds left the plateau at width
+    128 (every one did). Returns the one seed that leaves at width 256 and its iteration, for the caller's words."""
+    standard, losses = exits["standard"]["seeds"], rows["standard"]["losses"]
+    stayed = [str(seed) for seed, iteration in standard.items() if iteration is None]
+    left = [(str(seed), iteration) for seed, iteration in standard.items() if iteration is not None]
+    assert not rows["standard"]["learns"] and len(left) == 1 and all(loss > null - 0.5 for loss in losses.values())
+    (seed, iteration), = left
+    assert (f"{len(stayed)} of its 5 seeds never leave the context-free plateau (no evaluation below 2.9 nats) and "
+            f"end between {min(losses[s] for s in stayed):.3f} and {max(losses[s] for s in stayed):.3f}; seed {seed} "
+            "leaves it") in words
+    assert f"0.5 nats below the null ({null - 0.5:.3f})" in words
+    at_128 = query_norm.plateau_exits(cells, "mlm-cpu-i6000")["standard"]
+    assert None not in at_128["seeds"].values() and f"at iteration {at_128['mean']:,.0f} on average" in words
+    return seed, iteration
+
+
 def test_the_reports_masked_lm_at_width_256_table_and_figures_are_the_summarys():
     """The README's width-256 MLM section: the table (every rule arm, five seeds each) and the plateau exits under it
     are the summary's and the cells'; `standard` does not learn there (which seeds never leave the plateau, where they
@@ -766,19 +784,11 @@ def test_the_reports_masked_lm_at_width_256_table_and_figures_are_the_summarys()
     exits = query_norm.plateau_exits(report.RESULTS / "cells", setting)
     assert query_norm.plateau_table(exits) in readme_section("### Masked LM at width 256")
 
-    standard, losses = exits["standard"]["seeds"], rows["standard"]["losses"]
-    stayed = [str(seed) for seed, iteration in standard.items() if iteration is None]
-    left = [(str(seed), iteration) for seed, iteration in standard.items() if iteration is not None]
-    assert not rows["standard"]["learns"] and len(left) == 1 and all(loss > null - 0.5 for loss in losses.values())
-    (seed, iteration), = left
+    seed, iteration = check_standard_stays_on_the_plateau(words, rows, null, exits, report.RESULTS / "cells")
     curve = report.load_cells(report.RESULTS / "cells")[setting]["standard"][int(seed)]["curve"]
     assert iteration == max(point["iteration"] for point in curve)
-    assert (f"{len(stayed)} of its 5 seeds never leave the context-free plateau (no evaluation below 2.9 nats) and "
-            f"end between {min(losses[s] for s in stayed):.3f} and {max(losses[s] for s in stayed):.3f}; seed {seed} "
-            f"leaves it only at its last evaluation (iteration {iteration:,}) and ends at {losses[seed]:.3f}") in words
-    assert f"0.5 nats below the null ({null - 0.5:.3f})" in words
-    at_128 = query_norm.plateau_exits(report.RESULTS / "cells", "mlm-cpu-i6000")["standard"]
-    assert None not in at_128["seeds"].values() and f"at iteration {at_128['mean']:,.0f} on average" in words
+    assert (f"seed {seed} leaves it only at its last evaluation (iteration {iteration:,}) and ends at "
+            f"{rows['standard']['losses'][seed]:.3f}") in words
 
     def shown(comparison: dict) -> str:
         return report.interval(comparison).replace("-", "−")
@@ -976,17 +986,9 @@ def test_the_query_rank_reports_masked_lm_at_width_256_is_the_summarys():
     assert not rows["standard"]["learns"] and rows["mqa-att1"]["learns"]
 
     exits = query_norm.plateau_exits(query_rank.RESULTS / "cells", setting)
-    standard, losses = exits["standard"]["seeds"], rows["standard"]["losses"]
-    stayed = [str(seed) for seed, iteration in standard.items() if iteration is None]
-    left = [(str(seed), iteration) for seed, iteration in standard.items() if iteration is not None]
-    assert len(left) == 1 and all(losses[s] > null - 0.5 for s in losses)
-    (seed, iteration), = left
-    assert (f"{len(stayed)} of its 5 seeds never leave the context-free plateau (no evaluation below 2.9 nats) and "
-            f"end between {min(losses[s] for s in stayed):.3f} and {max(losses[s] for s in stayed):.3f}; seed {seed} "
-            f"leaves it at iteration {iteration:,} and ends at {losses[seed]:.3f}") in words
-    assert f"0.5 nats below the null ({null - 0.5:.3f})" in words
-    at_128 = query_norm.plateau_exits(query_rank.RESULTS / "cells", "mlm-cpu-i6000")["standard"]
-    assert None not in at_128["seeds"].values() and f"at iteration {at_128['mean']:,.0f} on average" in words
+    seed, iteration = check_standard_stays_on_the_plateau(words, rows, null, exits, query_rank.RESULTS / "cells")
+    assert (f"seed {seed} leaves it at iteration {iteration:,} and ends at {rows['standard']['losses'][seed]:.3f}"
+            in words)
 
     mqa = rows["mqa-att1"]["against_standard"]
     assert mqa["verdict"] == rows["mqa-att1"]["against_standard_mask"]["verdict"] == "ahead"
