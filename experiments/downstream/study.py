@@ -1050,13 +1050,13 @@ def check_conditions(cells: list[dict], conditions: tuple[str, ...] = CONDITIONS
 
 
 def summarise(cells: list[dict], declared: list[tuple[str, int]] | None = None,
-              conditions: tuple[str, ...] = CONDITIONS) -> dict:
+              shared_conditions: tuple[str, ...] = CONDITIONS) -> dict:
     """Every table and verdict of the report, from finished cells of one recipe (refused if they differ in the
     conditions a comparison shares). With `declared`, the (arm, seed) cells the study declared: while any of them is
     missing, every claim is pending (`hold_claims`)."""
     from sharedbert.verdicts import AHEAD, ON_PAR
 
-    check_conditions(cells, conditions)
+    check_conditions(cells, shared_conditions)
 
     arms = sorted({c["arm"] for c in cells}, key=lambda a: list(ARMS).index(a) if a in ARMS else len(ARMS))
     conditions = sorted({name for c in cells for name in c["tasks"]["sst2"]["dev"] if name != "clean"})
@@ -1179,9 +1179,10 @@ def summary_markdown(summary: dict) -> str:
     lines += ["", "Paired comparisons (95% t, by seed) to `standard`: mean difference, interval, verdict.", "",
               "| arm | " + " | ".join([*summary["tasks"], "average"]) + " | noise: mean drop |",
               "|---|" + "---|" * (len(summary["tasks"]) + 2)]
+    def word(c):
+        return "n/a" if c.get("mean") is None else f"{c['mean']:+.2f} {c['verdict']}"
+
     for arm, row in summary["comparisons_to_standard"].items():
-        def word(c):
-            return "n/a" if c["mean"] is None else f"{c['mean']:+.2f} {c['verdict']}"
         lines.append(f"| `{arm}` | " + " | ".join(word(row[t]) for t in [*summary["tasks"], "average"]) + " | "
                      + word(summary["noise_comparisons_to_standard"][arm]["mean_drop"]) + " |")
     lines += ["", "## The paper's claims", ""]
@@ -1194,14 +1195,12 @@ def summary_markdown(summary: dict) -> str:
                         else "")
                      + (f"; {claim['why']}" if claim.get("why") else ""))
     for arm, added in summary.get("added_arms", {}).items():
-        def word(c):
-            return "n/a" if c.get("mean") is None else f"{c['mean']:+.2f} {c['verdict']}"
-        rows = added["against_standard"]
+        rows, learns = added["against_standard"], added["learns"]
         partial = "" if added["seeds"] == list(DECLARED_SEEDS) else "**Partial: every word is provisional.** "
         lines += ["", f"## Added arm `{arm}` (a comparison of its own, at {', '.join(added['git_commit'])})", "",
-                  f"{partial}Seeds {added['seeds']}, learns {sum(added['learns'].values())}/{len(added['learns'])}; informative "
-                  f"tasks with `standard`: {', '.join(added['informative']) or 'none'}. Against `standard`, paired by "
-                  "seed: " + "; ".join(f"{t} {word(rows[t])}" for t in [*summary["tasks"], "average"] if t in rows)
+                  f"{partial}Seeds {added['seeds']}, learns {sum(learns.values())}/{len(learns)}; informative tasks "
+                  f"with `standard`: {', '.join(added['informative']) or 'none'}. Against `standard`, paired by seed: "
+                  + "; ".join(f"{t} {word(rows[t])}" for t in [*summary["tasks"], "average"] if t in rows)
                   + (f"; noise, mean drop {word(added['noise_against_standard']['mean_drop'])}"
                      if added["noise_against_standard"] else "") + "."]
     return "\n".join(lines) + "\n"
@@ -1311,7 +1310,7 @@ def added_arm_comparisons(added: list[dict], cells: list[dict]) -> dict:
     standard = [c for c in cells if c["arm"] == "standard"]
     for arm in sorted({c["arm"] for c in added}):
         ours = [c for c in added if c["arm"] == arm]
-        paired = summarise(ours + standard, conditions=tuple(k for k in CONDITIONS if k != "git_commit"))
+        paired = summarise(ours + standard, shared_conditions=tuple(k for k in CONDITIONS if k != "git_commit"))
         comparisons[arm] = {"config": ADDED_ARMS[arm], "seeds": sorted(c["seed"] for c in ours),
                             "git_commit": sorted({str(c.get("git_commit")) for c in ours}),
                             "learns": paired["learns"].get(arm, {}), "informative": paired["informative"],
