@@ -54,6 +54,7 @@ def frontier_clm(arm: str | None = None, setting: str = "clm-cpu") -> dict:
 
 
 FRONTIER_W256 = "clm-cpu-w256-h8"
+FRONTIER_MLM_W256 = "mlm-cpu-w256-h8-i6000"
 
 
 def frontier_budget_256(arm: str) -> float:
@@ -119,16 +120,16 @@ def frontier_mlm(arm: str) -> dict:
 
 
 def frontier_mlm_256() -> dict:
-    """The frontier study's width-256 MLM comparisons to `standard` (all selected positions), by arm."""
-    return {arm: row["against_standard"] for arm, row in results(FRONTIER)["settings"]["mlm-cpu-w256-h8-i6000"].items()
-            if arm != "standard"}
+    """The frontier study's width-256 MLM comparisons to `standard` (all selected positions), by arm: frontier_clm's
+    reading (arms with all five seeds) of that setting."""
+    return frontier_clm(setting=FRONTIER_MLM_W256)
 
 
 def frontier_mlm_256_ahead(arms: list[str]) -> str:
     """"ahead" when `arms` are exactly the width-256 MLM arms ahead of `standard` and `standard` does not learn there
     (the sentences read "ahead" as starting sooner), otherwise a marker that matches no sentence."""
     ahead = sorted(arm for arm, c in frontier_mlm_256().items() if c["verdict"] == "ahead")
-    learns = results(FRONTIER)["settings"]["mlm-cpu-w256-h8-i6000"]["standard"]["learns"]
+    learns = results(FRONTIER)["settings"][FRONTIER_MLM_W256]["standard"]["learns"]
     return "ahead" if ahead == sorted(arms) and not learns else f"ahead: {ahead}, standard learns: {learns}"
 
 
