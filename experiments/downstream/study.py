@@ -6,6 +6,7 @@ SST-2, out of domain. README.md beside this file is the declared design and the 
     python experiments/downstream/study.py grid --arms standard shared --seeds 1 2 3 4 5 --threads 1
     python experiments/downstream/study.py report                                   # results/summary-cpu.{json,md,png}
     python experiments/downstream/study.py evaluate --cell cpu-standard-seed1 --tsv my.tsv  # SST-2 model on a TSV
+    python experiments/downstream/study.py grids --grid fp32=A.json --grid bf16=B.json  # claims over two grids
     python experiments/downstream/study.py pilot --arm shared --seed 1 --threads 1        # train-split scores only
 
 A cell pretrains one arm's encoder (Trainer, BERT's 80/10/10 masking, fixed validation masks, checkpoints it resumes
@@ -1206,6 +1207,46 @@ def summary_markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combine_grids(summaries: dict[str, dict]) -> dict:
+    """The claims of one study run as several grids, each on its own machine (shakespeare/README.md, "A second
+    grid"): never pooled. A claim takes the verdict every complete grid gives it; complete grids that differ leave it
+    open, with each one's verdict quoted; while no grid is complete it is pending. `summaries`: {grid name: its
+    `write_report` summary}."""
+    grids = {name: {"landed": s["declared_cells"] - len(s["missing_cells"]), "declared": s["declared_cells"],
+                    "complete": not s["missing_cells"], "provenance": s["provenance"]}
+             for name, s in summaries.items()}
+    complete = [name for name, grid in grids.items() if grid["complete"]]
+    claims = {}
+    for key in dict.fromkeys(k for s in summaries.values() for k in s["claims"]):
+        by_grid = {name: s["claims"][key]["verdict"] for name, s in summaries.items() if key in s["claims"]}
+        verdicts = {by_grid[name] for name in complete if name in by_grid}
+        if not verdicts:
+            verdict, why = PENDING, "no grid is complete"
+        elif len(verdicts) == 1:
+            verdict = verdicts.pop()
+            why = "the verdict of " + " and ".join(f"the {name} grid" for name in complete if name in by_grid)
+        else:
+            verdict, why = OPEN, "the complete grids differ"
+        claims[key] = {"verdict": verdict, "why": why, "by_grid": by_grid}
+    return {"grids": grids, "claims": claims}
+
+
+def combined_markdown(combined: dict) -> str:
+    lines = ["# Downstream study: the claims over its grids", "",
+             "Each grid is its own comparison, never pooled with another (shakespeare/README.md, \"A second grid\").",
+             "", "| grid | cells landed | precision | CPU |", "|---|---|---|---|"]
+    for name, grid in combined["grids"].items():
+        status = "complete" if grid["complete"] else "under way"
+        lines.append(f"| {name} | {grid['landed']} of {grid['declared']} ({status}) | "
+                     f"{', '.join(grid['provenance']['precision'])} | {', '.join(grid['provenance']['cpu'])} |")
+    lines += ["", "| claim | verdict | why | " + " | ".join(combined["grids"]) + " |",
+              "|---|---|---|" + "---|" * len(combined["grids"])]
+    for key, claim in combined["claims"].items():
+        lines.append(f"| {key} | **{claim['verdict']}** | {claim['why']} | "
+                     + " | ".join(claim["by_grid"].get(name, "") for name in combined["grids"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def interval_text(interval) -> str:
     """A 95% interval as the report prints it: [low, high] to two decimals, "none" with fewer than two paired seeds."""
     return "none (fewer than two paired seeds)" if interval is None else f"[{interval[0]:+.2f}, {interval[1]:+.2f}]"
@@ -1335,6 +1376,27 @@ def write_report(results_dir: Path, recipe: str, out_dir: Path) -> dict:
     return summary
 
 
+def write_combined(grid_args: list[str], recipe: str, out_dir: Path) -> dict:
+    """`grids`: read each NAME=SUMMARY.json, combine their claims, write grids-RECIPE.{json,md}."""
+    from sharedbert.atomic import atomic_write_text
+
+    summaries = {}
+    for text in grid_args:
+        name, sep, path = text.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"--grid {text!r}: expected NAME=SUMMARY.json, e.g. "
+                             "bf16=experiments/downstream/results/bf16/summary-shakespeare.json.")
+        if name in summaries:
+            raise SystemExit(f"--grid {text!r}: the name {name!r} is given twice; give each grid its own name.")
+        if not Path(path).is_file():
+            raise SystemExit(f"--grid {text!r}: {path} is not a file; `study.py report` writes a grid's summary.")
+        summaries[name] = json.loads(Path(path).read_text())
+    combined = combine_grids(summaries)
+    atomic_write_text(out_dir / f"grids-{recipe}.json", json.dumps(combined, indent=1) + "\n")
+    atomic_write_text(out_dir / f"grids-{recipe}.md", combined_markdown(combined))
+    return combined
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # The command line
 # --------------------------------------------------------------------------------------------------------------------
@@ -1386,6 +1448,11 @@ def main(argv=None) -> int:
     report.add_argument("--recipe", choices=list(RECIPES), default="cpu")
     report.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     report.add_argument("--out-dir", type=Path, default=HERE / "results")
+    grids = commands.add_parser("grids", help="results/grids-RECIPE.{json,md}: the claims over a study's grids, "
+                                "each a `report` summary (NAME=SUMMARY.json)")
+    grids.add_argument("--recipe", choices=list(RECIPES), default="shakespeare")
+    grids.add_argument("--grid", action="append", required=True, metavar="NAME=SUMMARY.json")
+    grids.add_argument("--out-dir", type=Path, default=HERE / "results")
     describe = commands.add_parser("describe", help="each arm's parameters (meta-device builds) as JSON")
     describe.add_argument("--recipe", choices=list(RECIPES), default="cpu")
     describe.add_argument("--vocab-size", type=int, default=100)
@@ -1412,6 +1479,9 @@ def run_command(args) -> int:
     if args.command == "report":
         summary = write_report(args.results_dir, args.recipe, args.out_dir)
         print(summary_markdown(summary))
+        return 0
+    if args.command == "grids":
+        print(combined_markdown(write_combined(args.grid, args.recipe, args.out_dir)))
         return 0
     if args.command == "describe":
         recipe = RECIPES[args.recipe]

@@ -380,6 +380,46 @@ def test_an_added_arms_cells_are_a_comparison_of_their_own(tmp_path, capsys):
     with pytest.raises(SystemExit, match="precision"):
         study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")])
 
+def declared_summary(shared_offset, landed=35):
+    """The report's summary of declared_grid, with its first `landed` cells."""
+    declared = [(arm, seed) for seed in study.DECLARED_SEEDS for arm in study.DEFAULT_ARMS]
+    return study.summarise(declared_grid(shared_offset)[:landed], declared=declared)
+
+
+def test_a_claim_over_grids_is_what_every_complete_grid_says_and_open_where_they_differ():
+    """shakespeare/README.md, "A second grid": grids are never pooled; when both are complete a claim both judge
+    alike keeps that verdict and one they judge differently is left open; while only one is complete, its verdict."""
+    key = "shared vs standard"
+    ahead, behind, partial = declared_summary(0.2), declared_summary(-5.0), declared_summary(-5.0, landed=34)
+    assert (ahead["claims"][key]["verdict"], behind["claims"][key]["verdict"]) == (study.SUPPORTED, study.CONTRADICTED)
+    assert study.combine_grids({"fp32": ahead, "bf16": behind})["claims"][key] == {
+        "verdict": study.OPEN, "why": "the complete grids differ",
+        "by_grid": {"fp32": study.SUPPORTED, "bf16": study.CONTRADICTED}}
+    alike = study.combine_grids({"fp32": ahead, "bf16": ahead})["claims"][key]
+    assert (alike["verdict"], alike["why"]) == (study.SUPPORTED, "the verdict of the fp32 grid and the bf16 grid")
+    one = study.combine_grids({"fp32": partial, "bf16": ahead})
+    assert one["claims"][key] == {"verdict": study.SUPPORTED, "why": "the verdict of the bf16 grid",
+                                  "by_grid": {"fp32": study.PENDING, "bf16": study.SUPPORTED}}
+    assert (one["grids"]["fp32"]["landed"], one["grids"]["fp32"]["complete"]) == (34, False)
+    assert study.combine_grids({"fp32": partial})["claims"][key]["verdict"] == study.PENDING
+
+
+def test_the_grids_command_writes_the_combined_claims_and_names_a_bad_grid(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps(declared_summary(0.2, landed=34)))
+    (tmp_path / "b.json").write_text(json.dumps(declared_summary(0.2)))
+    grids = ["--grid", f"fp32={tmp_path / 'a.json'}", "--grid", f"bf16={tmp_path / 'b.json'}"]
+    assert study.main(["grids", *grids, "--out-dir", str(tmp_path / "out")]) == 0
+    combined = json.loads((tmp_path / "out" / "grids-shakespeare.json").read_text())
+    assert combined["claims"]["shared vs standard"]["verdict"] == study.SUPPORTED
+    markdown = (tmp_path / "out" / "grids-shakespeare.md").read_text()
+    assert "| fp32 | 34 of 35 (under way) | bf16 | made up |" in markdown
+    assert "| shared vs standard | **supported** | the verdict of the bf16 grid | pending | supported |" in markdown
+    for bad, why in ((f"{tmp_path / 'a.json'}", "expected NAME=SUMMARY.json"), ("c=missing.json", "not a file"),
+                     (f"fp32={tmp_path / 'b.json'}", "given twice")):
+        with pytest.raises(SystemExit, match=why):
+            study.main(["grids", "--grid", f"fp32={tmp_path / 'a.json'}", "--grid", bad, "--out-dir", str(tmp_path)])
+
+
 def test_the_report_command_writes_its_three_files(tmp_path, capsys):
     cells = declared_grid(shared_offset=0.2)
     assert len(cells) == len(study.DEFAULT_ARMS) * len(study.DECLARED_SEEDS)
