@@ -380,6 +380,7 @@ def test_an_added_arms_cells_are_a_comparison_of_their_own(tmp_path, capsys):
     with pytest.raises(SystemExit, match="precision"):
         study.main(["report", "--results-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")])
 
+
 def declared_summary(shared_offset, landed=35):
     """The report's summary of declared_grid, with its first `landed` cells."""
     declared = [(arm, seed) for seed in study.DECLARED_SEEDS for arm in study.DEFAULT_ARMS]
