@@ -1219,12 +1219,12 @@ def combine_grids(summaries: dict[str, dict]) -> dict:
     claims = {}
     for key in dict.fromkeys(k for s in summaries.values() for k in s["claims"]):
         by_grid = {name: s["claims"][key]["verdict"] for name, s in summaries.items() if key in s["claims"]}
-        verdicts = {by_grid[name] for name in complete if name in by_grid}
+        judging = [name for name in complete if name in by_grid]
+        verdicts = {by_grid[name] for name in judging}
         if not verdicts:
             verdict, why = PENDING, "no grid is complete"
         elif len(verdicts) == 1:
-            verdict = verdicts.pop()
-            why = "the verdict of " + " and ".join(f"the {name} grid" for name in complete if name in by_grid)
+            verdict, why = verdicts.pop(), "the verdict of " + " and ".join(f"the {name} grid" for name in judging)
         else:
             verdict, why = OPEN, "the complete grids differ"
         claims[key] = {"verdict": verdict, "why": why, "by_grid": by_grid}
