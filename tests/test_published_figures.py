@@ -206,12 +206,14 @@ def frontier_mlm_256_ahead_and_the_rest() -> list[str]:
 
 
 DOWNSTREAM_BF16_CELLS = "experiments/downstream/results/cells-bf16"
+DOWNSTREAM_XEON_BF16_CELLS = "experiments/downstream/results/cells-xeon-bf16"
 
 
-def downstream_bf16_cells_landed() -> list[int]:
-    """The Shakespeare study's second grid: its committed cells and the 40 it declared (every arm, added ones too)."""
+def downstream_grid_cells_landed(folder: str) -> list[int]:
+    """One of the Shakespeare study's later grids (the second, the third): its committed cells and the 40 it declared
+    (every arm, added ones too)."""
     study = experiment_script("downstream/study.py")
-    landed = [p for p in (REPO_ROOT / DOWNSTREAM_BF16_CELLS).glob("shakespeare-*.json") if committed(str(p))]
+    landed = [p for p in (REPO_ROOT / folder).glob("shakespeare-*.json") if committed(str(p))]
     return [len(landed), len(study.ARMS) * len(study.DECLARED_SEEDS)]
 
 
@@ -1306,8 +1308,12 @@ FIGURES = [
            lambda: downstream_cells_landed(DOWNSTREAM_SHAKESPEARE)),
     Figure("experiments/downstream/shakespeare/README.md", phrase("under way: {} of {} declared cells landed"),
            DOWNSTREAM_SHAKESPEARE, lambda: downstream_cells_landed(DOWNSTREAM_SHAKESPEARE)),
-    Figure("experiments/downstream/shakespeare/README.md", phrase("under way: {} of {} cells landed** (35 declared"),
-           "", downstream_bf16_cells_landed),
+    Figure("experiments/downstream/shakespeare/README.md",
+           phrase("under way: {} of {} cells landed** (35 declared, 5 of the added arm;"), "",
+           lambda: downstream_grid_cells_landed(DOWNSTREAM_BF16_CELLS)),
+    Figure("experiments/downstream/shakespeare/README.md",
+           phrase("under way: {} of {} cells landed** (35 declared, 5 of the added arm, on the Intel Xeon;"), "",
+           lambda: downstream_grid_cells_landed(DOWNSTREAM_XEON_BF16_CELLS)),
     Figure("experiments/README.md", phrase("a probe that it takes about {} steps ({} times the budget) to pass a bag "
                                            "of characters"), DOWNSTREAM_PROBE,
            lambda: [probe_steps_past_bag(), probe_steps_past_bag()
