@@ -1208,8 +1208,8 @@ def summary_markdown(summary: dict) -> str:
 
 
 def combine_grids(summaries: dict[str, dict]) -> dict:
-    """The claims of one study run as several grids, each on its own machine (shakespeare/README.md, "A second
-    grid"): never pooled. A claim takes the verdict every complete grid gives it; complete grids that differ leave it
+    """The claims of one study run as several grids, each on its own machine (shakespeare/README.md, "A third grid",
+    the rule for any number of grids): never pooled. A claim takes the verdict every complete grid gives it; complete grids that differ leave it
     open, with each one's verdict quoted; while no grid is complete it is pending. `summaries`: {grid name: its
     `write_report` summary}."""
     grids = {name: {"landed": s["declared_cells"] - len(s["missing_cells"]), "declared": s["declared_cells"],
@@ -1233,7 +1233,7 @@ def combine_grids(summaries: dict[str, dict]) -> dict:
 
 def combined_markdown(combined: dict) -> str:
     lines = ["# Downstream study: the claims over its grids", "",
-             "Each grid is its own comparison, never pooled with another (shakespeare/README.md, \"A second grid\").",
+             "Each grid is its own comparison, never pooled with another (shakespeare/README.md, \"A third grid\").",
              "", "| grid | cells landed | precision | CPU |", "|---|---|---|---|"]
     for name, grid in combined["grids"].items():
         status = "complete" if grid["complete"] else "under way"

@@ -388,8 +388,8 @@ def declared_summary(shared_offset, landed=35):
 
 
 def test_a_claim_over_grids_is_what_every_complete_grid_says_and_open_where_they_differ():
-    """shakespeare/README.md, "A second grid": grids are never pooled; when both are complete a claim both judge
-    alike keeps that verdict and one they judge differently is left open; while only one is complete, its verdict."""
+    """shakespeare/README.md, "A third grid": grids are never pooled; a claim every complete grid judges alike keeps
+    that verdict and one they judge differently is left open; while only one is complete, its verdict."""
     key = "shared vs standard"
     ahead, behind, partial = declared_summary(0.2), declared_summary(-5.0), declared_summary(-5.0, landed=34)
     assert (ahead["claims"][key]["verdict"], behind["claims"][key]["verdict"]) == (study.SUPPORTED, study.CONTRADICTED)
@@ -403,6 +403,11 @@ def test_a_claim_over_grids_is_what_every_complete_grid_says_and_open_where_they
                                   "by_grid": {"fp32": study.PENDING, "bf16": study.SUPPORTED}}
     assert (one["grids"]["fp32"]["landed"], one["grids"]["fp32"]["complete"]) == (34, False)
     assert study.combine_grids({"fp32": partial})["claims"][key]["verdict"] == study.PENDING
+    # A third grid can only leave open what two complete grids settle alike, never settle it otherwise.
+    three = study.combine_grids({"fp32": ahead, "bf16": ahead, "xeon-bf16": behind})["claims"][key]
+    assert (three["verdict"], three["why"]) == (study.OPEN, "the complete grids differ")
+    three_partial = study.combine_grids({"fp32": ahead, "bf16": ahead, "xeon-bf16": partial})["claims"][key]
+    assert three_partial["verdict"] == study.SUPPORTED and three_partial["by_grid"]["xeon-bf16"] == study.PENDING
 
 
 def test_the_grids_command_writes_the_combined_claims_and_names_a_bad_grid(tmp_path, capsys):
