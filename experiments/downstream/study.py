@@ -1209,9 +1209,9 @@ def summary_markdown(summary: dict) -> str:
 
 def combine_grids(summaries: dict[str, dict]) -> dict:
     """The claims of one study run as several grids, each on its own machine (shakespeare/README.md, "A third grid",
-    the rule for any number of grids): never pooled. A claim takes the verdict every complete grid gives it; complete grids that differ leave it
-    open, with each one's verdict quoted; while no grid is complete it is pending. `summaries`: {grid name: its
-    `write_report` summary}."""
+    the rule for any number of grids): never pooled. A claim takes the verdict every complete grid gives it;
+    complete grids that differ leave it open, with each one's verdict quoted; while no grid is complete it is
+    pending. `summaries`: {grid name: its `write_report` summary}."""
     grids = {name: {"landed": s["declared_cells"] - len(s["missing_cells"]), "declared": s["declared_cells"],
                     "complete": not s["missing_cells"], "provenance": s["provenance"]}
              for name, s in summaries.items()}
